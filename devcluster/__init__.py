@@ -1,0 +1,4 @@
+"""Dev Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager) for tests and demos.
+
+See devcluster.launcher.ControlPlane and docs/devcluster.md.
+"""

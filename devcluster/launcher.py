@@ -1,0 +1,531 @@
+"""Dev Kubernetes control plane: etcd + kube-apiserver + kube-controller-manager on 127.0.0.1.
+
+    with ControlPlane() as cp:
+        subprocess.run([cp.kubectl, "--kubeconfig", cp.kubeconfig_path, "get", "ns"])
+
+or from a shell: `python -m devcluster.launcher` (runs until Ctrl-C / SIGTERM).
+
+There is no scheduler and no kubelet, so Pods are admitted and then stay
+Pending. Binaries come from `devcluster/build.sh` (instant once built) or from
+the directory named by BERTH_DEVCLUSTER_BIN.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import hashlib
+import http.client
+import ipaddress
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType, TracebackType
+
+from devcluster.kubeconfig import kubeconfig, write_kubeconfig, write_private
+from devcluster.pki import CertificateAuthority, new_service_account_key
+from devcluster.process import Component, ComponentFailed, wait_until
+
+BUILD_SCRIPT = Path(__file__).resolve().parent / "build.sh"
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
+
+ADMISSION_PLUGINS = (
+    "NamespaceLifecycle,LimitRanger,ServiceAccount,ResourceQuota,PodSecurity,PodNodeSelector,"
+    # Harmless without nodes or storage, and they are on in real clusters.
+    "NodeRestriction,Priority,DefaultTolerationSeconds,DefaultStorageClass"
+)
+# Controllers the portal relies on, plus cheap ones that make workloads look normal.
+# Canonical names (kube-controller-manager --help lists them).
+CONTROLLERS = (
+    "namespace-controller,garbage-collector-controller,serviceaccount-controller,"
+    "serviceaccount-token-controller,resourcequota-controller,root-ca-certificate-publisher-controller,"
+    "clusterrole-aggregation-controller,deployment-controller,replicaset-controller,"
+    "service-cidr-controller"
+)
+SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
+IN_CLUSTER_NAMES = (
+    "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
+)
+ADMIN_USER = "berth-admin"
+START_TIMEOUT = 120.0
+_PORT_ATTEMPTS = 3
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be built, started or reconfigured."""
+
+
+@dataclass(frozen=True)
+class OIDCIssuer:
+    """One JWT authenticator of the API server (an OIDC provider it trusts).
+
+    Prefixes default to "oidc:" so a token claiming the group "system:masters"
+    cannot become cluster-admin; pass "" deliberately if you want bare names.
+    """
+
+    url: str
+    audience: str
+    ca_pem: str | None = None  # None: the control plane's own CA
+    username_claim: str = "sub"
+    groups_claim: str = "groups"
+    username_prefix: str = "oidc:"
+    groups_prefix: str = "oidc:"
+
+    def as_jwt_authenticator(self, default_ca_pem: str) -> dict:
+        return {
+            "issuer": {
+                "url": self.url,
+                "audiences": [self.audience],
+                "certificateAuthority": self.ca_pem or default_ca_pem,
+            },
+            "claimMappings": {
+                "username": {"claim": self.username_claim, "prefix": self.username_prefix},
+                "groups": {"claim": self.groups_claim, "prefix": self.groups_prefix},
+            },
+        }
+
+
+IssuerSpec = OIDCIssuer | Mapping[str, str]
+
+
+def _as_issuer(spec: IssuerSpec) -> OIDCIssuer:
+    return spec if isinstance(spec, OIDCIssuer) else OIDCIssuer(**spec)
+
+
+def find_bin_dir() -> Path:
+    """BERTH_DEVCLUSTER_BIN if set, else whatever build.sh builds (or already built)."""
+    configured = os.environ.get("BERTH_DEVCLUSTER_BIN")
+    if configured:
+        bin_dir = Path(configured)
+    else:
+        # stderr is inherited so a cold build shows its progress.
+        result = subprocess.run([str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True)
+        if result.returncode != 0:
+            raise ControlPlaneError(f"{BUILD_SCRIPT} failed with exit code {result.returncode}")
+        bin_dir = Path(result.stdout.strip().splitlines()[-1])
+    missing = [name for name in BINARIES if not os.access(bin_dir / name, os.X_OK)]
+    if missing:
+        raise ControlPlaneError(f"{bin_dir} lacks {', '.join(missing)}")
+    return bin_dir
+
+
+def free_port() -> int:
+    """A port nobody listens on right now (the caller retries if it is taken meanwhile)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _https_get(port: int, path: str, context: ssl.SSLContext, timeout: float = 3.0) -> tuple[int, bytes] | None:
+    """(status, body), or None when nothing answers yet."""
+    connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=timeout)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, response.read()
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        connection.close()
+
+
+class ControlPlane:
+    """etcd, kube-apiserver and kube-controller-manager in a temporary directory.
+
+    The CA exists from construction on, so an OIDC provider can get a serving
+    certificate (`cp.ca.issue_serving_cert([...])`) before the API server starts.
+    Several instances can run at once; each picks its own free ports.
+    Start it from a long-lived thread (see devcluster.process._die_with_parent).
+    """
+
+    def __init__(
+        self,
+        *,
+        bin_dir: Path | None = None,
+        oidc_issuers: Iterable[IssuerSpec] = (),
+        ca: CertificateAuthority | None = None,
+        apiserver_port: int | None = None,
+        keep_data: bool = False,
+        name: str = "berth-devcluster",
+    ) -> None:
+        self.name = name
+        self.ca = ca or CertificateAuthority(f"{name}-ca")
+        self._bin_dir = bin_dir
+        self._oidc_issuers = [_as_issuer(spec) for spec in oidc_issuers]
+        self._requested_apiserver_port = apiserver_port
+        self._keep_data = keep_data
+        self._components: list[Component] = []
+        self.data_dir: Path | None = None
+        self.apiserver_port = 0
+        self.start_to_ready_seconds: float | None = None
+
+    # -- what callers use -------------------------------------------------
+
+    @property
+    def ca_cert_pem(self) -> str:
+        return self.ca.cert_pem
+
+    @property
+    def bin_dir(self) -> Path:
+        if self._bin_dir is None:
+            self._bin_dir = find_bin_dir()
+        return self._bin_dir
+
+    @property
+    def kubectl(self) -> Path:
+        return self.bin_dir / "kubectl"
+
+    @property
+    def api_url(self) -> str:
+        return f"https://127.0.0.1:{self.apiserver_port}"
+
+    @property
+    def ca_file(self) -> Path:
+        return self._dir / "pki" / "ca.crt"
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        """The admin (system:masters) kubeconfig, CA and client certificate embedded."""
+        return self._dir / "admin.kubeconfig"
+
+    @property
+    def authentication_config_path(self) -> Path:
+        return self._dir / "authentication-config.yaml"
+
+    def pids(self) -> dict[str, int]:
+        return {c.name: c.pid for c in self._components if c.pid is not None}
+
+    def logs(self) -> dict[str, Path]:
+        return {c.name: c.log_path for c in self._components}
+
+    def write_kubeconfig(
+        self,
+        path: Path,
+        *,
+        user: str,
+        token: str | None = None,
+        client_cert_pem: str | None = None,
+        client_key_pem: str | None = None,
+        namespace: str | None = None,
+    ) -> Path:
+        """A kubeconfig for this API server with a bearer token or a client certificate."""
+        config = kubeconfig(
+            server=self.api_url, ca_pem=self.ca_cert_pem, user=user, token=token,
+            client_cert_pem=client_cert_pem, client_key_pem=client_key_pem,
+            namespace=namespace, cluster_name=self.name,
+        )
+        return write_kubeconfig(Path(path), config)
+
+    def failed_component(self) -> ComponentFailed | None:
+        """Why the control plane broke after start (a component exited), else None."""
+        for component in self._components:
+            code = component.exited()
+            if code is not None:
+                return ComponentFailed(component, f"{component.name} exited with code {code}")
+        return None
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def __enter__(self) -> ControlPlane:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> ControlPlane:
+        if self._components:
+            raise ControlPlaneError("already started")
+        bin_dir = self.bin_dir  # may build; not part of start-to-ready
+        began = time.monotonic()
+        self.data_dir = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
+        atexit.register(self.stop)
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            try:
+                self._start_once(bin_dir)
+                break
+            except ComponentFailed as failure:
+                self._stop_components()
+                # Free ports are picked before they are bound, so a parallel start may win one;
+                # a port the caller fixed would only clash again.
+                if failure.port_conflict and self._requested_apiserver_port is None and attempt < _PORT_ATTEMPTS:
+                    continue
+                raise ControlPlaneError(f"{failure}\n(data kept in {self.data_dir})") from failure
+            except BaseException:
+                self.stop()
+                raise
+        self.start_to_ready_seconds = time.monotonic() - began
+        return self
+
+    def stop(self) -> None:
+        """Stop components in reverse order and remove the data directory. Idempotent."""
+        atexit.unregister(self.stop)
+        self._stop_components()
+        if self.data_dir and not self._keep_data:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def _stop_components(self) -> None:
+        for component in reversed(self._components):
+            component.stop()
+        self._components = []
+
+    @property
+    def _dir(self) -> Path:
+        if self.data_dir is None:
+            raise ControlPlaneError("not started")
+        return self.data_dir
+
+    def _start_once(self, bin_dir: Path) -> None:
+        etcd_port, etcd_peer_port, kcm_port = free_port(), free_port(), free_port()
+        self.apiserver_port = self._requested_apiserver_port or free_port()
+        # etcd remembers its peer URL; a retry with new ports needs a fresh member.
+        shutil.rmtree(self._dir / "etcd", ignore_errors=True)
+        self._write_pki()
+        self._write_authentication_config()
+        (self._dir / "logs").mkdir(exist_ok=True)
+
+        etcd = self._component("etcd", self._etcd_argv(bin_dir, etcd_port, etcd_peer_port))
+        etcd_client = self._tls_context("apiserver-etcd-client")
+        wait_until(lambda: _https_get(etcd_port, "/health", etcd_client) is not None,
+                   timeout=START_TIMEOUT, watched=[etcd], what="etcd /health")
+
+        apiserver = self._component("kube-apiserver", self._apiserver_argv(bin_dir, etcd_port))
+        admin = self._tls_context("admin")
+        wait_until(lambda: _https_get(self.apiserver_port, "/readyz", admin) == (200, b"ok"),
+                   timeout=START_TIMEOUT, watched=[etcd, apiserver], what="kube-apiserver /readyz")
+        write_kubeconfig(self.kubeconfig_path, self._client_kubeconfig("admin", ADMIN_USER))
+        write_kubeconfig(self._dir / "controller-manager.kubeconfig",
+                         self._client_kubeconfig("controller-manager", "system:kube-controller-manager"))
+
+        controller_manager = self._component("kube-controller-manager", self._controller_manager_argv(bin_dir, kcm_port))
+        everything = [etcd, apiserver, controller_manager]
+        verify_only = ssl.create_default_context(cadata=self.ca_cert_pem)
+        wait_until(lambda: _https_get(kcm_port, "/healthz", verify_only) == (200, b"ok"),
+                   timeout=START_TIMEOUT, watched=everything, what="kube-controller-manager /healthz")
+        # Ready means usable: Pods are refused until their namespace has a default ServiceAccount.
+        default_sa = "/api/v1/namespaces/default/serviceaccounts/default"
+        wait_until(lambda: (_https_get(self.apiserver_port, default_sa, admin) or (0,))[0] == 200,
+                   timeout=START_TIMEOUT, watched=everything, what="the default ServiceAccount")
+
+    def _component(self, name: str, argv: list[str]) -> Component:
+        component = Component(name, argv, self._dir / "logs" / f"{name}.log")
+        self._components.append(component)
+        component.start()
+        return component
+
+    # -- files ------------------------------------------------------------------
+
+    def _pki_path(self, name: str) -> Path:
+        return self._dir / "pki" / name
+
+    def _write_pair(self, name: str, pair: tuple[str, str]) -> None:
+        write_private(self._pki_path(f"{name}.crt"), pair[0])
+        write_private(self._pki_path(f"{name}.key"), pair[1])
+
+    def _write_pki(self) -> None:
+        write_private(self.ca_file, self.ca_cert_pem)
+        service_ip = str(next(ipaddress.ip_network(SERVICE_CLUSTER_IP_RANGE).hosts()))
+        hosts = ["127.0.0.1", "localhost", service_ip, *IN_CLUSTER_NAMES]
+        self._write_pair("apiserver", self.ca.issue_serving_cert(hosts))
+        self._write_pair("etcd", self.ca.issue_peer_cert(["127.0.0.1", "localhost"]))
+        self._write_pair("apiserver-etcd-client", self.ca.issue_client_cert("kube-apiserver-etcd-client"))
+        self._write_pair("admin", self.ca.issue_client_cert(ADMIN_USER, ("system:masters",)))
+        self._write_pair("controller-manager", self.ca.issue_client_cert("system:kube-controller-manager"))
+        self._write_pair("controller-manager-serving", self.ca.issue_serving_cert(["127.0.0.1", "localhost"]))
+        private_pem, public_pem = new_service_account_key()
+        write_private(self._pki_path("sa.key"), private_pem)
+        write_private(self._pki_path("sa.pub"), public_pem)
+
+    def _tls_context(self, client: str) -> ssl.SSLContext:
+        context = ssl.create_default_context(cadata=self.ca_cert_pem)
+        context.load_cert_chain(self._pki_path(f"{client}.crt"), self._pki_path(f"{client}.key"))
+        return context
+
+    def _client_kubeconfig(self, pair: str, user: str) -> dict:
+        return kubeconfig(
+            server=self.api_url, ca_pem=self.ca_cert_pem, user=user, cluster_name=self.name,
+            client_cert_pem=self._pki_path(f"{pair}.crt").read_text(),
+            client_key_pem=self._pki_path(f"{pair}.key").read_text(),
+        )
+
+    def _authentication_config_text(self) -> str:
+        config = {
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "AuthenticationConfiguration",
+            "jwt": [issuer.as_jwt_authenticator(self.ca_cert_pem) for issuer in self._oidc_issuers],
+        }
+        return json.dumps(config, indent=2) + "\n"
+
+    def _write_authentication_config(self) -> str:
+        """Replace the file atomically so the API server never reloads half a file."""
+        text = self._authentication_config_text()
+        staging = self.authentication_config_path.with_suffix(".tmp")
+        write_private(staging, text)
+        os.replace(staging, self.authentication_config_path)
+        return text
+
+    # -- command lines ------------------------------------------------------------
+
+    def _etcd_argv(self, bin_dir: Path, port: int, peer_port: int) -> list[str]:
+        client_url, peer_url = f"https://127.0.0.1:{port}", f"https://127.0.0.1:{peer_port}"
+        cert, key, ca = self._pki_path("etcd.crt"), self._pki_path("etcd.key"), self.ca_file
+        return [
+            str(bin_dir / "etcd"),
+            "--name=default",
+            f"--data-dir={self._dir / 'etcd'}",
+            f"--listen-client-urls={client_url}", f"--advertise-client-urls={client_url}",
+            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=default={peer_url}", "--initial-cluster-state=new",
+            # Loopback is shared by every local user, so etcd demands client certificates.
+            f"--cert-file={cert}", f"--key-file={key}", f"--trusted-ca-file={ca}", "--client-cert-auth",
+            f"--peer-cert-file={cert}", f"--peer-key-file={key}", f"--peer-trusted-ca-file={ca}",
+            "--peer-client-cert-auth",
+            # Throwaway data: durability costs seconds per test run for nothing.
+            "--unsafe-no-fsync",
+        ]
+
+    def _apiserver_argv(self, bin_dir: Path, etcd_port: int) -> list[str]:
+        pki = self._pki_path
+        return [
+            str(bin_dir / "kube-apiserver"),
+            f"--etcd-servers=https://127.0.0.1:{etcd_port}",
+            f"--etcd-cafile={self.ca_file}",
+            f"--etcd-certfile={pki('apiserver-etcd-client.crt')}",
+            f"--etcd-keyfile={pki('apiserver-etcd-client.key')}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--secure-port={self.apiserver_port}",
+            f"--cert-dir={self._dir / 'apiserver-certs'}",
+            f"--tls-cert-file={pki('apiserver.crt')}", f"--tls-private-key-file={pki('apiserver.key')}",
+            f"--client-ca-file={self.ca_file}",
+            f"--authentication-config={self.authentication_config_path}",
+            "--authorization-mode=Node,RBAC",
+            f"--enable-admission-plugins={ADMISSION_PLUGINS}",
+            # Lets PodSecurity, not the cluster-wide switch, decide about privileged Pods.
+            "--allow-privileged=true",
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            f"--service-account-issuer={self.api_url}",
+            f"--service-account-key-file={pki('sa.pub')}",
+            f"--service-account-signing-key-file={pki('sa.key')}",
+            f"--api-audiences={self.api_url}",
+            # Endpoints may not point at loopback; with no Pods nobody needs them anyway.
+            "--endpoint-reconciler-type=none",
+            "--profiling=false",
+        ]
+
+    def _controller_manager_argv(self, bin_dir: Path, port: int) -> list[str]:
+        kubeconfig_file = self._dir / "controller-manager.kubeconfig"
+        return [
+            str(bin_dir / "kube-controller-manager"),
+            f"--kubeconfig={kubeconfig_file}",
+            f"--authentication-kubeconfig={kubeconfig_file}",
+            f"--authorization-kubeconfig={kubeconfig_file}",
+            "--bind-address=127.0.0.1", f"--secure-port={port}",
+            f"--cert-dir={self._dir / 'controller-manager-certs'}",
+            f"--tls-cert-file={self._pki_path('controller-manager-serving.crt')}",
+            f"--tls-private-key-file={self._pki_path('controller-manager-serving.key')}",
+            f"--controllers={CONTROLLERS}",
+            "--leader-elect=false",
+            # Each controller acts as its own ServiceAccount with the upstream RBAC roles,
+            # as in a kubeadm cluster, so permission mistakes show up here too.
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={self._pki_path('sa.key')}",
+            f"--root-ca-file={self.ca_file}",
+            "--profiling=false",
+        ]
+
+    # -- OIDC ----------------------------------------------------------------------
+
+    def set_oidc_issuers(self, issuers: Iterable[IssuerSpec], *, wait: bool = True, timeout: float = 90.0) -> None:
+        """Rewrite the authentication config; the API server reloads it without a restart.
+
+        The API server only swaps in JWT authenticators whose discovery document it
+        could fetch, so start the OIDC provider first. With wait=True this returns
+        once the API server reports the new file as applied, and raises if it
+        rejects it.
+        """
+        self._oidc_issuers = [_as_issuer(spec) for spec in issuers]
+        text = self._write_authentication_config()
+        if wait:
+            self._wait_for_authentication_config(text, timeout)
+
+    def _wait_for_authentication_config(self, text: str, timeout: float) -> None:
+        applied = f'hash="sha256:{hashlib.sha256(text.encode()).hexdigest()}"'
+        failures_before = self._authentication_reload_failures()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            metrics = self._metrics()
+            if any(line.startswith("apiserver_authentication_config_controller_last_config_info")
+                   and applied in line for line in metrics.splitlines()):
+                return
+            if self._authentication_reload_failures() > failures_before:
+                break
+            time.sleep(0.5)
+        log = self.logs()["kube-apiserver"].read_text(errors="replace")
+        reasons = [line for line in log.splitlines() if "authentication config" in line][-5:]
+        raise ControlPlaneError("kube-apiserver did not apply the new authentication config:\n" + "\n".join(reasons))
+
+    def _metrics(self) -> str:
+        answer = _https_get(self.apiserver_port, "/metrics", self._tls_context("admin"), timeout=10.0)
+        return answer[1].decode() if answer and answer[0] == 200 else ""
+
+    def _authentication_reload_failures(self) -> float:
+        pattern = re.compile(r'^apiserver_authentication_config_controller_automatic_reloads_total\{[^}]*status="failure"[^}]*\} (\S+)$')
+        return sum(float(m.group(1)) for line in self._metrics().splitlines() if (m := pattern.match(line)))
+
+
+# -- command line -------------------------------------------------------------------
+
+
+def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m devcluster.launcher", description=__doc__.split("\n")[0])
+    parser.add_argument("--apiserver-port", type=int, help="fixed API server port (default: any free port)")
+    parser.add_argument("--kubeconfig-out", type=Path, help="also copy the admin kubeconfig here")
+    parser.add_argument("--keep-data", action="store_true", help="keep the data directory (logs, etcd) on exit")
+    args = parser.parse_args(argv)
+
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    signal.signal(signal.SIGHUP, _raise_keyboard_interrupt)
+    control_plane = ControlPlane(apiserver_port=args.apiserver_port, keep_data=args.keep_data)
+    try:
+        with control_plane:
+            kubeconfig_path = control_plane.kubeconfig_path
+            if args.kubeconfig_out:
+                shutil.copyfile(kubeconfig_path, args.kubeconfig_out)
+                os.chmod(args.kubeconfig_out, 0o600)
+                kubeconfig_path = args.kubeconfig_out
+            print(f"devcluster: ready in {control_plane.start_to_ready_seconds:.1f}s (Ctrl-C stops it)", file=sys.stderr)
+            print(f"API server: {control_plane.api_url}")
+            print(f"kubeconfig: {kubeconfig_path}")
+            print(f"data dir:   {control_plane.data_dir}")
+            print(f"export KUBECONFIG={kubeconfig_path}", flush=True)
+            while (failure := control_plane.failed_component()) is None:
+                time.sleep(1)
+            print(f"devcluster: {failure}", file=sys.stderr)
+            return 1
+    except KeyboardInterrupt:
+        print("devcluster: stopped", file=sys.stderr)
+        return 0
+    except ControlPlaneError as error:
+        print(f"devcluster: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

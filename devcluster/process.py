@@ -1,0 +1,130 @@
+"""Child processes of the dev control plane: started in their own process group,
+logged to a file, killed with their parent, stopped without leaving orphans."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None]:
+    """A preexec_fn asking the kernel to SIGKILL the child when its parent goes away.
+
+    Caveat (prctl(2)): "parent" is the *thread* that forked, so start components
+    from a thread that lives as long as the control plane (normally the main thread).
+    """
+
+    def preexec() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            os._exit(127)
+        # The parent may have died between fork() and prctl(); then nobody would kill us.
+        if os.getppid() != parent_pid:
+            os._exit(127)
+
+    return preexec
+
+
+class Component:
+    """One long-running binary (etcd, kube-apiserver, ...) with its log file."""
+
+    def __init__(self, name: str, argv: list[str], log_path: Path) -> None:
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def start(self) -> None:
+        # Truncate: a retried start must not show the previous attempt's errors.
+        with open(self.log_path, "wb") as log:
+            self._process = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                # Own session: Ctrl-C in the terminal reaches only the launcher, which
+                # then stops components in order, and killpg() reaches any helpers.
+                start_new_session=True,
+                preexec_fn=_die_with_parent(os.getpid()),
+                close_fds=True,
+            )
+
+    def exited(self) -> int | None:
+        """The exit code if the process has ended, else None."""
+        return self._process.poll() if self._process else None
+
+    def stop(self, grace_seconds: float = 5.0) -> None:
+        """SIGTERM the process group, wait, then SIGKILL whatever is left."""
+        process = self._process
+        if process is None:
+            return
+        self._signal_group(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=grace_seconds)
+        except subprocess.TimeoutExpired:
+            pass
+        # Also after a clean exit: a component's own children share its group.
+        self._signal_group(process.pid, signal.SIGKILL)
+        process.wait()
+
+    @staticmethod
+    def _signal_group(pgid: int, sig: signal.Signals) -> None:
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            pass
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no log written)"
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def wait_until(
+    check: Callable[[], bool],
+    *,
+    timeout: float,
+    watched: list[Component],
+    what: str,
+    interval: float = 0.2,
+) -> None:
+    """Poll `check` until it is true; fail fast if a watched component dies meanwhile."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for component in watched:
+            code = component.exited()
+            if code is not None:
+                raise ComponentFailed(component, f"{component.name} exited with code {code} while waiting for {what}")
+        if check():
+            return
+        if time.monotonic() > deadline:
+            raise ComponentFailed(watched[-1], f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+class ComponentFailed(RuntimeError):
+    """A component did not come up; the message carries the tail of its log."""
+
+    def __init__(self, component: Component, reason: str) -> None:
+        self.component = component
+        self.log_text = component.log_tail()
+        super().__init__(
+            f"{reason}\n--- last lines of {component.log_path} ---\n{self.log_text}"
+        )
+
+    @property
+    def port_conflict(self) -> bool:
+        return "address already in use" in self.log_text

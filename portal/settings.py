@@ -1,0 +1,231 @@
+"""Berth settings: every value comes from the environment (see .env.example).
+
+Secrets have no default outside DEBUG; each secret may also be given as
+``NAME_FILE`` pointing at a mounted file.
+"""
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+
+def secret(name: str, debug_default: str = "") -> str:
+    """A secret from ``NAME`` or the file named by ``NAME_FILE``; only DEBUG may fall back."""
+    path = env.str(f"{name}_FILE", default="")
+    if path:
+        return Path(path).read_text().strip()
+    if DEBUG:
+        return env.str(name, default=debug_default)
+    return env.str(name)
+
+
+# --- Core -------------------------------------------------------------------
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+SECRET_KEY = secret("DJANGO_SECRET_KEY", debug_default="insecure-dev-only-key-" + "x" * 40)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+BERTH_PUBLIC_URL = env.str("BERTH_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "pgtrigger",
+    "csp",
+    "mozilla_django_oidc",
+    "tenants",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "tenants.middleware.RequestIdMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "tenants.middleware.OidcSessionRefresh",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+AUTH_USER_MODEL = "tenants.User"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "tenants.views.context.portal_context",
+            ],
+        },
+    },
+]
+
+# --- Database ---------------------------------------------------------------
+# PostgreSQL only: the audit trail's append-only guarantee is a PostgreSQL trigger.
+DATABASES = {"default": env.db("DATABASE_URL", default="postgres:///berth")}
+DATABASES["default"]["ATOMIC_REQUESTS"] = False
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
+
+# --- Static files -----------------------------------------------------------
+STATIC_URL = "static/"
+STATIC_ROOT = env.path("DJANGO_STATIC_ROOT", default=BASE_DIR / "var" / "static")
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+
+# --- Time and language ------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+# --- Sign-in (OpenID Connect) -----------------------------------------------
+AUTHENTICATION_BACKENDS = ["tenants.auth.BerthOidcBackend"]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
+OIDC_RP_CLIENT_ID = env.str("OIDC_RP_CLIENT_ID", default="berth-portal")
+OIDC_RP_CLIENT_SECRET = secret("OIDC_RP_CLIENT_SECRET", debug_default="")
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_RP_SCOPES = env.str("OIDC_RP_SCOPES", default="openid email profile groups offline_access")
+OIDC_OP_ISSUER = env.str("OIDC_OP_ISSUER", default="")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env.str("OIDC_OP_AUTHORIZATION_ENDPOINT", default="")
+OIDC_OP_TOKEN_ENDPOINT = env.str("OIDC_OP_TOKEN_ENDPOINT", default="")
+OIDC_OP_USER_ENDPOINT = env.str("OIDC_OP_USER_ENDPOINT", default="")
+OIDC_OP_JWKS_ENDPOINT = env.str("OIDC_OP_JWKS_ENDPOINT", default="")
+OIDC_OP_LOGOUT_ENDPOINT = env.str("OIDC_OP_LOGOUT_ENDPOINT", default="")
+OIDC_OP_LOGOUT_URL_METHOD = "tenants.auth.provider_logout_url"
+# Access tokens sent to the API as Bearer must carry this audience.
+OIDC_API_AUDIENCE = env.str("OIDC_API_AUDIENCE", default=OIDC_RP_CLIENT_ID)
+OIDC_VERIFY_SSL = env.str("OIDC_CA_BUNDLE", default="") or True
+OIDC_USE_PKCE = True
+# Tokens stay out of the session table: secrets never sit in the database in plaintext.
+OIDC_STORE_ID_TOKEN = False
+OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS = env.int("OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS", default=900)
+OIDC_AUTH_REQUEST_EXTRA_PARAMS = {"prompt": "login consent"} if env.bool("OIDC_FORCE_LOGIN", default=False) else {}
+OIDC_CALLBACK_CLASS = "tenants.auth.AuditedCallbackView"
+OIDC_AUTHENTICATE_CLASS = "mozilla_django_oidc.views.OIDCAuthenticationRequestView"
+OIDC_EXEMPT_URLS = ["login", "logout", "healthz", r"^/api/"]
+# Groups claim values that make a platform role; teams come from groups with this prefix.
+BERTH_ADMIN_GROUPS = env.list("BERTH_ADMIN_GROUPS", default=["berth-admins"])
+BERTH_APPROVER_GROUPS = env.list("BERTH_APPROVER_GROUPS", default=["berth-approvers"])
+BERTH_TEAM_GROUP_PREFIX = env.str("BERTH_TEAM_GROUP_PREFIX", default="team-")
+
+# --- Sessions and security headers ------------------------------------------
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_AGE = env.int("DJANGO_SESSION_COOKIE_AGE", default=8 * 3600)
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=not DEBUG)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=0 if DEBUG else 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+SECURE_HSTS_PRELOAD = not DEBUG
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "form-action": ["'self'"] + ([OIDC_OP_ISSUER] if OIDC_OP_ISSUER else []),
+        "frame-ancestors": ["'none'"],
+        "base-uri": ["'self'"],
+        "object-src": ["'none'"],
+    }
+}
+
+# --- REST API ---------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "tenants.api.authentication.ApiTokenAuthentication",
+        "tenants.api.authentication.OidcBearerAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_THROTTLE_RATES": {"writes": env.str("BERTH_WRITE_THROTTLE", default="120/min")},
+    "EXCEPTION_HANDLER": "tenants.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Berth API",
+    "DESCRIPTION": "Self-service Kubernetes tenants: requests, approvals, tenants, kubeconfigs, audit.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- Cache (throttling) -----------------------------------------------------
+CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
+
+# --- Celery -----------------------------------------------------------------
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/0")
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Enqueueing must not hang a web request when Redis is down: the sweep catches up.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "socket_timeout": 2, "socket_connect_timeout": 2}
+CELERY_BEAT_SCHEDULE = {
+    "sweep": {"task": "worker.tasks.sweep", "schedule": env.float("BERTH_SWEEP_SECONDS", default=60.0)},
+}
+
+# --- Email ------------------------------------------------------------------
+EMAIL_CONFIG = env.email_url("EMAIL_URL", default="consolemail://" if DEBUG else "smtp://127.0.0.1:25")
+vars().update(EMAIL_CONFIG)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Berth <berth@localhost>")
+
+# --- Product ----------------------------------------------------------------
+BERTH_RESERVED_NAMES = env.list("BERTH_RESERVED_NAMES", default=["default", "berth", "berth-system", "monitoring", "ingress-nginx", "cert-manager"])
+BERTH_EXPIRY_REMINDER_DAYS = env.int("BERTH_EXPIRY_REMINDER_DAYS", default=7)
+
+# --- Logging ----------------------------------------------------------------
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "loggers": {"kubernetes": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
+}

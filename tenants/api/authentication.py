@@ -1,0 +1,93 @@
+"""API authentication: portal API tokens (``Token brt_…``) and OIDC access tokens (``Bearer …``)."""
+from __future__ import annotations
+
+import hmac
+import logging
+from functools import lru_cache
+
+import jwt
+from django.conf import settings
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+
+from tenants import services
+from tenants.audit import AuditContext
+from tenants.models import ApiToken
+
+logger = logging.getLogger(__name__)
+
+
+class ApiTokenAuthentication(authentication.BaseAuthentication):
+    keyword = "Token"
+
+    def authenticate(self, request):
+        parts = authentication.get_authorization_header(request).split()
+        if not parts or parts[0].decode(errors="replace") != self.keyword:
+            return None
+        if len(parts) != 2:
+            raise exceptions.AuthenticationFailed("Malformed Authorization header.")
+        plaintext = parts[1].decode(errors="replace")
+        prefix = plaintext.removeprefix(services.TOKEN_PREFIX).split("_", 1)[0]
+        token = ApiToken.objects.select_related("user", "team").filter(prefix=prefix).first()
+        if token is None or not hmac.compare_digest(token.digest, services.api_token_digest(plaintext)):
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        if token.revoked_at is not None or token.expires_at <= timezone.now() or not token.user.is_active:
+            raise exceptions.AuthenticationFailed("Token expired or revoked.")
+        services.api_token_touch(token=token)
+        return token.user, token
+
+    def authenticate_header(self, request) -> str:
+        return self.keyword
+
+
+@lru_cache(maxsize=4)
+def _jwks_client(url: str) -> jwt.PyJWKClient:
+    ssl_context = None
+    if isinstance(settings.OIDC_VERIFY_SSL, str):
+        import ssl
+
+        ssl_context = ssl.create_default_context(cafile=settings.OIDC_VERIFY_SSL)
+    return jwt.PyJWKClient(url, cache_keys=True, lifespan=300, ssl_context=ssl_context)
+
+
+def verify_access_token(token: str) -> dict:
+    """Claims of a JWT access token signed by the configured issuer for this API, or AuthenticationFailed."""
+    if not settings.OIDC_OP_JWKS_ENDPOINT or not settings.OIDC_OP_ISSUER:
+        raise exceptions.AuthenticationFailed("OIDC bearer tokens are not configured.")
+    try:
+        header = jwt.get_unverified_header(token)
+        if header.get("alg") != settings.OIDC_RP_SIGN_ALGO:
+            raise exceptions.AuthenticationFailed("Unsupported token algorithm.")
+        key = _jwks_client(settings.OIDC_OP_JWKS_ENDPOINT).get_signing_key_from_jwt(token)
+        return jwt.decode(
+            token, key.key, algorithms=[settings.OIDC_RP_SIGN_ALGO], audience=settings.OIDC_API_AUDIENCE,
+            issuer=settings.OIDC_OP_ISSUER, options={"require": ["exp", "iss", "aud", "sub"]}, leeway=30,
+        )
+    except exceptions.AuthenticationFailed:
+        raise
+    except jwt.PyJWKClientError as exc:
+        logger.warning("JWKS lookup failed: %s", exc)
+        raise exceptions.AuthenticationFailed("Token signing key not found.") from None
+    except jwt.InvalidTokenError as exc:
+        raise exceptions.AuthenticationFailed(f"Invalid token: {exc}.") from None
+
+
+class OidcBearerAuthentication(authentication.BaseAuthentication):
+    """An OIDC access token (JWT) for this API: signature, issuer, audience and expiry checked locally."""
+
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        parts = authentication.get_authorization_header(request).split()
+        if not parts or parts[0].decode(errors="replace") != self.keyword:
+            return None
+        if len(parts) != 2:
+            raise exceptions.AuthenticationFailed("Malformed Authorization header.")
+        claims = verify_access_token(parts[1].decode(errors="replace"))
+        user = services.user_sync_from_claims(claims=claims, ctx=AuditContext.from_http(request))
+        if not user.is_active:
+            raise exceptions.AuthenticationFailed("User inactive.")
+        return user, None
+
+    def authenticate_header(self, request) -> str:
+        return 'Bearer realm="berth"'

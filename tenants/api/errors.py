@@ -1,0 +1,43 @@
+"""Domain errors → HTTP: field errors 400, Forbidden 403, InvalidTransition 409; refusals are audited."""
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from tenants import services
+from tenants.audit import AuditContext
+from tenants.errors import Forbidden, InvalidTransition
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+
+def to_api_exception(exc: Exception) -> Exception:
+    if isinstance(exc, DjangoValidationError):
+        detail = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+        return exceptions.ValidationError(detail)
+    if isinstance(exc, Forbidden):
+        return exceptions.PermissionDenied(str(exc))
+    if isinstance(exc, InvalidTransition):
+        return Conflict(str(exc))
+    return exc
+
+
+def exception_handler(exc: Exception, context: dict) -> Response | None:
+    exc = to_api_exception(exc)
+    request = context.get("request")
+    if request is not None and isinstance(exc, (exceptions.PermissionDenied, exceptions.AuthenticationFailed)):
+        user = getattr(request, "user", None)
+        authenticated = bool(user and user.is_authenticated)
+        services.auth_record(
+            user=user if authenticated else None,
+            action="authz.denied" if isinstance(exc, exceptions.PermissionDenied) else "auth.token_failed",
+            ctx=AuditContext.from_http(request),
+            actor_name=user.username if authenticated else "anonymous",
+            detail={"method": request.method, "path": request.path[:200], "reason": str(exc.detail)[:200]},
+        )
+    return drf_exception_handler(exc, context)

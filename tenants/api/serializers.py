@@ -1,0 +1,140 @@
+"""Input parsing and output shapes; no business rules (those live in tenants.services)."""
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from tenants import selectors
+from tenants.models import ApiToken, AuditEvent, Cluster, Membership, Request, Team, Tenant, TenantKind, Tier, User
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["team", "role"]
+
+
+class MeSerializer(serializers.ModelSerializer):
+    teams = serializers.SerializerMethodField()
+    platform_roles = serializers.SerializerMethodField()
+
+    class Meta:
+        model = User
+        fields = ["username", "display_name", "email", "teams", "platform_roles"]
+
+    def get_teams(self, user: User) -> list[dict]:
+        return MembershipSerializer(selectors.memberships_of(user=user), many=True).data
+
+    def get_platform_roles(self, user: User) -> list[str]:
+        return [role for role, has in (("admin", user.is_platform_admin), ("approver", user.is_approver)) if has]
+
+
+class TeamSerializer(serializers.ModelSerializer):
+    budget = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Team
+        fields = ["slug", "name", "oidc_group", "budget"]
+
+    def get_budget(self, team: Team) -> dict:
+        return selectors.team_budget(team=team)
+
+
+class TierSerializer(serializers.ModelSerializer):
+    clusters = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+
+    class Meta:
+        model = Tier
+        fields = [
+            "name", "display_name", "description", "cpu_request_millis", "cpu_limit_millis", "memory_request_mib",
+            "memory_limit_mib", "storage_gib", "max_pods", "max_services", "max_load_balancers", "max_pvcs",
+            "pod_security_level", "network_profile", "node_selector", "allowed_priority_classes",
+            "allowed_storage_classes", "api_fairness", "max_credential_lifetime_seconds", "default_expiry_days",
+            "max_expiry_days", "auto_approve", "clusters",
+        ]
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    tiers = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+
+    class Meta:
+        model = Cluster
+        fields = ["name", "display_name", "public_endpoint", "access_mode", "kinds", "tiers", "namespace_prefix"]
+
+
+class RequestSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    tier = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    tenant = serializers.UUIDField(source="tenant_id", read_only=True)
+
+    class Meta:
+        model = Request
+        fields = [
+            "id", "action", "kind", "name", "team", "tier", "cluster", "tenant", "purpose", "requested_expiry",
+            "status", "requested_by", "created_at", "decided_by", "decided_at", "decision_comment", "auto_approved",
+        ]
+
+
+class RequestCreateSerializer(serializers.Serializer):
+    """What a client may send; lookups by slug so CI pipelines can use stable names."""
+
+    action = serializers.ChoiceField(choices=Request.Action.choices, default=Request.Action.CREATE)
+    kind = serializers.ChoiceField(choices=TenantKind.choices, default=TenantKind.NAMESPACE)
+    name = serializers.CharField(max_length=63, required=False, allow_blank=True, trim_whitespace=False)
+    team = serializers.SlugRelatedField(slug_field="slug", queryset=Team.objects.all(), required=False)
+    tier = serializers.SlugRelatedField(slug_field="name", queryset=Tier.objects.all(), required=False)
+    cluster = serializers.SlugRelatedField(slug_field="name", queryset=Cluster.objects.all(), required=False)
+    tenant = serializers.UUIDField(required=False)
+    purpose = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+    requested_expiry = serializers.DateField(required=False, allow_null=True, default=None)
+
+
+class DecisionSerializer(serializers.Serializer):
+    comment = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+
+class RejectSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000)
+
+
+class DecommissionSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+
+class TenantSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    tier = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    monitoring_links = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Tenant
+        fields = [
+            "id", "name", "namespace", "kind", "team", "tier", "cluster", "status", "status_reason", "purpose",
+            "created_at", "ready_at", "expires_at", "quota_usage", "quota_usage_at", "isolation_report",
+            "isolation_report_at", "monitoring_links",
+        ]
+
+    def get_monitoring_links(self, tenant: Tenant) -> list[dict]:
+        return selectors.monitoring_links(tenant=tenant)
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = AuditEvent
+        fields = ["id", "at", "actor_name", "team", "object_type", "object_id", "action", "before", "after",
+                  "request_id", "source_ip", "user_agent"]
+
+
+class ApiTokenSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = ApiToken
+        fields = ["id", "name", "prefix", "team", "created_at", "expires_at", "revoked_at", "last_used_at"]

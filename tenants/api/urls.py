@@ -1,0 +1,15 @@
+from django.urls import path
+from rest_framework.routers import DefaultRouter
+
+from tenants.api import views
+
+router = DefaultRouter(trailing_slash=True)
+router.register("teams", views.TeamViewSet, basename="api-team")
+router.register("tiers", views.TierViewSet, basename="api-tier")
+router.register("clusters", views.ClusterViewSet, basename="api-cluster")
+router.register("requests", views.RequestViewSet, basename="api-request")
+router.register("tenants", views.TenantViewSet, basename="api-tenant")
+router.register("audit-events", views.AuditEventViewSet, basename="api-audit-event")
+router.register("tokens", views.ApiTokenViewSet, basename="api-token")
+
+urlpatterns = [path("me/", views.MeView.as_view(), name="api-me"), *router.urls]

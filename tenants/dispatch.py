@@ -1,0 +1,33 @@
+"""Enqueueing worker jobs by task name, after the transaction commits.
+
+``tenants`` never imports ``worker``. If the broker is down the job is not
+lost: the tenant's status says what is owed and the periodic sweep re-sends it.
+"""
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+
+logger = logging.getLogger(__name__)
+
+PROVISION = "worker.tasks.provision_tenant"
+DECOMMISSION = "worker.tasks.decommission_tenant"
+ISOLATION_CHECK = "worker.tasks.check_isolation"
+REFRESH_USAGE = "worker.tasks.refresh_usage"
+
+
+def send(task: str, *args: object) -> bool:
+    """Publish now; False (and a log line) when the broker cannot be reached."""
+    from portal.celery import app
+
+    try:
+        app.send_task(task, args=list(args), retry=False)
+    except Exception as exc:  # any broker failure: the sweep will re-send
+        logger.warning("could not enqueue %s%r: %s; the sweep will retry", task, args, type(exc).__name__)
+        return False
+    return True
+
+
+def enqueue(task: str, *args: object) -> None:
+    transaction.on_commit(lambda: send(task, *args))

@@ -1,0 +1,16 @@
+"""Domain errors the API and pages turn into 4xx answers.
+
+Field-level problems are Django's ``ValidationError`` with a dict of messages.
+"""
+
+
+class BerthError(Exception):
+    """Base for errors a service raises on purpose."""
+
+
+class Forbidden(BerthError):
+    """The actor can see the object but may not do this to it (403)."""
+
+
+class InvalidTransition(BerthError):
+    """The object is no longer in a state that allows this (409)."""

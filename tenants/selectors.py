@@ -1,0 +1,163 @@
+"""Reads, always scoped to the caller. Another team's objects are simply absent (404)."""
+from __future__ import annotations
+
+from django.db.models import Count, Q, QuerySet, Sum
+
+from tenants.models import (
+    LIVE_STATUSES,
+    ApiToken,
+    AuditEvent,
+    Cluster,
+    Membership,
+    Request,
+    Team,
+    Tenant,
+    TenantStatus,
+    Tier,
+    User,
+)
+
+
+def _sees_everything(user: User) -> bool:
+    return user.is_platform_admin or user.is_approver
+
+
+def team_ids_of(*, user: User) -> list[int]:
+    return list(Membership.objects.filter(user=user).values_list("team_id", flat=True))
+
+
+def teams_visible_to(*, user: User) -> QuerySet[Team]:
+    qs = Team.objects.all()
+    return qs if _sees_everything(user) else qs.filter(memberships__user=user)
+
+
+def teams_where_can_request(*, user: User) -> QuerySet[Team]:
+    if user.is_platform_admin:
+        return Team.objects.all()
+    return Team.objects.filter(memberships__user=user, memberships__role__in=["owner", "member"])
+
+
+def memberships_of(*, user: User) -> QuerySet[Membership]:
+    return Membership.objects.filter(user=user).select_related("team").order_by("team__slug")
+
+
+def tenants_visible_to(*, user: User) -> QuerySet[Tenant]:
+    qs = Tenant.objects.select_related("team", "tier", "cluster", "created_by")
+    return qs if _sees_everything(user) else qs.filter(team__memberships__user=user)
+
+
+def requests_visible_to(*, user: User) -> QuerySet[Request]:
+    qs = Request.objects.select_related("team", "tier", "cluster", "tenant", "requested_by", "decided_by")
+    return qs if _sees_everything(user) else qs.filter(team__memberships__user=user)
+
+
+def requests_awaiting_decision(*, user: User) -> QuerySet[Request]:
+    """The approval queue: pending requests the user may decide (never their own)."""
+    if not user.can_decide:
+        return Request.objects.none()
+    return (
+        requests_visible_to(user=user)
+        .filter(status=Request.Status.PENDING)
+        .exclude(requested_by=user)
+        .order_by("created_at")
+    )
+
+
+def audit_events_visible_to(*, user: User) -> QuerySet[AuditEvent]:
+    qs = AuditEvent.objects.select_related("team")
+    if user.is_platform_admin:
+        return qs
+    return qs.filter(Q(team_id__in=team_ids_of(user=user)) | Q(actor=user))
+
+
+def tiers_available() -> QuerySet[Tier]:
+    return Tier.objects.filter(is_active=True).prefetch_related("clusters")
+
+
+def clusters_available() -> QuerySet[Cluster]:
+    return Cluster.objects.filter(is_active=True).prefetch_related("tiers")
+
+
+def api_tokens_of(*, user: User) -> QuerySet[ApiToken]:
+    return ApiToken.objects.filter(user=user).select_related("team")
+
+
+def namespace_taken(*, cluster: Cluster, namespace: str) -> bool:
+    return Tenant.objects.filter(cluster=cluster, namespace=namespace, status__in=LIVE_STATUSES).exists()
+
+
+def team_allocation(*, team: Team):
+    """The sum of the tier allocations of the team's live tenants."""
+    from tenants.services import Allocation
+
+    totals = Tenant.objects.filter(team=team, status__in=LIVE_STATUSES).aggregate(
+        cpu=Sum("tier__cpu_limit_millis"),
+        memory=Sum("tier__memory_limit_mib"),
+        storage=Sum("tier__storage_gib"),
+        count=Count("pk"),
+    )
+    return Allocation(totals["cpu"] or 0, totals["memory"] or 0, totals["storage"] or 0, totals["count"])
+
+
+def team_budget(*, team: Team) -> dict:
+    """Used, total and remaining budget, for the request form and the API."""
+    used = team_allocation(team=team)
+    rows = [
+        ("cpu_millis", used.cpu_millis, team.budget_cpu_millis),
+        ("memory_mib", used.memory_mib, team.budget_memory_mib),
+        ("storage_gib", used.storage_gib, team.budget_storage_gib),
+        ("tenants", used.tenants, team.budget_tenants),
+    ]
+    return {key: {"used": u, "total": t, "remaining": max(t - u, 0)} for key, u, t in rows}
+
+
+def tenants_stuck(*, statuses: list[str], older_than) -> QuerySet[Tenant]:
+    return Tenant.objects.filter(status__in=statuses, status_changed_at__lt=older_than)
+
+
+def tenants_ready_for_reconcile() -> QuerySet[Tenant]:
+    return Tenant.objects.filter(status=TenantStatus.READY).select_related("tier", "cluster", "team")
+
+
+def approver_emails() -> list[str]:
+    return list(
+        User.objects.filter(Q(is_approver=True) | Q(is_platform_admin=True), is_active=True)
+        .exclude(email="")
+        .values_list("email", flat=True)
+    )
+
+
+def team_emails(*, team: Team) -> list[str]:
+    emails = list(
+        Membership.objects.filter(team=team, role__in=["owner", "member"]).exclude(user__email="").values_list("user__email", flat=True)
+    )
+    if team.contact_email:
+        emails.append(team.contact_email)
+    return sorted(set(emails))
+
+
+def team_owner_emails(*, team: Team) -> list[str]:
+    emails = list(Membership.objects.filter(team=team, role="owner").exclude(user__email="").values_list("user__email", flat=True))
+    return sorted(set(emails + ([team.contact_email] if team.contact_email else [])))
+
+
+class _LinkValues(dict):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def monitoring_links(*, tenant: Tenant) -> list[dict]:
+    """The cluster's monitoring URL templates filled in for this tenant (http/https only)."""
+    from urllib.parse import quote
+
+    values = _LinkValues(
+        namespace=quote(tenant.namespace), tenant=quote(tenant.name), team=quote(tenant.team.slug), cluster=quote(tenant.cluster.name)
+    )
+    links = []
+    for entry in tenant.cluster.monitoring_links or []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
+            continue
+        url = entry["url"].format_map(values)
+        if url.startswith(("https://", "http://")):
+            links.append({"name": str(entry.get("name") or "Monitoring"), "url": url})
+    return links

@@ -1,0 +1,24 @@
+"""Pure checks of user input that need no database."""
+from __future__ import annotations
+
+import re
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+RESERVED_PREFIXES = ("kube-", "openshift-")
+
+
+def tenant_name_errors(name: str, *, prefix: str, reserved: list[str]) -> list[str]:
+    """Why ``name`` cannot be a tenant name on a cluster that adds ``prefix``; empty when it can."""
+    if not name:
+        return ["A name is required."]
+    if not DNS1123_LABEL.match(name):
+        return ["Use lower-case letters, digits and '-', starting and ending with a letter or digit (RFC 1123 label)."]
+    full = prefix + name
+    errors = []
+    if len(full) > 63:
+        errors.append(f"'{full}' is {len(full)} characters; at most 63 are allowed including the cluster's prefix '{prefix}'.")
+    if name in reserved or full in reserved:
+        errors.append(f"'{name}' is reserved.")
+    if full.startswith(RESERVED_PREFIXES) or name.startswith(RESERVED_PREFIXES):
+        errors.append("Names starting with 'kube-' or 'openshift-' are reserved.")
+    return errors

@@ -1,0 +1,39 @@
+"""Test-wide set-up: a real PostgreSQL and Redis for the run, started before Django connects."""
+from __future__ import annotations
+
+import os
+from contextlib import ExitStack
+
+import pytest
+
+from tests.plugins import servers
+
+pytest_plugins = ["tests.plugins.kube", "tests.plugins.oidc", "tests.fixtures"]
+
+_stack = ExitStack()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config) -> None:
+    """pytest-django has read settings already; point them (in place) at this run's servers."""
+    from django.conf import settings
+
+    url = os.environ.get("BERTH_TEST_DATABASE_URL")
+    if url:
+        import environ
+
+        db = environ.Env.db_url_config(url)
+    else:
+        db = _stack.enter_context(servers.postgres_server())
+    settings.DATABASES["default"].update({k: db[k] for k in ("HOST", "PORT", "USER", "PASSWORD", "NAME")})
+    os.environ["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    broker = os.environ.get("BERTH_TEST_REDIS_URL") or _stack.enter_context(servers.redis_server())
+    settings.CELERY_BROKER_URL = broker
+    os.environ["CELERY_BROKER_URL"] = broker
+    from portal.celery import app
+
+    app.conf.broker_url = broker
+
+
+def pytest_unconfigure(config) -> None:
+    _stack.close()

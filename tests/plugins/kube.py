@@ -1,0 +1,143 @@
+"""pytest plugin: one real dev control plane per test run, and helpers for tests that use it.
+
+Enabled by `pytest_plugins = ["tests.plugins.kube"]` in tests/conftest.py (or `-p tests.plugins.kube`).
+Tests that touch the cluster are marked `@pytest.mark.cluster`; a test that uses one of
+the fixtures below gets the marker automatically, so `-m "not cluster"` skips the start-up.
+
+If the binaries cannot be built or the control plane cannot start, every cluster test
+errors with the reason (and the failing component's log); nothing is skipped silently.
+This module must not import Django: it also serves the devcluster tests.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import kubernetes
+import pytest
+from kubernetes.client import ApiClient, CoreV1Api
+from kubernetes.client.exceptions import ApiException
+
+from devcluster.launcher import ControlPlane
+
+CLUSTER_FIXTURES = {"control_plane", "kube_admin", "kubectl", "unique_ns_name", "make_ns_name", "make_namespace"}
+
+KubectlRunner = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Also declared in pyproject.toml; repeated so the plugin works on its own.
+    config.addinivalue_line("markers", "cluster: needs the dev control plane (real kube-apiserver, controller-manager, etcd)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.cluster)
+
+
+def wait_for(check: Callable[[], object], *, timeout: float = 30.0, what: str, interval: float = 0.25) -> object:
+    """Poll until `check()` returns something truthy and return it; fail the test at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def read_or_none(read: Callable[[], object]) -> object | None:
+    """The object, or None while it does not exist (404)."""
+    try:
+        return read()
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    """etcd + kube-apiserver + kube-controller-manager, shared by the whole run."""
+    plane = ControlPlane(name="berth-test")
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def kube_admin(control_plane: ControlPlane) -> Iterator[ApiClient]:
+    """A kubernetes ApiClient authenticated as cluster-admin (system:masters)."""
+    client = kubernetes.config.new_client_from_config(config_file=str(control_plane.kubeconfig_path))
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def kubectl(control_plane: ControlPlane) -> KubectlRunner:
+    """Runs the built kubectl: kubectl("get", "ns", kubeconfig=path) -> CompletedProcess (text).
+
+    Defaults to the admin kubeconfig; never raises on a non-zero exit, so tests
+    can assert refusals.
+    """
+
+    def run(*args: str, kubeconfig: Path | str | None = None, input: str | None = None,
+            timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        config = str(kubeconfig or control_plane.kubeconfig_path)
+        return subprocess.run(
+            [str(control_plane.kubectl), f"--kubeconfig={config}", *args],
+            input=input, capture_output=True, text=True, timeout=timeout, check=False,
+        )
+
+    return run
+
+
+@pytest.fixture
+def make_ns_name(kube_admin: ApiClient) -> Iterator[Callable[[str], str]]:
+    """make_ns_name("team-a") -> "team-a-1f2e3d4c"; every such namespace is deleted after the test.
+
+    Deletion is not awaited: the namespace controller finishes it in the background.
+    """
+    names: list[str] = []
+
+    def make(prefix: str = "t") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        names.append(name)
+        return name
+
+    yield make
+    core = CoreV1Api(kube_admin)
+    for name in names:
+        read_or_none(lambda: core.delete_namespace(name))
+
+
+@pytest.fixture
+def unique_ns_name(make_ns_name: Callable[[str], str]) -> str:
+    """One fresh namespace name (not created), deleted after the test if it was."""
+    return make_ns_name("t")
+
+
+@pytest.fixture
+def make_namespace(kube_admin: ApiClient, make_ns_name: Callable[[str], str]) -> Callable[..., str]:
+    """make_namespace(prefix="t", labels=None) -> name of a created namespace whose
+    `default` ServiceAccount exists (admission refuses Pods until it does)."""
+    core = CoreV1Api(kube_admin)
+
+    def make(prefix: str = "t", labels: dict[str, str] | None = None) -> str:
+        name = make_ns_name(prefix)
+        core.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
+        wait_for(lambda: read_or_none(lambda: core.read_namespaced_service_account("default", name)),
+                 what=f"ServiceAccount {name}/default")
+        return name
+
+    return make

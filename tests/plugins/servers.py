@@ -1,0 +1,115 @@
+"""Throwaway PostgreSQL and Redis servers for the test run, on 127.0.0.1 and free ports.
+
+Set BERTH_TEST_DATABASE_URL / BERTH_TEST_REDIS_URL to use servers you run yourself.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pg_bin(name: str) -> str:
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    if found:
+        return found[-1]
+    path = shutil.which(name)
+    if not path:
+        raise RuntimeError(f"PostgreSQL's {name} not found: run `make deps` (installs Debian's postgresql)")
+    return path
+
+
+def _as_postgres_user() -> list[str]:
+    """PostgreSQL refuses to run as root; drop to the 'postgres' account when we are root."""
+    if os.geteuid() != 0:
+        return []
+    pwd.getpwnam("postgres")
+    return ["runuser", "-u", "postgres", "--"]
+
+
+def _wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} did not listen on {port} within {timeout}s")
+
+
+@contextmanager
+def postgres_server() -> Iterator[dict]:
+    """A PostgreSQL cluster in a temp dir; yields Django DATABASES-style settings for its 'postgres' db."""
+    root = Path(tempfile.mkdtemp(prefix="berth-pg-"))
+    data = root / "data"
+    runas = _as_postgres_user()
+    if runas:
+        shutil.chown(root, "postgres")
+    port = free_port()
+    subprocess.run(
+        runas + [_pg_bin("initdb"), "-D", str(data), "-U", "berth", "--auth=trust", "-E", "UTF8", "--no-sync"],
+        check=True, capture_output=True,
+    )
+    proc = subprocess.Popen(
+        runas + [_pg_bin("postgres"), "-D", str(data), "-p", str(port), "-h", "127.0.0.1", "-k", str(root),
+                 "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+                 "-c", "max_connections=200"],
+        stdout=subprocess.DEVNULL, stderr=open(root / "postgres.log", "wb"), start_new_session=True,
+    )
+    try:
+        _wait_port(port, proc, "postgres")
+        for _ in range(100):
+            ok = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(port), "-U", "berth", "-d", "postgres", "-c", "select 1"],
+                                capture_output=True)
+            if ok.returncode == 0:
+                break
+            time.sleep(0.1)
+        yield {"HOST": "127.0.0.1", "PORT": str(port), "USER": "berth", "PASSWORD": "", "NAME": "berth"}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextmanager
+def redis_server() -> Iterator[str]:
+    """A Redis on a free port with no persistence; yields its URL."""
+    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+    if not os.path.exists(binary):
+        raise RuntimeError("redis-server not found: run `make deps` (installs Debian's redis-server)")
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no", "--protected-mode", "yes"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        _wait_port(port, proc, "redis-server")
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
