@@ -58,6 +58,7 @@ IN_CLUSTER_NAMES = (
     "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
 )
 ADMIN_USER = "berth-admin"
+FRONT_PROXY_CLIENT = "front-proxy-client"
 START_TIMEOUT = 120.0
 _PORT_ATTEMPTS = 3
 
@@ -161,6 +162,9 @@ class ControlPlane:
     ) -> None:
         self.name = name
         self.ca = ca or CertificateAuthority(f"{name}-ca")
+        # Separate on purpose: whoever holds a cert from the request-header CA may
+        # assert any identity in X-Remote-User, so it must not be the general CA.
+        self._front_proxy_ca = CertificateAuthority(f"{name}-front-proxy-ca")
         self._bin_dir = bin_dir
         self._oidc_issuers = [_as_issuer(spec) for spec in oidc_issuers]
         self._requested_apiserver_port = apiserver_port
@@ -263,6 +267,7 @@ class ControlPlane:
                 # a port the caller fixed would only clash again.
                 if failure.port_conflict and self._requested_apiserver_port is None and attempt < _PORT_ATTEMPTS:
                     continue
+                atexit.unregister(self.stop)  # keep the logs the message points to
                 raise ControlPlaneError(f"{failure}\n(data kept in {self.data_dir})") from failure
             except BaseException:
                 self.stop()
@@ -345,6 +350,8 @@ class ControlPlane:
         self._write_pair("admin", self.ca.issue_client_cert(ADMIN_USER, ("system:masters",)))
         self._write_pair("controller-manager", self.ca.issue_client_cert("system:kube-controller-manager"))
         self._write_pair("controller-manager-serving", self.ca.issue_serving_cert(["127.0.0.1", "localhost"]))
+        write_private(self._pki_path("front-proxy-ca.crt"), self._front_proxy_ca.cert_pem)
+        self._write_pair("front-proxy-client", self._front_proxy_ca.issue_client_cert(FRONT_PROXY_CLIENT))
         private_pem, public_pem = new_service_account_key()
         write_private(self._pki_path("sa.key"), private_pem)
         write_private(self._pki_path("sa.pub"), public_pem)
@@ -384,11 +391,11 @@ class ControlPlane:
         cert, key, ca = self._pki_path("etcd.crt"), self._pki_path("etcd.key"), self.ca_file
         return [
             str(bin_dir / "etcd"),
-            "--name=default",
+            f"--name={self.name}",
             f"--data-dir={self._dir / 'etcd'}",
             f"--listen-client-urls={client_url}", f"--advertise-client-urls={client_url}",
             f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
-            f"--initial-cluster=default={peer_url}", "--initial-cluster-state=new",
+            f"--initial-cluster={self.name}={peer_url}", "--initial-cluster-state=new",
             # Loopback is shared by every local user, so etcd demands client certificates.
             f"--cert-file={cert}", f"--key-file={key}", f"--trusted-ca-file={ca}", "--client-cert-auth",
             f"--peer-cert-file={cert}", f"--peer-key-file={key}", f"--peer-trusted-ca-file={ca}",
@@ -412,6 +419,15 @@ class ControlPlane:
             f"--client-ca-file={self.ca_file}",
             f"--authentication-config={self.authentication_config_path}",
             "--authorization-mode=Node,RBAC",
+            # The aggregation layer, as kubeadm sets it up; it also lets the controller
+            # manager's delegated authentication find a complete CA bundle.
+            f"--requestheader-client-ca-file={pki('front-proxy-ca.crt')}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki('front-proxy-client.crt')}",
+            f"--proxy-client-key-file={pki('front-proxy-client.key')}",
             f"--enable-admission-plugins={ADMISSION_PLUGINS}",
             # Lets PodSecurity, not the cluster-wide switch, decide about privileged Pods.
             "--allow-privileged=true",
@@ -457,6 +473,8 @@ class ControlPlane:
         rejects it.
         """
         self._oidc_issuers = [_as_issuer(spec) for spec in issuers]
+        if self.data_dir is None:
+            return  # written by start()
         text = self._write_authentication_config()
         if wait:
             self._wait_for_authentication_config(text, timeout)
@@ -500,8 +518,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-data", action="store_true", help="keep the data directory (logs, etcd) on exit")
     args = parser.parse_args(argv)
 
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-    signal.signal(signal.SIGHUP, _raise_keyboard_interrupt)
+    # SIGINT too: shells start background jobs with SIGINT ignored, and Python then never
+    # raises KeyboardInterrupt, so `kill -INT` would be silently lost.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _raise_keyboard_interrupt)
     control_plane = ControlPlane(apiserver_port=args.apiserver_port, keep_data=args.keep_data)
     try:
         with control_plane:

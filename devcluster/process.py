@@ -20,9 +20,10 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None]:
     Caveat (prctl(2)): "parent" is the *thread* that forked, so start components
     from a thread that lives as long as the control plane (normally the main thread).
     """
+    # Loaded before fork: dlopen() in a forked child of a threaded parent can deadlock.
+    libc = ctypes.CDLL(None, use_errno=True)
 
     def preexec() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
             os._exit(127)
         # The parent may have died between fork() and prctl(); then nobody would kill us.

@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "csp",
     "mozilla_django_oidc",
     "tenants",
+    "worker",
 ]
 
 MIDDLEWARE = [
@@ -209,7 +210,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "socket_timeout": 2, "socket_connect_timeout": 2}
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "worker.tasks.sweep", "schedule": env.float("BERTH_SWEEP_SECONDS", default=60.0)},
+    "reconcile": {"task": "worker.tasks.reconcile", "schedule": env.float("BERTH_RECONCILE_SECONDS", default=300.0)},
 }
+# Approved or working tenants untouched for this long are re-sent by the sweep.
+BERTH_STUCK_AFTER_SECONDS = env.int("BERTH_STUCK_AFTER_SECONDS", default=90)
 
 # --- Email ------------------------------------------------------------------
 EMAIL_CONFIG = env.email_url("EMAIL_URL", default="consolemail://" if DEBUG else "smtp://127.0.0.1:25")

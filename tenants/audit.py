@@ -10,8 +10,19 @@ from django.db import models
 from tenants.models import AuditEvent, Team, User
 
 REDACTED = "[redacted]"
-_SECRET_KEY = re.compile(r"(token|secret|password|passwd|kubeconfig|credential|private|authorization|client-key|key-data|digest)", re.I)
-_SECRET_VALUE = re.compile(r"(eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*|brt_[A-Za-z0-9_-]{16,}|-----BEGIN [A-Z ]*PRIVATE KEY-----)")
+_SECRET_KEY = re.compile(
+    r"(token|secret|password|passwd|passphrase|kubeconfig|credential|private|authorization|cookie|digest"
+    r"|api[_-]?key|access[_-]?key|client[_-]?key|key[_-]?data)",
+    re.I,
+)
+_SECRET_VALUE = re.compile(
+    r"(eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"
+    r"|brt_[A-Za-z0-9_-]{16,}"
+    r"|\bBearer\s+[A-Za-z0-9._~+/=-]{8,}"
+    # The whole PEM block, not just its first line (to the end of the text when the END line is missing).
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----(?:.*?-----END [A-Z ]*PRIVATE KEY-----|.*))",
+    re.S,
+)
 
 
 @dataclass(frozen=True)
@@ -36,14 +47,20 @@ SYSTEM = AuditContext(request_id="", source_ip=None, user_agent="berth-worker")
 
 
 def redact(data: Any) -> Any:
-    """A copy of ``data`` with secret-looking keys and values replaced."""
+    """A copy of ``data`` with secret-looking keys and values replaced; NULs dropped (PostgreSQL refuses them)."""
     if isinstance(data, dict):
-        return {k: (REDACTED if _SECRET_KEY.search(str(k)) else redact(v)) for k, v in data.items()}
+        return {_text(k): (REDACTED if _SECRET_KEY.search(str(k)) else redact(v)) for k, v in data.items()}
     if isinstance(data, (list, tuple)):
         return [redact(v) for v in data]
-    if isinstance(data, str) and _SECRET_VALUE.search(data):
-        return _SECRET_VALUE.sub(REDACTED, data)
+    if isinstance(data, str):
+        return _SECRET_VALUE.sub(REDACTED, _text(data))
     return data
+
+
+def _text(value: Any, limit: int | None = None) -> Any:
+    if not isinstance(value, str):
+        return value
+    return value.replace("\x00", "")[:limit]
 
 
 def record(
@@ -66,14 +83,14 @@ def record(
         actor = None
     return AuditEvent.objects.create(
         actor=actor,
-        actor_name=actor_name or (actor.username if actor else "system"),
+        actor_name=_text(actor_name or (actor.username if actor else "system"), 255),
         team=team,
-        object_type=object_type,
-        object_id=object_id,
+        object_type=_text(object_type, 40),
+        object_id=_text(object_id, 64),
         action=action,
         before=redact(before or {}),
         after=redact(after or {}),
-        request_id=ctx.request_id,
+        request_id=_text(ctx.request_id, 64),
         source_ip=ctx.source_ip,
-        user_agent=ctx.user_agent,
+        user_agent=_text(ctx.user_agent, 400),
     )

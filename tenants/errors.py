@@ -14,3 +14,7 @@ class Forbidden(BerthError):
 
 class InvalidTransition(BerthError):
     """The object is no longer in a state that allows this (409)."""
+
+
+class ClusterUnavailable(BerthError):
+    """The tenant's cluster cannot be reached or refused the portal right now (503)."""

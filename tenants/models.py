@@ -157,6 +157,8 @@ class Cluster(models.Model):
     access_mode = models.CharField(max_length=5, choices=AccessMode.choices, default=AccessMode.TOKEN)
     oidc_issuer_url = models.URLField(blank=True)
     oidc_client_id = models.CharField(max_length=200, blank=True)
+    oidc_groups_prefix = models.CharField(max_length=40, blank=True, help_text="The API server's OIDC groups prefix, e.g. 'oidc:'.")
+    oidc_extra_scopes = models.CharField(max_length=200, blank=True, default="groups", help_text="Scopes kubelogin asks for besides openid.")
     ingress_namespace = models.CharField(max_length=63, blank=True)
     monitoring_links = models.JSONField(
         default=list,

@@ -1,7 +1,11 @@
 """Reads, always scoped to the caller. Another team's objects are simply absent (404)."""
 from __future__ import annotations
 
-from django.db.models import Count, Q, QuerySet, Sum
+import re
+from urllib.parse import quote
+
+from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
 
 from tenants.models import (
     LIVE_STATUSES,
@@ -99,9 +103,31 @@ def team_allocation(*, team: Team):
     return Allocation(totals["cpu"] or 0, totals["memory"] or 0, totals["storage"] or 0, totals["count"])
 
 
+_ALLOCATION_SUMS = {
+    "used_cpu_millis": Sum("tier__cpu_limit_millis"),
+    "used_memory_mib": Sum("tier__memory_limit_mib"),
+    "used_storage_gib": Sum("tier__storage_gib"),
+    "used_tenants": Count("pk"),
+}
+
+
+def with_allocation(teams: QuerySet[Team]) -> QuerySet[Team]:
+    """``teams`` annotated with what their live tenants use, so a list of budgets costs one query."""
+    live = Tenant.objects.filter(team=OuterRef("pk"), status__in=LIVE_STATUSES).order_by().values("team")
+    return teams.annotate(**{
+        name: Coalesce(Subquery(live.annotate(total=agg).values("total"), output_field=IntegerField()), 0)
+        for name, agg in _ALLOCATION_SUMS.items()
+    })
+
+
 def team_budget(*, team: Team) -> dict:
     """Used, total and remaining budget, for the request form and the API."""
-    used = team_allocation(team=team)
+    if hasattr(team, "used_tenants"):
+        from tenants.services import Allocation
+
+        used = Allocation(team.used_cpu_millis, team.used_memory_mib, team.used_storage_gib, team.used_tenants)
+    else:
+        used = team_allocation(team=team)
     rows = [
         ("cpu_millis", used.cpu_millis, team.budget_cpu_millis),
         ("memory_mib", used.memory_mib, team.budget_memory_mib),
@@ -116,7 +142,7 @@ def tenants_stuck(*, statuses: list[str], older_than) -> QuerySet[Tenant]:
 
 
 def tenants_ready_for_reconcile() -> QuerySet[Tenant]:
-    return Tenant.objects.filter(status=TenantStatus.READY).select_related("tier", "cluster", "team")
+    return Tenant.objects.filter(status=TenantStatus.READY)
 
 
 def approver_emails() -> list[str]:
@@ -141,23 +167,46 @@ def team_owner_emails(*, team: Team) -> list[str]:
     return sorted(set(emails + ([team.contact_email] if team.contact_email else [])))
 
 
-class _LinkValues(dict):
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
+# Only these four placeholders are filled in; anything else in braces is left as written. Not str.format:
+# an admin's typo ("{", "{0}") must not break every tenant page, and "{namespace.__class__}" must not evaluate.
+_LINK_PLACEHOLDER = re.compile(r"\{(namespace|tenant|team|cluster)\}")
 
 
 def monitoring_links(*, tenant: Tenant) -> list[dict]:
     """The cluster's monitoring URL templates filled in for this tenant (http/https only)."""
-    from urllib.parse import quote
-
-    values = _LinkValues(
-        namespace=quote(tenant.namespace), tenant=quote(tenant.name), team=quote(tenant.team.slug), cluster=quote(tenant.cluster.name)
-    )
+    values = {
+        "namespace": quote(tenant.namespace), "tenant": quote(tenant.name),
+        "team": quote(tenant.team.slug), "cluster": quote(tenant.cluster.name),
+    }
     links = []
     for entry in tenant.cluster.monitoring_links or []:
         if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
             continue
-        url = entry["url"].format_map(values)
+        url = _LINK_PLACEHOLDER.sub(lambda m: values[m.group(1)], entry["url"])
         if url.startswith(("https://", "http://")):
             links.append({"name": str(entry.get("name") or "Monitoring"), "url": url})
     return links
+
+
+# --- Reads for the browser pages ---------------------------------------------------
+
+
+def team_role_of(*, user: User, team: Team) -> str | None:
+    """The user's role in ``team`` (owner, member, viewer), or None."""
+    return Membership.objects.filter(user=user, team=team).values_list("role", flat=True).first()
+
+
+def teams_where_owner(*, user: User) -> QuerySet[Team]:
+    """Teams the user may create automation API tokens for."""
+    if user.is_platform_admin:
+        return Team.objects.all()
+    return Team.objects.filter(memberships__user=user, memberships__role=Membership.Role.OWNER)
+
+
+def tenants_expiring(*, before) -> QuerySet[Tenant]:
+    """Ready tenants that expire before ``before`` and whose owners were not reminded yet."""
+    return Tenant.objects.filter(status=TenantStatus.READY, expires_at__lt=before, expiry_reminded_at__isnull=True).select_related("team", "cluster")
+
+
+def tenants_expired(*, now) -> QuerySet[Tenant]:
+    return Tenant.objects.filter(status__in=[TenantStatus.READY, TenantStatus.FAILED], expires_at__lt=now).select_related("team", "tier", "cluster")

@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from tenants import audit, dispatch, notifications, selectors
+from tenants import audit, dispatch, hooks, notifications, selectors
 from tenants.audit import SYSTEM, AuditContext
 from tenants.errors import Forbidden, InvalidTransition
 from tenants.models import (
@@ -126,6 +126,8 @@ class Allocation:
 
 
 def _check_budget(*, team: Team, adding: Allocation, field: str = "tier") -> None:
+    # Lock the team row: two concurrent submissions must not both fit into the last room in the budget.
+    team = Team.objects.select_for_update().get(pk=team.pk)
     used = selectors.team_allocation(team=team)
     total = used + adding
     limits = [
@@ -194,6 +196,8 @@ def request_submit(
 ) -> Request:
     """Ask for a new tenant or a change to one; auto-approved where the tier says so."""
     if idempotency_key:
+        # A client's retry may overlap its first attempt: take turns per actor, then look for the first one.
+        User.objects.select_for_update().filter(pk=actor.pk).first()
         earlier = Request.objects.filter(requested_by=actor, idempotency_key=idempotency_key).first()
         if earlier is not None:
             return earlier
@@ -303,6 +307,19 @@ def _decide(*, req: Request, new: str, actor: User | None, comment: str, auto: b
     return req
 
 
+def _lock_tenant_of(req: Request) -> Tenant:
+    """Lock the request's tenant, then check the request is still pending.
+
+    Approve, reject and cancel all take the tenant lock before touching the request, so they wait
+    for each other instead of deadlocking; ``_decide``'s guarded update stays the final word.
+    """
+    tenant = Tenant.objects.select_for_update().select_related("tier", "team", "cluster").get(pk=req.tenant_id)
+    status = Request.objects.filter(pk=req.pk).values_list("status", flat=True).first()
+    if status != Request.Status.PENDING:
+        raise InvalidTransition(f"This request is already {status}.")
+    return tenant
+
+
 def _require_decider(*, req: Request, actor: User) -> None:
     if not actor.can_decide:
         raise Forbidden("Only approvers and platform admins decide requests.")
@@ -317,7 +334,7 @@ def request_approve(*, request: Request, actor: User, comment: str = "", ctx: Au
 
 
 def _approve(*, req: Request, actor: User | None, comment: str, ctx: AuditContext, auto: bool = False) -> Request:
-    tenant = Tenant.objects.select_for_update().select_related("tier", "team", "cluster").get(pk=req.tenant_id)
+    tenant = _lock_tenant_of(req)
     if req.action == Request.Action.CREATE:
         # The requested tenant already counts; checked again because the budget may have shrunk.
         _check_budget(team=req.team, adding=Allocation())
@@ -356,11 +373,12 @@ def request_reject(*, request: Request, actor: User, reason: str, ctx: AuditCont
     if not reason.strip():
         raise ValidationError({"reason": "Say why the request is rejected."})
     _require_decider(req=request, actor=actor)
+    tenant = _lock_tenant_of(request)
     req = _decide(req=request, new=Request.Status.REJECTED, actor=actor, comment=reason)
     audit.record(actor=actor, action="request.reject", obj=req, team=req.team,
                  before={"status": Request.Status.PENDING}, after={"status": req.status, "reason": reason}, ctx=ctx)
     if req.action == Request.Action.CREATE:
-        _transition(tenant=req.tenant, new=S.REJECTED, actor=actor, action="tenant.reject", reason=reason, ctx=ctx)
+        _transition(tenant=tenant, new=S.REJECTED, actor=actor, action="tenant.reject", reason=reason, ctx=ctx)
     notifications.request_decided(req)
     return req
 
@@ -369,11 +387,12 @@ def request_reject(*, request: Request, actor: User, reason: str, ctx: AuditCont
 def request_cancel(*, request: Request, actor: User, ctx: AuditContext = SYSTEM) -> Request:
     if request.requested_by_id != actor.pk and _role(actor, request.team) != Membership.Role.OWNER and not actor.is_platform_admin:
         raise Forbidden("Only the requester or a team owner can cancel this request.")
+    tenant = _lock_tenant_of(request)
     req = _decide(req=request, new=Request.Status.CANCELLED, actor=actor, comment="Cancelled.")
     audit.record(actor=actor, action="request.cancel", obj=req, team=req.team,
                  before={"status": Request.Status.PENDING}, after={"status": req.status}, ctx=ctx)
     if req.action == Request.Action.CREATE:
-        _transition(tenant=req.tenant, new=S.CANCELLED, actor=actor, action="tenant.cancel", ctx=ctx)
+        _transition(tenant=tenant, new=S.CANCELLED, actor=actor, action="tenant.cancel", ctx=ctx)
     return req
 
 
@@ -383,9 +402,10 @@ def request_cancel(*, request: Request, actor: User, ctx: AuditContext = SYSTEM)
 def _start_decommission(*, tenant: Tenant, actor: User | None, reason: str, ctx: AuditContext) -> Tenant:
     tenant = _transition(tenant=tenant, new=S.DECOMMISSIONING, actor=actor, action="tenant.decommission", reason=reason,
                          ctx=ctx, extra={"decommission_requested_at": tenant.decommission_requested_at or timezone.now()})
-    Request.objects.filter(tenant=tenant, status=Request.Status.PENDING).update(
-        status=Request.Status.CANCELLED, decision_comment="Tenant is being decommissioned.", decided_at=timezone.now()
-    )
+    for pending in Request.objects.filter(tenant=tenant, status=Request.Status.PENDING):
+        _decide(req=pending, new=Request.Status.CANCELLED, actor=actor, comment="Tenant is being decommissioned.")
+        audit.record(actor=actor, action="request.cancel", obj=pending, team=tenant.team,
+                     before={"status": Request.Status.PENDING}, after={"status": pending.status, "reason": reason}, ctx=ctx)
     dispatch.enqueue(dispatch.DECOMMISSION, str(tenant.pk))
     return tenant
 
@@ -446,6 +466,11 @@ def tenant_record_applied(*, tenant: Tenant, generation: int, repaired: list[str
                      after={"repaired": repaired, "generation": generation})
 
 
+def tenant_note_progress(*, tenant: Tenant, note: str) -> None:
+    """A visible note on a tenant that keeps its status (e.g. 'waiting for the cluster'); not a transition."""
+    Tenant.objects.filter(pk=tenant.pk, status=tenant.status).update(status_reason=note[:2000])
+
+
 def tenant_record_usage(*, tenant: Tenant, usage: dict) -> None:
     """Quota usage read back from the cluster: an observation, not a state change, so not audited."""
     Tenant.objects.filter(pk=tenant.pk).update(quota_usage=usage, quota_usage_at=timezone.now())
@@ -459,10 +484,66 @@ def tenant_record_isolation_report(*, tenant: Tenant, report: dict) -> None:
 
 
 @transaction.atomic
-def tenant_record_credential_issued(*, tenant: Tenant, actor: User, lifetime_seconds: int, mode: str, ctx: AuditContext) -> None:
-    """Every kubeconfig handed out is audited: who, which tenant, how long. Never the credential."""
-    audit.record(actor=actor, action="tenant.kubeconfig_issued", obj=tenant, team=tenant.team,
-                 after={"lifetime_seconds": lifetime_seconds, "mode": mode, "namespace": tenant.namespace}, ctx=ctx)
+def tenant_request_isolation_check(*, tenant: Tenant, actor: User, ctx: AuditContext = SYSTEM) -> None:
+    """Ask the worker to re-run the isolation report now."""
+    if tenant.status != S.READY:
+        raise InvalidTransition(f"Isolation is checked on ready tenants; this one is {tenant.status}.")
+    kubeconfig_role(tenant=tenant, actor=actor)  # the tenant's team (or an admin) only
+    audit.record(actor=actor, action="tenant.isolation_check_requested", obj=tenant, team=tenant.team, ctx=ctx)
+    dispatch.enqueue(dispatch.ISOLATION_CHECK, str(tenant.pk))
+
+
+def kubeconfig_role(*, tenant: Tenant, actor: User) -> str:
+    """'edit' for owners, members and platform admins; 'view' for viewers; Forbidden otherwise."""
+    role = _role(actor, tenant.team)
+    if role in WRITER_ROLES or actor.is_platform_admin:
+        return "edit"
+    if role == Membership.Role.VIEWER:
+        return "view"
+    raise Forbidden("Only the tenant's team can get credentials for it.")
+
+
+def _lifetime(*, tenant: Tenant, lifetime_seconds: int | None) -> int:
+    ceiling = tenant.tier.max_credential_lifetime_seconds
+    if lifetime_seconds is None:
+        return min(3600, ceiling)
+    if not 600 <= lifetime_seconds <= ceiling:
+        raise ValidationError({"lifetime_seconds": f"Between 600 (the API server's floor) and {ceiling} seconds for tier {tenant.tier.name}."})
+    return lifetime_seconds
+
+
+@transaction.atomic
+def tenant_issue_kubeconfig(*, tenant: Tenant, actor: User, lifetime_seconds: int | None = None, ctx: AuditContext = SYSTEM) -> str:
+    """A kubeconfig with a fresh short-lived credential; the issue is audited, the credential never stored."""
+    role = kubeconfig_role(tenant=tenant, actor=actor)
+    if tenant.status != S.READY:
+        raise InvalidTransition(f"Credentials are available once the tenant is ready; it is {tenant.status}.")
+    lifetime = _lifetime(tenant=tenant, lifetime_seconds=lifetime_seconds)
+    text = hooks.issue_kubeconfig(tenant, role=role, lifetime_seconds=lifetime)
+    audit.record(actor=actor, action="tenant.kubeconfig_issued", obj=tenant, team=tenant.team, ctx=ctx,
+                 after={"role": role, "lifetime_seconds": lifetime, "mode": tenant.cluster.access_mode, "namespace": tenant.namespace})
+    return text
+
+
+@transaction.atomic
+def user_issue_merged_kubeconfig(*, actor: User, lifetime_seconds: int | None = None, ctx: AuditContext = SYSTEM) -> str:
+    """One kubeconfig with a context per ready tenant of the actor's teams; each issue is audited.
+
+    The lifetime asked for is capped per tenant at its tier's maximum.
+    """
+    if lifetime_seconds is not None and lifetime_seconds < 600:
+        raise ValidationError({"lifetime_seconds": "At least 600 seconds (the API server's floor)."})
+    tenants = Tenant.objects.filter(team__memberships__user=actor, status=S.READY).select_related("tier", "cluster", "team")
+    grants = []
+    for tenant in tenants.order_by("namespace"):
+        ceiling = tenant.tier.max_credential_lifetime_seconds
+        grants.append((tenant, kubeconfig_role(tenant=tenant, actor=actor), min(lifetime_seconds or 3600, ceiling)))
+    text = hooks.issue_merged_kubeconfig(grants)
+    for tenant, role, lifetime in grants:
+        audit.record(actor=actor, action="tenant.kubeconfig_issued", obj=tenant, team=tenant.team, ctx=ctx,
+                     after={"role": role, "lifetime_seconds": lifetime, "mode": tenant.cluster.access_mode,
+                            "namespace": tenant.namespace, "merged": True})
+    return text
 
 
 @transaction.atomic
@@ -544,12 +625,19 @@ def user_sync_from_claims(*, claims: dict, ctx: AuditContext = SYSTEM) -> User:
         # Some tokens (e.g. access tokens) carry no groups: leave roles as the last sign-in set them.
         user.save()
         return user
-    groups = [str(g) for g in (claims.get("groups") or []) if isinstance(g, str)]
+    raw_groups = claims.get("groups") or []
+    if isinstance(raw_groups, str):
+        raw_groups = [raw_groups]  # some providers send a single group as a plain string
+    groups = [g for g in raw_groups if isinstance(g, str)]
+    roles_before = _platform_roles(user)
     user.is_platform_admin = any(g in settings.BERTH_ADMIN_GROUPS for g in groups)
     user.is_approver = any(g in settings.BERTH_APPROVER_GROUPS for g in groups)
     user.is_staff = user.is_platform_admin
     user.is_superuser = user.is_platform_admin
     user.save()
+    if _platform_roles(user) != roles_before:
+        audit.record(actor=user, action="user.platform_roles", obj=user, before={"roles": roles_before},
+                     after={"roles": _platform_roles(user)}, ctx=ctx)
     wanted: dict[str, str] = {}
     for group in groups:
         parsed = _team_and_role(group)
@@ -557,6 +645,10 @@ def user_sync_from_claims(*, claims: dict, ctx: AuditContext = SYSTEM) -> User:
             wanted[parsed[0]] = parsed[1]
     _sync_memberships(user=user, wanted=wanted, ctx=ctx)
     return user
+
+
+def _platform_roles(user: User) -> list[str]:
+    return [role for role, has in (("admin", user.is_platform_admin), ("approver", user.is_approver)) if has]
 
 
 def _sync_memberships(*, user: User, wanted: dict[str, str], ctx: AuditContext) -> None:

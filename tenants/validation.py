@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 RESERVED_PREFIXES = ("kube-", "openshift-")
 
 
@@ -11,7 +11,8 @@ def tenant_name_errors(name: str, *, prefix: str, reserved: list[str]) -> list[s
     """Why ``name`` cannot be a tenant name on a cluster that adds ``prefix``; empty when it can."""
     if not name:
         return ["A name is required."]
-    if not DNS1123_LABEL.match(name):
+    # fullmatch, not match with '$': '$' also matches before a trailing newline.
+    if not DNS1123_LABEL.fullmatch(name):
         return ["Use lower-case letters, digits and '-', starting and ending with a letter or digit (RFC 1123 label)."]
     full = prefix + name
     errors = []

@@ -6,11 +6,12 @@ from contextlib import ExitStack
 
 import pytest
 
-from tests.plugins import servers
+from devcluster import servers
 
 pytest_plugins = ["tests.plugins.kube", "tests.plugins.oidc", "tests.fixtures"]
 
 _stack = ExitStack()
+_redis: servers.RedisServer | None = None
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -27,7 +28,12 @@ def pytest_configure(config) -> None:
         db = _stack.enter_context(servers.postgres_server())
     settings.DATABASES["default"].update({k: db[k] for k in ("HOST", "PORT", "USER", "PASSWORD", "NAME")})
     os.environ["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-    broker = os.environ.get("BERTH_TEST_REDIS_URL") or _stack.enter_context(servers.redis_server())
+    global _redis
+    if os.environ.get("BERTH_TEST_REDIS_URL"):
+        broker = os.environ["BERTH_TEST_REDIS_URL"]
+    else:
+        _redis = _stack.enter_context(servers.redis_server())
+        broker = _redis.url
     settings.CELERY_BROKER_URL = broker
     os.environ["CELERY_BROKER_URL"] = broker
     from portal.celery import app
@@ -37,3 +43,11 @@ def pytest_configure(config) -> None:
 
 def pytest_unconfigure(config) -> None:
     _stack.close()
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> servers.RedisServer:
+    """This run's Redis, which a test may stop and start again; not available with BERTH_TEST_REDIS_URL."""
+    if _redis is None:
+        pytest.skip("Redis is external (BERTH_TEST_REDIS_URL); outage tests need the run's own Redis")
+    return _redis

@@ -1,9 +1,19 @@
 """People in their roles, tiers and a cluster: the cast most tests need."""
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 from tenants.models import Cluster, Membership, Team, Tier, User
+
+_SEED = importlib.import_module("tenants.migrations.0002_seed_tiers").TIERS
+
+
+def seeded_tier(name: str) -> Tier:
+    """The migration's tier; recreated when a transactional test's flush removed it."""
+    spec = next(t for t in _SEED if t["name"] == name)
+    return Tier.objects.get_or_create(name=name, defaults=spec)[0]
 
 
 @pytest.fixture
@@ -72,17 +82,17 @@ def erin(db) -> User:
 
 @pytest.fixture
 def small(db) -> Tier:
-    return Tier.objects.get(name="small")
+    return seeded_tier("small")
 
 
 @pytest.fixture
 def medium(db) -> Tier:
-    return Tier.objects.get(name="medium")
+    return seeded_tier("medium")
 
 
 @pytest.fixture
 def large(db) -> Tier:
-    return Tier.objects.get(name="large")
+    return seeded_tier("large")
 
 
 @pytest.fixture

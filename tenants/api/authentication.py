@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
 from functools import lru_cache
 
 import jwt
@@ -16,6 +17,9 @@ from tenants.models import ApiToken
 
 logger = logging.getLogger(__name__)
 
+# What services.api_token_create hands out: brt_<8 hex>_<urlsafe>. Anything else is refused before a query.
+_TOKEN_SHAPE = re.compile(re.escape(services.TOKEN_PREFIX) + r"([0-9a-f]{8})_[A-Za-z0-9_-]{16,100}")
+
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Token"
@@ -27,8 +31,10 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         if len(parts) != 2:
             raise exceptions.AuthenticationFailed("Malformed Authorization header.")
         plaintext = parts[1].decode(errors="replace")
-        prefix = plaintext.removeprefix(services.TOKEN_PREFIX).split("_", 1)[0]
-        token = ApiToken.objects.select_related("user", "team").filter(prefix=prefix).first()
+        shape = _TOKEN_SHAPE.fullmatch(plaintext)
+        if shape is None:
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        token = ApiToken.objects.select_related("user", "team").filter(prefix=shape.group(1)).first()
         if token is None or not hmac.compare_digest(token.digest, services.api_token_digest(plaintext)):
             raise exceptions.AuthenticationFailed("Invalid token.")
         if token.revoked_at is not None or token.expires_at <= timezone.now() or not token.user.is_active:
@@ -68,7 +74,7 @@ def verify_access_token(token: str) -> dict:
     except jwt.PyJWKClientError as exc:
         logger.warning("JWKS lookup failed: %s", exc)
         raise exceptions.AuthenticationFailed("Token signing key not found.") from None
-    except jwt.InvalidTokenError as exc:
+    except jwt.PyJWTError as exc:  # InvalidTokenError, and also a key the JWKS or the token makes unusable
         raise exceptions.AuthenticationFailed(f"Invalid token: {exc}.") from None
 
 

@@ -8,12 +8,17 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from tenants import services
 from tenants.audit import AuditContext
-from tenants.errors import Forbidden, InvalidTransition
+from tenants.errors import ClusterUnavailable, Forbidden, InvalidTransition
 
 
 class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_code = "conflict"
+
+
+class Unavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "cluster_unavailable"
 
 
 def to_api_exception(exc: Exception) -> Exception:
@@ -24,6 +29,8 @@ def to_api_exception(exc: Exception) -> Exception:
         return exceptions.PermissionDenied(str(exc))
     if isinstance(exc, InvalidTransition):
         return Conflict(str(exc))
+    if isinstance(exc, ClusterUnavailable):
+        return Unavailable(str(exc))
     return exc
 
 

@@ -138,3 +138,8 @@ class ApiTokenSerializer(serializers.ModelSerializer):
     class Meta:
         model = ApiToken
         fields = ["id", "name", "prefix", "team", "created_at", "expires_at", "revoked_at", "last_used_at"]
+
+
+class KubeconfigSerializer(serializers.Serializer):
+    lifetime_seconds = serializers.IntegerField(required=False, allow_null=True, default=None,
+                                                help_text="Token lifetime; 600 up to the tier's maximum (default: one hour or the maximum).")

@@ -12,4 +12,8 @@ router.register("tenants", views.TenantViewSet, basename="api-tenant")
 router.register("audit-events", views.AuditEventViewSet, basename="api-audit-event")
 router.register("tokens", views.ApiTokenViewSet, basename="api-token")
 
-urlpatterns = [path("me/", views.MeView.as_view(), name="api-me"), *router.urls]
+urlpatterns = [
+    path("me/", views.MeView.as_view(), name="api-me"),
+    path("kubeconfig/", views.MergedKubeconfigView.as_view(), name="api-kubeconfig"),
+    *router.urls,
+]

@@ -1,9 +1,11 @@
 """REST API v1. Each view parses input, calls one service and serializes the result."""
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
+import re
+
+from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, serializers, status, viewsets
+from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request as HttpRequest
 from rest_framework.response import Response
@@ -16,6 +18,9 @@ from tenants.api.errors import to_api_exception
 from tenants.api.filters import AuditEventFilter, RequestFilter, TenantFilter
 from tenants.audit import AuditContext
 from tenants.csv_export import audit_csv_response
+from tenants.models import ApiToken
+
+_IDEMPOTENCY_KEY = re.compile(r"[!-~]{1,64}")
 
 
 class WriteThrottle(ScopedRateThrottle):
@@ -38,12 +43,26 @@ def call(service, **kwargs):
         raise converted from exc
 
 
+def token_team_id(request: HttpRequest) -> int | None:
+    """The one team an automation token acts for; None for a person's own credentials."""
+    return request.auth.team_id if isinstance(request.auth, ApiToken) else None
+
+
+def field_error(field: str, message: str) -> serializers.ValidationError:
+    return serializers.ValidationError({field: [message]})
+
+
 class BerthViewSet(viewsets.GenericViewSet):
     throttle_classes = [WriteThrottle]
     throttle_scope = "writes"
 
     def ctx(self) -> AuditContext:
         return AuditContext.from_http(self.request)
+
+    def for_token_team(self, queryset, lookup: str = "team_id"):
+        """Narrow ``queryset`` to the token's team when the caller uses a team automation token."""
+        team_id = token_team_id(self.request)
+        return queryset if team_id is None else queryset.filter(**{lookup: team_id})
 
 
 class MeView(APIView):
@@ -56,7 +75,8 @@ class TeamViewSet(mixins.ListModelMixin, BerthViewSet):
     serializer_class = s.TeamSerializer
 
     def get_queryset(self):
-        return selectors.teams_visible_to(user=self.request.user)
+        teams = self.for_token_team(selectors.teams_visible_to(user=self.request.user), lookup="pk")
+        return selectors.with_allocation(teams)
 
 
 class TierViewSet(mixins.ListModelMixin, BerthViewSet):
@@ -78,7 +98,7 @@ class RequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthView
     filterset_class = RequestFilter
 
     def get_queryset(self):
-        return selectors.requests_visible_to(user=self.request.user)
+        return self.for_token_team(selectors.requests_visible_to(user=self.request.user))
 
     @extend_schema(
         request=s.RequestCreateSerializer,
@@ -91,13 +111,16 @@ class RequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthView
         data.is_valid(raise_exception=True)
         v = dict(data.validated_data)
         user = request.user
-        if v.get("team") is not None and not selectors.teams_visible_to(user=user).filter(pk=v["team"].pk).exists():
-            raise serializers.ValidationError({"team": [f"Object with slug={v['team'].slug} does not exist."]})
+        teams = self.for_token_team(selectors.teams_visible_to(user=user), lookup="pk")
+        if v.get("team") is not None and not teams.filter(pk=v["team"].pk).exists():
+            raise field_error("team", f"Object with slug={v['team'].slug} does not exist.")
         if v.get("tenant"):
-            v["tenant"] = selectors.tenants_visible_to(user=user).filter(pk=v["tenant"]).first()
+            v["tenant"] = self.for_token_team(selectors.tenants_visible_to(user=user)).filter(pk=v["tenant"]).first()
             if v["tenant"] is None:
-                raise serializers.ValidationError({"tenant": ["No such tenant."]})
-        key = request.headers.get("Idempotency-Key", "")[:64]
+                raise field_error("tenant", "No such tenant.")
+        key = request.headers.get("Idempotency-Key", "")
+        if key and not _IDEMPOTENCY_KEY.fullmatch(key):
+            raise field_error("Idempotency-Key", "At most 64 printable ASCII characters.")
         req = call(services.request_submit, actor=user, idempotency_key=key, ctx=self.ctx(), **v)
         return Response(s.RequestSerializer(req).data, status=status.HTTP_201_CREATED)
 
@@ -129,7 +152,7 @@ class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthViewS
     filterset_class = TenantFilter
 
     def get_queryset(self):
-        return selectors.tenants_visible_to(user=self.request.user)
+        return self.for_token_team(selectors.tenants_visible_to(user=self.request.user))
 
     @extend_schema(request=s.DecommissionSerializer, responses=s.TenantSerializer)
     @action(detail=True, methods=["post"])
@@ -146,12 +169,46 @@ class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthViewS
         return Response(s.TenantSerializer(tenant).data)
 
 
+    @extend_schema(request=s.KubeconfigSerializer, responses={(200, "application/yaml"): str})
+    @action(detail=True, methods=["post"])
+    def kubeconfig(self, request: HttpRequest, pk=None) -> HttpResponse:
+        body = s.KubeconfigSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        text = call(services.tenant_issue_kubeconfig, tenant=self.get_object(), actor=request.user, ctx=self.ctx(), **body.validated_data)
+        return kubeconfig_response(text, "kubeconfig.yaml")
+
+    @extend_schema(request=None, responses={202: None})
+    @action(detail=True, methods=["post"], url_path="isolation-check")
+    def isolation_check(self, request: HttpRequest, pk=None) -> Response:
+        call(services.tenant_request_isolation_check, tenant=self.get_object(), actor=request.user, ctx=self.ctx())
+        return Response({"detail": "Isolation check queued."}, status=status.HTTP_202_ACCEPTED)
+
+
+def kubeconfig_response(text: str, filename: str) -> HttpResponse:
+    response = HttpResponse(text, content_type="application/yaml")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+class MergedKubeconfigView(APIView):
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "writes"
+
+    @extend_schema(parameters=[OpenApiParameter("lifetime_seconds", int, required=False)], responses={(200, "application/yaml"): str})
+    def get(self, request: HttpRequest) -> HttpResponse:
+        body = s.KubeconfigSerializer(data=request.query_params)
+        body.is_valid(raise_exception=True)
+        text = call(services.user_issue_merged_kubeconfig, actor=request.user, ctx=AuditContext.from_http(request), **body.validated_data)
+        return kubeconfig_response(text, "berth-kubeconfig.yaml")
+
+
 class AuditEventViewSet(mixins.ListModelMixin, BerthViewSet):
     serializer_class = s.AuditEventSerializer
     filterset_class = AuditEventFilter
 
     def get_queryset(self):
-        return selectors.audit_events_visible_to(user=self.request.user)
+        return self.for_token_team(selectors.audit_events_visible_to(user=self.request.user))
 
     @extend_schema(filters=True, responses={(200, "text/csv"): str})
     @action(detail=False, methods=["get"], url_path="export")
@@ -170,18 +227,24 @@ class ApiTokenViewSet(mixins.ListModelMixin, BerthViewSet):
     serializer_class = s.ApiTokenSerializer
 
     def get_queryset(self):
-        return selectors.api_tokens_of(user=self.request.user)
+        return self.for_token_team(selectors.api_tokens_of(user=self.request.user))
 
     @extend_schema(request=ApiTokenCreateSerializer, responses={201: s.ApiTokenSerializer})
     def create(self, request: HttpRequest) -> Response:
         body = ApiTokenCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        team = body.validated_data.get("team")
+        if team is not None and not selectors.teams_visible_to(user=request.user).filter(pk=team.pk).exists():
+            raise field_error("team", f"Object with slug={team.slug} does not exist.")
+        scoped_to = token_team_id(request)
+        if scoped_to is not None and (team is None or team.pk != scoped_to):
+            # Otherwise a team's automation token could mint itself a token with all of its owner's rights.
+            raise exceptions.PermissionDenied("A team automation token can create tokens for its own team only.")
         token, plaintext = call(services.api_token_create, actor=request.user, ctx=self.ctx(), **body.validated_data)
         return Response({**s.ApiTokenSerializer(token).data, "token": plaintext}, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=s.ApiTokenSerializer)
     @action(detail=True, methods=["post"])
     def revoke(self, request: HttpRequest, pk=None) -> Response:
-        token = get_object_or_404(self.get_queryset(), pk=pk)
-        token = call(services.api_token_revoke, token=token, actor=request.user, ctx=self.ctx())
+        token = call(services.api_token_revoke, token=self.get_object(), actor=request.user, ctx=self.ctx())
         return Response(s.ApiTokenSerializer(token).data)

@@ -22,11 +22,11 @@ TIERS = [
     ),
     dict(
         name="large", display_name="Large (dedicated nodes)", order=3, auto_approve=False,
-        description="For steady production load: 32 CPU, 64 GiB on the dedicated node pool, baseline pods, 180 days.",
+        description="For steady production load: 32 CPU, 64 GiB on the dedicated node pool, 180 days.",
         cpu_request_millis=16000, cpu_limit_millis=32000, memory_request_mib=32768, memory_limit_mib=65536, storage_gib=500,
         max_pods=400, max_services=100, max_load_balancers=3, max_pvcs=100, max_configmaps=500, max_secrets=500,
         default_cpu_request_millis=250, default_cpu_limit_millis=1000, default_memory_request_mib=256, default_memory_limit_mib=1024,
-        pod_security_level="baseline", network_profile="ingress", api_fairness="workload-high",
+        pod_security_level="restricted", network_profile="ingress", api_fairness="workload-high",
         node_selector={"berth.dev/pool": "dedicated"}, allowed_priority_classes=["berth-high"],
         max_credential_lifetime_seconds=12 * 3600, default_expiry_days=180, max_expiry_days=365,
     ),

@@ -1,3 +1,28 @@
+"""The browser UI. Names are stable: services and notifications reverse 'request-detail' and 'tenant-detail'."""
 from django.urls import path
 
-urlpatterns: list = []
+from tenants.views import approvals, audit_pages, auth_pages, dashboard, request_pages, tenant_pages, token_pages
+
+urlpatterns = [
+    path("", dashboard.dashboard, name="dashboard"),
+    path("login/", auth_pages.login, name="login"),
+    path("logout/", auth_pages.LogoutView.as_view(), name="logout"),
+    path("requests/new/", request_pages.request_new, name="request-new"),
+    path("requests/new/budget/", request_pages.request_budget, name="request-budget"),
+    path("requests/<uuid:pk>/", request_pages.request_detail, name="request-detail"),
+    path("requests/<uuid:pk>/status/", request_pages.request_status, name="request-status"),
+    path("requests/<uuid:pk>/approve/", request_pages.request_approve, name="request-approve"),
+    path("requests/<uuid:pk>/reject/", request_pages.request_reject, name="request-reject"),
+    path("requests/<uuid:pk>/cancel/", request_pages.request_cancel, name="request-cancel"),
+    path("tenants/<uuid:pk>/", tenant_pages.tenant_detail, name="tenant-detail"),
+    path("tenants/<uuid:pk>/status/", tenant_pages.tenant_status, name="tenant-status"),
+    path("tenants/<uuid:pk>/requests/", tenant_pages.tenant_request, name="tenant-request"),
+    path("tenants/<uuid:pk>/decommission/", tenant_pages.tenant_decommission, name="tenant-decommission"),
+    path("tenants/<uuid:pk>/retry/", tenant_pages.tenant_retry, name="tenant-retry"),
+    path("tenants/<uuid:pk>/isolation-check/", tenant_pages.tenant_isolation_check, name="tenant-isolation-check"),
+    path("approvals/", approvals.approvals, name="approvals"),
+    path("audit/", audit_pages.audit, name="audit"),
+    path("audit/export/", audit_pages.audit_export, name="audit-export"),
+    path("tokens/", token_pages.tokens, name="tokens"),
+    path("tokens/<int:pk>/revoke/", token_pages.token_revoke, name="token-revoke"),
+]

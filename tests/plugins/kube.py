@@ -22,11 +22,12 @@ import pytest
 from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
-from devcluster.launcher import ControlPlane
+from devcluster.launcher import ControlPlane, find_bin_dir
 
 CLUSTER_FIXTURES = {"control_plane", "kube_admin", "kubectl", "unique_ns_name", "make_ns_name", "make_namespace"}
 
 KubectlRunner = Callable[..., "subprocess.CompletedProcess[str]"]
+_BIN_DIR = pytest.StashKey["Path | Exception"]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -38,6 +39,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.cluster)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build (or find) the binaries before any test runs, outside every test's timeout:
+    a cold build takes minutes. A failure is kept and raised by the fixture."""
+    if not any(item.get_closest_marker("cluster") for item in session.items):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line("devcluster: checking binaries (devcluster/build.sh; a cold build takes ~10 minutes)")
+    try:
+        session.config.stash[_BIN_DIR] = find_bin_dir()
+    except Exception as error:  # noqa: BLE001 - re-raised by the fixture, where pytest reports it
+        session.config.stash[_BIN_DIR] = error
 
 
 def wait_for(check: Callable[[], object], *, timeout: float = 30.0, what: str, interval: float = 0.25) -> object:
@@ -63,9 +78,12 @@ def read_or_none(read: Callable[[], object]) -> object | None:
 
 
 @pytest.fixture(scope="session")
-def control_plane() -> Iterator[ControlPlane]:
+def control_plane(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
     """etcd + kube-apiserver + kube-controller-manager, shared by the whole run."""
-    plane = ControlPlane(name="berth-test")
+    found = pytestconfig.stash.get(_BIN_DIR, None)
+    if isinstance(found, Exception):
+        raise found
+    plane = ControlPlane(name="berth-test", bin_dir=found)
     plane.start()
     try:
         yield plane

@@ -51,6 +51,9 @@ function clientLabel(client) {
 }
 
 export function loginPage({ uid, client, username = '', failed = false }) {
+  // After a failed attempt the username is kept, so the cursor goes to the password.
+  const focusUsername = username ? '' : ' autofocus';
+  const focusPassword = username ? ' autofocus' : '';
   const alert = failed
     ? '<p class="alert" role="alert" id="login-error">Wrong username or password.</p>'
     : '';
@@ -61,9 +64,9 @@ ${alert}
 <form method="post" action="/interaction/${escapeHtml(uid)}/login">
   <label for="username">Username</label>
   <input id="username" name="username" type="text" autocomplete="username"
-         autocapitalize="none" spellcheck="false" required autofocus value="${escapeHtml(username)}">
+         autocapitalize="none" spellcheck="false" required${focusUsername} value="${escapeHtml(username)}">
   <label for="password">Password</label>
-  <input id="password" name="password" type="password" autocomplete="current-password" required>
+  <input id="password" name="password" type="password" autocomplete="current-password" required${focusPassword}>
   <button type="submit">Sign in</button>
 </form>
 <a class="secondary" href="/interaction/${escapeHtml(uid)}/abort">Cancel</a>`);

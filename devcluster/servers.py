@@ -1,4 +1,4 @@
-"""Throwaway PostgreSQL and Redis servers for the test run, on 127.0.0.1 and free ports.
+"""Throwaway PostgreSQL and Redis servers on 127.0.0.1 and free ports, for the test run and the demo.
 
 Set BERTH_TEST_DATABASE_URL / BERTH_TEST_REDIS_URL to use servers you run yourself.
 """
@@ -92,24 +92,41 @@ def postgres_server() -> Iterator[dict]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+class RedisServer:
+    """A Redis on a fixed free port that can be stopped and started again (to test broker outages)."""
+
+    def __init__(self, port: int | None = None):
+        self.binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+        if not os.path.exists(self.binary):
+            raise RuntimeError("redis-server not found: run `make deps` (installs Debian's redis-server)")
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "RedisServer":
+        self.proc = subprocess.Popen(
+            [self.binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        _wait_port(self.port, self.proc, "redis-server")
+        return self
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
 @contextmanager
-def redis_server() -> Iterator[str]:
-    """A Redis on a free port with no persistence; yields its URL."""
-    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-    if not os.path.exists(binary):
-        raise RuntimeError("redis-server not found: run `make deps` (installs Debian's redis-server)")
-    port = free_port()
-    proc = subprocess.Popen(
-        [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no", "--protected-mode", "yes"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
+def redis_server(port: int | None = None) -> Iterator[RedisServer]:
+    """A Redis with no persistence on 127.0.0.1; stopped on exit."""
+    server = RedisServer(port).start()
     try:
-        _wait_port(port, proc, "redis-server")
-        yield f"redis://127.0.0.1:{port}/0"
+        yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        server.stop()

@@ -1,0 +1,70 @@
+# Berth: `make demo` and `make test` do all set-up on a fresh Debian machine.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BERTH_CACHE ?= $(HOME)/.cache/berth
+export BERTH_CACHE
+APT_PACKAGES := postgresql redis-server chromium git
+PYTEST_ARGS ?=
+
+.PHONY: help deps system-deps python-deps devcluster oidc-deps test test-fast demo cluster oidc bench lint clean
+
+help:
+	@echo "make demo     start the portal with a dev cluster, OIDC provider, worker and demo data"
+	@echo "make test     install what is missing and run the whole suite"
+	@echo "make cluster  run the dev control plane in the foreground"
+	@echo "make bench    provisioning benchmark against the dev control plane"
+
+# --- Installing what is missing ---------------------------------------------
+system-deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing Debian packages:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@command -v go >/dev/null || { echo "Go is required to build the dev control plane"; exit 1; }
+	@command -v npm >/dev/null || { echo "Node.js and npm are required for the dev OIDC provider"; exit 1; }
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt -r <($(PY) -c "import tomllib;d=tomllib.load(open('pyproject.toml','rb'))['project'];print('\n'.join(d['dependencies']+d['optional-dependencies']['test']))")
+	@touch $@
+
+python-deps: $(VENV)/.installed
+
+devcluster:
+	@./devcluster/build.sh >/dev/null
+
+oidc-deps:
+	@test -d devcluster/oidc/node_modules || (cd devcluster/oidc && npm ci --no-audit --no-fund --loglevel=error)
+
+deps: system-deps python-deps devcluster oidc-deps
+
+# --- Tests -------------------------------------------------------------------
+test: deps
+	@mkdir -p test-output
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: python-deps
+	$(PY) -m pytest -m "not cluster and not worker and not browser" $(PYTEST_ARGS)
+
+# --- Running -----------------------------------------------------------------
+demo: deps
+	$(PY) -m devcluster.demo
+
+cluster: deps
+	$(PY) -m devcluster.launcher
+
+oidc: deps
+	$(PY) -m devcluster.oidc
+
+bench: deps
+	$(PY) bench/provision.py
+
+clean:
+	rm -rf $(VENV) var test-output .demo

@@ -1,0 +1,160 @@
+"""Browser forms: they parse input and carry errors back to fields; the rules live in ``tenants.services``.
+
+A service's ``ValidationError`` lands next to the field it names (``add_service_errors``);
+names no form field carries become errors at the top of the form.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from tenants.models import Cluster, Request, Team, TenantKind, Tier
+
+
+class DateInput(forms.DateInput):
+    input_type = "date"
+
+    def __init__(self, attrs: dict | None = None) -> None:
+        super().__init__(attrs=attrs, format="%Y-%m-%d")
+
+
+class BerthForm(forms.Form):
+    """Forms whose ``ValidationError`` may also come from a service after ``is_valid()``."""
+
+    def add_service_errors(self, exc: ValidationError) -> None:
+        if not hasattr(exc, "error_dict"):
+            self.add_error(None, exc.messages)
+            return
+        for field, messages in exc.message_dict.items():
+            self.add_error(field if field in self.fields else None, messages)
+
+
+class IdempotentForm(BerthForm):
+    """Carries a key made when the form is first shown, so a repeated post makes one request."""
+
+    idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.is_bound:
+            self.initial.setdefault("idempotency_key", uuid.uuid4().hex)
+
+
+def _tomorrow() -> str:
+    return (timezone.now().date() + dt.timedelta(days=1)).isoformat()
+
+
+class TierChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, tier: Tier) -> str:
+        return tier.display_name
+
+
+class RequestCreateForm(IdempotentForm):
+    team = forms.ModelChoiceField(queryset=Team.objects.none(), empty_label=None)
+    kind = forms.ChoiceField(label="Kind of tenant", choices=())
+    name = forms.CharField(
+        max_length=63,
+        help_text="Lower-case letters, digits and '-'; it becomes the namespace name (after the cluster's prefix).",
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false", "autocapitalize": "none"}),
+    )
+    tier = TierChoiceField(queryset=Tier.objects.none(), empty_label=None, help_text="Compare the tiers in the table below.")
+    cluster = forms.ModelChoiceField(queryset=Cluster.objects.none(), empty_label=None)
+    purpose = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="What will run here; approvers read this.",
+    )
+    requested_expiry = forms.DateField(
+        label="Expiry date", required=False, widget=DateInput(),
+        help_text="Leave empty for the tier's default. The tenant is decommissioned after this day.",
+    )
+
+    def __init__(self, *args, teams: QuerySet[Team], tiers: QuerySet[Tier], clusters: list[Cluster], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["team"].queryset = teams
+        self.fields["tier"].queryset = tiers
+        self.fields["cluster"].queryset = Cluster.objects.filter(pk__in=[c.pk for c in clusters])
+        offered = {kind for c in clusters for kind in c.kinds}
+        self.fields["kind"].choices = [(value, label) for value, label in TenantKind.choices if value in offered]
+        self.fields["requested_expiry"].widget.attrs["min"] = _tomorrow()
+
+
+class ChangeTierForm(IdempotentForm):
+    action = Request.Action.CHANGE_TIER
+    tier = TierChoiceField(queryset=Tier.objects.none(), label="New tier", empty_label=None)
+    purpose = forms.CharField(label="Why", required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args, tiers: QuerySet[Tier], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["tier"].queryset = tiers
+
+
+class ExtendForm(IdempotentForm):
+    action = Request.Action.EXTEND
+    requested_expiry = forms.DateField(label="New expiry date", widget=DateInput())
+    purpose = forms.CharField(label="Why", required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["requested_expiry"].widget.attrs["min"] = _tomorrow()
+
+
+class DeleteRequestForm(IdempotentForm):
+    action = Request.Action.DELETE
+    purpose = forms.CharField(label="Why", required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+TENANT_REQUEST_FORMS: dict[str, tuple[str, type[IdempotentForm]]] = {
+    Request.Action.CHANGE_TIER: ("change", ChangeTierForm),
+    Request.Action.EXTEND: ("extend", ExtendForm),
+    Request.Action.DELETE: ("delete", DeleteRequestForm),
+}
+
+
+class ApproveForm(BerthForm):
+    comment = forms.CharField(label="Comment", required=False, max_length=2000,
+                              widget=forms.TextInput(attrs={"placeholder": "Optional"}))
+
+
+class RejectForm(BerthForm):
+    # Optional here so the service's own message ("Say why…") is the one shown; the browser still insists.
+    reason = forms.CharField(label="Reason", required=False, max_length=2000,
+                             widget=forms.TextInput(attrs={"required": True, "placeholder": "Required"}))
+
+
+class DecommissionForm(BerthForm):
+    confirm_name = forms.CharField(label="Type the tenant's name to confirm",
+                                   widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}))
+    reason = forms.CharField(label="Reason", required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args, tenant_name: str, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.tenant_name = tenant_name
+        self.fields["confirm_name"].widget.attrs.update(
+            {"data-confirm-value": tenant_name, "data-confirm-button": "decommission-submit"}
+        )
+
+    def clean_confirm_name(self) -> str:
+        value = self.cleaned_data["confirm_name"].strip()
+        if value != self.tenant_name:
+            raise ValidationError(f"Type {self.tenant_name} exactly.")
+        return value
+
+
+class ApiTokenForm(BerthForm):
+    name = forms.CharField(max_length=100, help_text="Say where it is used, e.g. “CI for payments”.")
+    expires_in_days = forms.IntegerField(label="Expires after (days)", min_value=1, max_value=365, initial=30)
+    team = forms.ModelChoiceField(
+        queryset=Team.objects.none(), required=False, empty_label="Personal (acts as you)",
+        help_text="A team token acts for that team only; team owners can create them.",
+    )
+
+    def __init__(self, *args, teams: QuerySet[Team], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["team"].queryset = teams
+        if not teams.exists():
+            del self.fields["team"]

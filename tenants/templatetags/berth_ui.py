@@ -1,0 +1,75 @@
+"""Presentation filters for Berth's pages: units people read, and the tone of a status badge."""
+from __future__ import annotations
+
+import json
+
+from django import template
+
+register = template.Library()
+
+_TENANT_TONES = {
+    "ready": "ok",
+    "failed": "bad",
+    "rejected": "bad",
+    "requested": "warn",
+    "approved": "info busy",
+    "provisioning": "info busy",
+    "decommissioning": "info busy",
+}
+_REQUEST_TONES = {"pending": "warn", "approved": "ok", "rejected": "bad"}
+
+
+def _classes(tone: str) -> str:
+    return " ".join(f"badge--{t}" for t in tone.split())
+
+
+@register.filter
+def tenant_tone(status: str) -> str:
+    """CSS modifiers for a tenant status badge (deleted and cancelled stay neutral)."""
+    return _classes(_TENANT_TONES.get(status, "idle"))
+
+
+@register.filter
+def request_tone(status: str) -> str:
+    """CSS modifiers for a request status badge: an approved request is done, not busy."""
+    return _classes(_REQUEST_TONES.get(status, "idle"))
+
+
+@register.filter
+def cpu(millis: int | None) -> str:
+    if millis is None:
+        return "—"
+    cores = millis / 1000
+    return f"{cores:g} CPU"
+
+
+@register.filter
+def mib(value: int | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value / 1024:g} GiB" if value >= 1024 else f"{value} MiB"
+
+
+@register.filter
+def gib(value: int | None) -> str:
+    return "—" if value is None else f"{value} GiB"
+
+
+@register.filter
+def duration(seconds: int | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds % 86400 == 0:
+        n, unit = seconds // 86400, "day"
+    elif seconds % 3600 == 0:
+        n, unit = seconds // 3600, "hour"
+    elif seconds % 60 == 0:
+        n, unit = seconds // 60, "minute"
+    else:
+        n, unit = seconds, "second"
+    return f"{n} {unit}{'' if n == 1 else 's'}"
+
+
+@register.filter
+def pretty_json(value: object) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str)

@@ -1,0 +1,142 @@
+"""Quota usage as bars: Kubernetes quantities read back by the worker, turned into numbers people read."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+_SUFFIXES = {
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+    "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+
+_LABELS = {
+    "requests.cpu": "CPU requested", "limits.cpu": "CPU limit", "cpu": "CPU requested",
+    "requests.memory": "Memory requested", "limits.memory": "Memory limit", "memory": "Memory requested",
+    "requests.storage": "Storage", "requests.ephemeral-storage": "Ephemeral storage requested",
+    "limits.ephemeral-storage": "Ephemeral storage limit",
+    "pods": "Pods", "services": "Services", "services.loadbalancers": "Load balancers",
+    "services.nodeports": "Node ports", "persistentvolumeclaims": "Volume claims",
+    "configmaps": "ConfigMaps", "secrets": "Secrets", "count/deployments.apps": "Deployments",
+}
+_ORDER = list(_LABELS)
+
+
+def parse_quantity(value: object) -> Decimal | None:
+    """A Kubernetes quantity ("500m", "2", "1Gi", "1e3") as a number; None when unreadable."""
+    match = _QUANTITY.match(str(value).strip())
+    if not match:
+        return None
+    try:
+        return Decimal(match.group(1)) * _SUFFIXES[match.group(2) or ""]
+    except InvalidOperation:
+        return None
+
+
+def _display(resource: str, amount: Decimal) -> str:
+    if resource.endswith("cpu"):
+        return f"{amount.normalize():f}".rstrip(".") + " CPU" if amount >= 1 else f"{int(amount * 1000)}m CPU"
+    if resource.endswith(("memory", "storage")):
+        for unit, size in (("GiB", Decimal(2) ** 30), ("MiB", Decimal(2) ** 20), ("KiB", Decimal(2) ** 10)):
+            if amount >= size:
+                return f"{(amount / size).quantize(Decimal('0.1')).normalize():f} {unit}"
+        return f"{int(amount)} B"
+    return f"{int(amount)}"
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    resource: str
+    label: str
+    used: str
+    total: str
+    percent: int | None  # None when there is no limit to measure against (hard is 0 or unreadable)
+    width_class: str
+    tone: str  # "", "warn" (≥ 85 %) or "bad" (at or over the limit)
+    remaining: str = ""
+
+    @property
+    def meter_value(self) -> int:
+        return min(self.percent if self.percent is not None else (100 if self.tone == "bad" else 0), 100)
+
+
+def _bucket(percent: float) -> int:
+    """Nearest 5 %, so a CSS class (w-0 … w-100) can draw the bar without an inline style."""
+    return max(0, min(100, int(round(percent / 5.0)) * 5))
+
+
+def usage_rows(quota_usage: dict | None) -> list[UsageRow]:
+    """One row per resource in ``{"hard": {...}, "used": {...}}``, in a stable, readable order."""
+    hard = (quota_usage or {}).get("hard") or {}
+    used = (quota_usage or {}).get("used") or {}
+    rows = []
+    for resource in sorted(hard, key=lambda r: (_ORDER.index(r) if r in _ORDER else len(_ORDER), r)):
+        limit = parse_quantity(hard[resource])
+        current = parse_quantity(used.get(resource, "0")) or Decimal(0)
+        if limit is None:
+            continue
+        percent = float(current / limit * 100) if limit > 0 else None
+        if percent is None:
+            tone = "bad" if current > 0 else ""
+        else:
+            tone = "bad" if percent >= 100 else "warn" if percent >= 85 else ""
+        rows.append(UsageRow(
+            resource=resource,
+            label=_LABELS.get(resource, resource),
+            used=_display(resource, current),
+            total=_display(resource, limit) if limit > 0 else "none allowed",
+            percent=None if percent is None else int(round(percent)),
+            width_class=f"w-{_bucket(percent if percent is not None else (100 if current > 0 else 0))}",
+            tone=tone,
+        ))
+    return rows
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    label: str
+    used: str
+    total: str
+    remaining: str
+    percent: int
+    width_class: str
+    tone: str
+
+    @property
+    def meter_value(self) -> int:
+        return min(self.percent, 100)
+
+
+def _budget_display(key: str, value: int) -> str:
+    if key == "cpu_millis":
+        return _display("cpu", Decimal(value) / 1000)
+    if key == "memory_mib":
+        return _display("memory", Decimal(value) * 2**20)
+    if key == "storage_gib":
+        return f"{value} GiB"
+    return str(value)
+
+
+_BUDGET_LABELS = {"cpu_millis": "CPU (limits)", "memory_mib": "Memory (limits)", "storage_gib": "Storage", "tenants": "Tenants"}
+
+
+def budget_rows(budget: dict) -> list[BudgetRow]:
+    """``selectors.team_budget`` as bars: what the team's live tenants hold against its budget."""
+    rows = []
+    for key, label in _BUDGET_LABELS.items():
+        entry = budget[key]
+        percent = entry["used"] / entry["total"] * 100 if entry["total"] else (100.0 if entry["used"] else 0.0)
+        rows.append(BudgetRow(
+            label=label,
+            used=_budget_display(key, entry["used"]),
+            total=_budget_display(key, entry["total"]),
+            remaining=_budget_display(key, entry["remaining"]),
+            percent=int(round(percent)),
+            width_class=f"w-{_bucket(percent)}",
+            tone="bad" if percent >= 100 else "warn" if percent >= 85 else "",
+        ))
+    return rows

@@ -1,0 +1,178 @@
+"""A tenant's page: status, quota usage, isolation report, monitoring, and what its team may ask for."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from tenants import selectors, services
+from tenants.errors import InvalidTransition
+from tenants.forms import TENANT_REQUEST_FORMS, ChangeTierForm, DecommissionForm, IdempotentForm
+from tenants.models import Membership, Request, Tenant, TenantStatus
+from tenants.views.common import MOVING_STATUSES, POLL_TRIGGER, call, deny
+from tenants.views.quota import usage_rows
+
+S = TenantStatus
+DECOMMISSIONABLE = frozenset({S.APPROVED, S.PROVISIONING, S.READY, S.FAILED})
+RECENT_EVENTS = 10
+RECENT_REQUESTS = 10
+
+
+def _visible_tenant(request: HttpRequest, pk) -> Tenant:
+    return get_object_or_404(selectors.tenants_visible_to(user=request.user), pk=pk)
+
+
+def _permissions(request: HttpRequest, tenant: Tenant, pending: Request | None) -> dict[str, bool]:
+    """Which actions to offer; the services decide again when one is used."""
+    user = request.user
+    role = selectors.team_role_of(user=user, team=tenant.team)
+    owner = user.is_platform_admin or role == Membership.Role.OWNER
+    writer = owner or role == Membership.Role.MEMBER
+    return {
+        "can_change": writer and tenant.status == S.READY and pending is None,
+        "can_request_delete": writer and not owner and tenant.status in (S.READY, S.FAILED) and pending is None,
+        "can_decommission": owner and tenant.status in DECOMMISSIONABLE,
+        "can_retry": owner and tenant.status == S.FAILED,
+        "can_check_isolation": (role is not None or user.is_platform_admin) and tenant.status == S.READY,
+    }
+
+
+def _tier_choices(tenant: Tenant):
+    return tenant.cluster.tiers.filter(is_active=True).exclude(pk=tenant.tier_id).order_by("order", "name")
+
+
+def _request_form(action: str, tenant: Tenant, data=None) -> IdempotentForm:
+    prefix, form_class = TENANT_REQUEST_FORMS[action]
+    if form_class is ChangeTierForm:
+        return form_class(data, prefix=prefix, tiers=_tier_choices(tenant))
+    return form_class(data, prefix=prefix)
+
+
+def _status_context(tenant: Tenant) -> dict:
+    return {"tenant": tenant, "poll_trigger": POLL_TRIGGER if tenant.status in MOVING_STATUSES else ""}
+
+
+def _detail_context(request: HttpRequest, tenant: Tenant, bound: IdempotentForm | None = None) -> dict:
+    user = request.user
+    requests = selectors.requests_visible_to(user=user).filter(tenant=tenant)
+    pending = requests.filter(status=Request.Status.PENDING).first()
+    forms = {action: _request_form(action, tenant) for action in TENANT_REQUEST_FORMS}
+    if bound is not None:
+        forms[bound.action] = bound
+    report = tenant.isolation_report or {}
+    permissions = _permissions(request, tenant, pending)
+    return {
+        **_status_context(tenant),
+        **permissions,
+        "can_change_tier": permissions["can_change"] and forms[Request.Action.CHANGE_TIER].fields["tier"].queryset.exists(),
+        "pending_request": pending,
+        "requests": requests.order_by("-created_at")[:RECENT_REQUESTS],
+        "change_form": forms[Request.Action.CHANGE_TIER],
+        "extend_form": forms[Request.Action.EXTEND],
+        "delete_form": forms[Request.Action.DELETE],
+        "open_form": bound.action if bound is not None else "",
+        "usage": usage_rows(tenant.quota_usage),
+        "isolation": report if report.get("checks") is not None else None,
+        "monitoring_links": selectors.monitoring_links(tenant=tenant),
+        "events": selectors.audit_events_visible_to(user=user).filter(object_id=str(tenant.pk))[:RECENT_EVENTS],
+    }
+
+
+@login_required
+@require_GET
+def tenant_detail(request: HttpRequest, pk) -> HttpResponse:
+    tenant = _visible_tenant(request, pk)
+    return render(request, "pages/tenant_detail.html", _detail_context(request, tenant))
+
+
+@login_required
+@require_GET
+def tenant_status(request: HttpRequest, pk) -> HttpResponse:
+    """The polled status panel; once the tenant settles, a full reload brings the actions up to date."""
+    tenant = _visible_tenant(request, pk)
+    context = _status_context(tenant)
+    response = render(request, "fragments/tenant_status.html", context)
+    shown = request.GET.get("shown")
+    if shown and shown != tenant.status and not context["poll_trigger"]:
+        response["HX-Refresh"] = "true"
+    return response
+
+
+@login_required
+@require_POST
+def tenant_request(request: HttpRequest, pk) -> HttpResponse:
+    """Ask for a tier change, more time or deletion: one form each, one service."""
+    tenant = _visible_tenant(request, pk)
+    action = request.POST.get("action", "")
+    if action not in TENANT_REQUEST_FORMS:
+        return HttpResponseBadRequest("Unknown action.")
+    form = _request_form(action, tenant, request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            req = call(request, services.request_submit, actor=request.user, action=action, tenant=tenant,
+                       tier=data.get("tier"), purpose=data.get("purpose", ""),
+                       requested_expiry=data.get("requested_expiry"), idempotency_key=data["idempotency_key"])
+        except ValidationError as exc:
+            form.add_service_errors(exc)
+        except InvalidTransition as exc:
+            messages.error(request, str(exc))
+            return redirect("tenant-detail", pk=tenant.pk)
+        else:
+            if req.status == Request.Status.APPROVED:
+                messages.success(request, f"{req.get_action_display()} for {tenant.name} was approved automatically.")
+            else:
+                messages.success(request, f"Your request to {req.get_action_display().lower()} {tenant.name} was sent to the approvers.")
+            return redirect("request-detail", pk=req.pk)
+    return render(request, "pages/tenant_detail.html", _detail_context(request, tenant, bound=form))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def tenant_decommission(request: HttpRequest, pk) -> HttpResponse:
+    """A confirmation step, then the tenant is removed from its cluster."""
+    tenant = _visible_tenant(request, pk)
+    if not _permissions(request, tenant, None)["can_decommission"]:
+        if tenant.status not in DECOMMISSIONABLE:
+            messages.error(request, f"A tenant that is {tenant.get_status_display().lower()} cannot be decommissioned.")
+            return redirect("tenant-detail", pk=tenant.pk)
+        raise deny(request, "Only team owners and platform admins can decommission; members can submit a delete request.")
+    form = DecommissionForm(request.POST if request.method == "POST" else None, tenant_name=tenant.name)
+    if request.method == "POST" and form.is_valid():
+        try:
+            call(request, services.tenant_decommission, tenant=tenant, actor=request.user, reason=form.cleaned_data["reason"])
+        except InvalidTransition as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"{tenant.name} is being decommissioned.")
+        return redirect("tenant-detail", pk=tenant.pk)
+    return render(request, "pages/tenant_decommission.html", {"tenant": tenant, "form": form})
+
+
+@login_required
+@require_POST
+def tenant_retry(request: HttpRequest, pk) -> HttpResponse:
+    tenant = _visible_tenant(request, pk)
+    try:
+        tenant = call(request, services.tenant_retry, tenant=tenant, actor=request.user)
+    except InvalidTransition as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Trying {tenant.name} again.")
+    return redirect("tenant-detail", pk=tenant.pk)
+
+
+@login_required
+@require_POST
+def tenant_isolation_check(request: HttpRequest, pk) -> HttpResponse:
+    tenant = _visible_tenant(request, pk)
+    try:
+        call(request, services.tenant_request_isolation_check, tenant=tenant, actor=request.user)
+    except InvalidTransition as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "The isolation checks will run again in a moment.")
+    return redirect("tenant-detail", pk=tenant.pk)

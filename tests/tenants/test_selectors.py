@@ -1,0 +1,214 @@
+"""tenants.selectors: every read is scoped to the caller; another team's things are simply absent."""
+from __future__ import annotations
+
+import pytest
+
+from tenants import audit, selectors, services
+from tenants.models import Membership, Team, TenantStatus
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def two_teams(make_tenant, submit, team_a, team_b, alice, bob, amir):
+    """One tenant and one request per team, and audit events for each."""
+    a_tenant = make_tenant(team=team_a, created_by=alice, name="a-web")
+    b_tenant = make_tenant(team=team_b, created_by=bob, name="b-web")
+    a_request = submit(name="a-api")
+    b_request = submit(name="b-api", actor=bob, team=team_b)
+    return a_tenant, b_tenant, a_request, b_request
+
+
+def test_bob_cannot_see_alices_tenant(two_teams, bob):
+    a_tenant, b_tenant, *_ = two_teams
+    visible = set(selectors.tenants_visible_to(user=bob))
+    assert a_tenant not in visible and b_tenant in visible
+    assert all(t.team.slug == "team-b" for t in visible)
+
+
+def test_bob_cannot_see_alices_requests(two_teams, bob):
+    *_, a_request, b_request = two_teams
+    assert list(selectors.requests_visible_to(user=bob)) == [b_request]
+
+
+def test_bob_cannot_see_team_a_at_all(two_teams, bob, team_b):
+    assert list(selectors.teams_visible_to(user=bob)) == [team_b]
+
+
+def test_bob_sees_none_of_team_as_audit_events(two_teams, bob, team_b):
+    events = list(selectors.audit_events_visible_to(user=bob))
+    assert events and all(e.team == team_b or e.actor == bob for e in events)
+
+
+@pytest.mark.parametrize("who", ["alice", "amir", "vera"])
+def test_everyone_in_team_a_sees_team_as_things(two_teams, who, request):
+    user = request.getfixturevalue(who)
+    a_tenant, b_tenant, a_request, b_request = two_teams
+    assert set(selectors.tenants_visible_to(user=user)) >= {a_tenant, a_request.tenant}
+    assert b_tenant not in set(selectors.tenants_visible_to(user=user))
+    assert list(selectors.requests_visible_to(user=user)) == [a_request]
+
+
+def test_erin_in_no_team_sees_nothing(two_teams, erin):
+    assert not selectors.tenants_visible_to(user=erin).exists()
+    assert not selectors.requests_visible_to(user=erin).exists()
+    assert not selectors.teams_visible_to(user=erin).exists()
+    assert not selectors.audit_events_visible_to(user=erin).exists()
+
+
+@pytest.mark.parametrize("who", ["carol", "dave"])
+def test_approvers_and_admins_see_every_team(two_teams, who, request):
+    user = request.getfixturevalue(who)
+    assert selectors.tenants_visible_to(user=user).count() == 4
+    assert selectors.requests_visible_to(user=user).count() == 2
+    assert selectors.teams_visible_to(user=user).count() == 2
+
+
+def test_admins_see_every_audit_event(two_teams, dave):
+    assert selectors.audit_events_visible_to(user=dave).count() == selectors.AuditEvent.objects.count()
+
+
+def test_approvers_see_their_own_audit_events_but_not_other_teams(two_teams, carol, team_a):
+    *_, a_request, _ = two_teams
+    services.request_approve(request=a_request, actor=carol)
+    audit.record(actor=None, action="tenant.ready", object_type="tenant", team=team_a)
+    events = list(selectors.audit_events_visible_to(user=carol))
+    assert {e.action for e in events} == {"request.approve", "tenant.approve"}
+    assert all(e.actor == carol for e in events)
+
+
+def test_members_see_their_teams_events_and_their_own(two_teams, alice, team_a):
+    audit.record(actor=alice, action="auth.login", object_type="session")
+    events = list(selectors.audit_events_visible_to(user=alice))
+    assert {e.action for e in events if e.team is None} == {"auth.login"}
+    assert all(e.team in (team_a, None) for e in events)
+
+
+def test_the_approval_queue_holds_others_pending_requests_oldest_first(submit, dave, carol, team_a):
+    team_a.budget_cpu_millis, team_a.budget_memory_mib = 10**6, 10**6  # room for three mediums
+    team_a.save()
+    first = submit(name="one")
+    second = submit(name="two")
+    own = submit(name="three", actor=dave, team=team_a)
+    assert list(selectors.requests_awaiting_decision(user=dave)) == [first, second]
+    assert list(selectors.requests_awaiting_decision(user=carol)) == [first, second, own]
+
+
+@pytest.mark.parametrize("who", ["alice", "amir", "vera", "bob", "erin"])
+def test_people_who_cannot_decide_have_no_queue(submit, who, request):
+    submit()
+    assert not selectors.requests_awaiting_decision(user=request.getfixturevalue(who)).exists()
+
+
+def test_who_may_request_for_which_team(alice, amir, vera, bob, dave, team_a, team_b):
+    assert list(selectors.teams_where_can_request(user=alice)) == [team_a]
+    assert list(selectors.teams_where_can_request(user=amir)) == [team_a]
+    assert list(selectors.teams_where_can_request(user=vera)) == []
+    assert list(selectors.teams_where_can_request(user=bob)) == [team_b]
+    assert set(selectors.teams_where_can_request(user=dave)) == {team_a, team_b}
+
+
+def test_api_tokens_are_listed_for_their_owner_only(alice, bob):
+    mine, _ = services.api_token_create(actor=alice, name="mine", expires_in_days=1)
+    services.api_token_create(actor=bob, name="bobs", expires_in_days=1)
+    assert list(selectors.api_tokens_of(user=alice)) == [mine]
+
+
+# --- budgets --------------------------------------------------------------------------
+
+
+def test_team_allocation_counts_live_tenants_only(make_tenant, team_a, alice, medium, small):
+    make_tenant(team=team_a, created_by=alice, tier=medium)
+    make_tenant(team=team_a, created_by=alice, tier=small, status=TenantStatus.FAILED)
+    for dead in (TenantStatus.DELETED, TenantStatus.REJECTED, TenantStatus.CANCELLED):
+        make_tenant(team=team_a, created_by=alice, tier=medium, status=dead)
+    used = selectors.team_allocation(team=team_a)
+    assert used.astuple() == (medium.cpu_limit_millis + small.cpu_limit_millis, medium.memory_limit_mib + small.memory_limit_mib,
+                              medium.storage_gib + small.storage_gib, 2)
+
+
+def test_team_budget_reports_used_total_and_remaining(make_tenant, team_a, alice, medium):
+    make_tenant(team=team_a, created_by=alice, tier=medium)
+    team_a.budget_tenants = 1
+    budget = selectors.team_budget(team=team_a)
+    assert budget["cpu_millis"] == {"used": 8000, "total": 16000, "remaining": 8000}
+    assert budget["tenants"] == {"used": 1, "total": 1, "remaining": 0}
+
+
+def test_an_overspent_budget_shows_zero_remaining(make_tenant, team_a, alice, large):
+    make_tenant(team=team_a, created_by=alice, tier=large)
+    assert selectors.team_budget(team=team_a)["cpu_millis"] == {"used": 32000, "total": 16000, "remaining": 0}
+
+
+def test_annotated_budgets_equal_the_per_team_ones(make_tenant, team_a, team_b, alice, bob, medium, small):
+    make_tenant(team=team_a, created_by=alice, tier=medium)
+    make_tenant(team=team_a, created_by=alice, tier=small)
+    make_tenant(team=team_a, created_by=alice, tier=small, status=TenantStatus.DELETED)
+    Team.objects.create(slug="team-empty", name="Empty", oidc_group="team-empty")
+    for team in selectors.with_allocation(Team.objects.all()):
+        assert selectors.team_budget(team=team) == selectors.team_budget(team=Team.objects.get(pk=team.pk))
+
+
+def test_annotated_budgets_are_one_query_for_any_number_of_teams(django_assert_num_queries, dave):
+    for i in range(5):
+        Team.objects.create(slug=f"team-{i}", name=f"T{i}", oidc_group=f"team-{i}")
+    with django_assert_num_queries(1):
+        [selectors.team_budget(team=t) for t in selectors.with_allocation(selectors.teams_visible_to(user=dave))]
+
+
+def test_a_namespace_is_taken_only_while_a_tenant_holds_it(make_tenant, team_a, alice, cluster):
+    tenant = make_tenant(team=team_a, created_by=alice, name="web", status=TenantStatus.DECOMMISSIONING)
+    assert selectors.namespace_taken(cluster=cluster, namespace="web")
+    type(tenant).objects.filter(pk=tenant.pk).update(status=TenantStatus.DELETED)
+    assert not selectors.namespace_taken(cluster=cluster, namespace="web")
+
+
+# --- monitoring links -----------------------------------------------------------------
+
+
+def links_for(make_tenant, team, user, cluster, templates, name="web"):
+    cluster.monitoring_links = templates
+    cluster.save()
+    return selectors.monitoring_links(tenant=make_tenant(team=team, created_by=user, name=name))
+
+
+def test_monitoring_links_are_filled_in_for_the_tenant(make_tenant, team_a, alice, cluster):
+    links = links_for(make_tenant, team_a, alice, cluster, [
+        {"name": "Grafana", "url": "https://g.example.test/d?ns={namespace}&t={tenant}&team={team}&c={cluster}"},
+        {"url": "http://logs.example.test/{namespace}"},
+    ])
+    assert links == [
+        {"name": "Grafana", "url": "https://g.example.test/d?ns=web&t=web&team=team-a&c=dev"},
+        {"name": "Monitoring", "url": "http://logs.example.test/web"},
+    ]
+
+
+def test_monitoring_links_other_than_http_are_dropped(make_tenant, team_a, alice, cluster):
+    links = links_for(make_tenant, team_a, alice, cluster, [
+        {"name": "x", "url": "javascript:alert({namespace})"}, {"name": "y", "url": "//evil.example/{namespace}"},
+        "not-a-dict", {"name": "no url"}, {"name": "bad", "url": 42},
+    ])
+    assert links == []
+
+
+@pytest.mark.parametrize("template", ["https://g.test/{", "https://g.test/{0}", "https://g.test/{}", "https://g.test/}{"])
+def test_a_malformed_monitoring_template_never_breaks_the_tenant_page(make_tenant, team_a, alice, cluster, template):
+    assert links_for(make_tenant, team_a, alice, cluster, [{"name": "g", "url": template}]) == [{"name": "g", "url": template}]
+
+
+def test_monitoring_templates_cannot_reach_into_python_objects(make_tenant, team_a, alice, cluster):
+    template = "https://g.test/{namespace.__class__}/{unknown}"
+    assert links_for(make_tenant, team_a, alice, cluster, [{"name": "g", "url": template}])[0]["url"] == template
+
+
+def test_the_team_and_owner_mailing_lists(alice, amir, vera, team_a, carol, dave):
+    team_a.contact_email = "team-a@example.test"
+    team_a.save()
+    assert selectors.team_emails(team=team_a) == ["alice@example.test", "amir@example.test", "team-a@example.test"]
+    assert selectors.team_owner_emails(team=team_a) == ["alice@example.test", "team-a@example.test"]
+    assert sorted(selectors.approver_emails()) == ["carol@example.test", "dave@example.test"]
+
+
+def test_memberships_of_a_person(alice, team_b):
+    Membership.objects.create(user=alice, team=team_b, role="viewer")
+    assert [(m.team.slug, m.role) for m in selectors.memberships_of(user=alice)] == [("team-a", "owner"), ("team-b", "viewer")]

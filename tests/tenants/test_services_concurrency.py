@@ -1,0 +1,93 @@
+"""tenants.services under real concurrency: two threads, two database connections, one winner.
+
+These tests commit (``transaction=True``) so each thread sees the other's writes and locks.
+"""
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from tenants import dispatch, services
+from tenants.errors import InvalidTransition
+from tenants.models import AuditEvent, Request, Tenant, TenantStatus
+
+from .conftest import run_together
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def fresh(req: Request) -> Request:
+    """A separate in-memory copy, as two web requests would each load their own."""
+    return Request.objects.get(pk=req.pk)
+
+
+def outcome(results: list[object]) -> tuple[list[object], list[object]]:
+    won = [r for r in results if not isinstance(r, Exception)]
+    lost = [r for r in results if isinstance(r, Exception)]
+    return won, lost
+
+
+def test_two_deciders_approving_at_once_yield_one_approval_one_job_and_one_audit_event(submit, carol, dave, dispatched):
+    req = submit()
+    results = run_together(
+        lambda: services.request_approve(request=fresh(req), actor=carol),
+        lambda: services.request_approve(request=fresh(req), actor=dave),
+    )
+    won, lost = outcome(results)
+    assert len(won) == 1 and len(lost) == 1
+    assert isinstance(lost[0], InvalidTransition), repr(lost[0])
+    assert dispatched == [(dispatch.PROVISION, (str(req.tenant_id),))]
+    assert AuditEvent.objects.filter(action="request.approve", object_id=str(req.pk)).count() == 1
+    assert AuditEvent.objects.filter(action="tenant.approve", object_id=str(req.tenant_id)).count() == 1
+    assert Request.objects.get(pk=req.pk).decided_by == won[0].decided_by
+
+
+def test_approve_and_reject_at_once_never_deadlock_and_one_decision_stands(submit, carol, dave, dispatched, team_a):
+    # Approve locks the tenant then writes the request; reject must take the same order or the two deadlock.
+    team_a.budget_tenants = team_a.budget_cpu_millis = team_a.budget_memory_mib = team_a.budget_storage_gib = 10**6
+    team_a.save()
+    for attempt in range(5):
+        req = submit(name=f"race-{attempt}")
+        results = run_together(
+            lambda: services.request_approve(request=fresh(req), actor=carol),
+            lambda: services.request_reject(request=fresh(req), actor=dave, reason="no"),
+        )
+        won, lost = outcome(results)
+        assert len(won) == 1 and isinstance(lost[0], InvalidTransition), repr(lost)
+        decided = Request.objects.get(pk=req.pk)
+        tenant = Tenant.objects.get(pk=req.tenant_id)
+        expected = {Request.Status.APPROVED: TenantStatus.APPROVED, Request.Status.REJECTED: TenantStatus.REJECTED}
+        assert tenant.status == expected[decided.status]
+        assert AuditEvent.objects.filter(object_id=str(req.pk), action__in=["request.approve", "request.reject"]).count() == 1
+
+
+def test_two_workers_marking_provisioning_at_once_yield_one_transition(submit, carol, dispatched):
+    req = services.request_approve(request=submit(), actor=carol)
+    results = run_together(
+        lambda: services.tenant_mark_provisioning(tenant=Tenant.objects.get(pk=req.tenant_id)),
+        lambda: services.tenant_mark_provisioning(tenant=Tenant.objects.get(pk=req.tenant_id)),
+    )
+    won, lost = outcome(results)
+    assert len(won) == 1 and isinstance(lost[0], InvalidTransition), repr(lost)
+    assert Tenant.objects.get(pk=req.tenant_id).status == TenantStatus.PROVISIONING
+    assert AuditEvent.objects.filter(action="tenant.provisioning").count() == 1
+
+
+def test_two_submissions_racing_for_the_last_room_in_the_budget_yield_one_tenant(submit, amir, team_a):
+    team_a.budget_tenants = 1
+    team_a.save()
+    results = run_together(lambda: submit(name="one"), lambda: submit(name="two", actor=amir))
+    won, lost = outcome(results)
+    assert len(won) == 1 and isinstance(lost[0], ValidationError), repr(lost)
+    assert "budget" in lost[0].message_dict["tier"][0]
+    assert Tenant.objects.count() == 1
+
+
+def test_a_retry_racing_its_first_attempt_returns_the_same_request(submit):
+    results = run_together(
+        lambda: submit(name="web", idempotency_key="pipeline-981"),
+        lambda: submit(name="web", idempotency_key="pipeline-981"),
+    )
+    won, lost = outcome(results)
+    assert lost == [] and won[0].pk == won[1].pk
+    assert Request.objects.count() == 1 and Tenant.objects.count() == 1

@@ -1,0 +1,31 @@
+from functools import wraps
+
+from django.apps import AppConfig
+
+
+def _cluster_errors_as_domain(fn):
+    """Kubernetes trouble reaches the portal as ClusterUnavailable, with the server's message."""
+    from tenants.errors import ClusterUnavailable
+    from worker.kube import KubeError
+
+    @wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except KubeError as exc:
+            raise ClusterUnavailable(str(exc)) from None
+
+    return wrapper
+
+
+class WorkerConfig(AppConfig):
+    name = "worker"
+    verbose_name = "Berth worker"
+
+    def ready(self) -> None:
+        from tenants import hooks
+        from worker import credentials, manifests
+
+        hooks.register("manifest_preview", manifests.preview)
+        hooks.register("issue_kubeconfig", _cluster_errors_as_domain(credentials.issue_kubeconfig))
+        hooks.register("issue_merged_kubeconfig", _cluster_errors_as_domain(credentials.issue_merged_kubeconfig))

@@ -1,0 +1,185 @@
+"""The isolation report: what a tenant's own credentials can and cannot do, proven against the API server.
+
+Each check is named after the multi-tenancy benchmark (MTB) profile level 1
+check it covers. Writes are server-side dry runs: admission (Pod Security,
+quota) and RBAC decide, nothing is persisted.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils import timezone
+
+from worker import kube, manifests
+from worker.kube import Kube, KubeForbidden, KubePermanentError
+
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    title: str
+    run: Callable[[Kube, Any], tuple[bool, str]]
+
+
+def _refused(action: Callable[[], Any], what: str) -> tuple[bool, str]:
+    """Passes when the server refuses ``action`` (403 from RBAC or admission, or 422 from validation)."""
+    try:
+        action()
+    except KubeForbidden as exc:
+        return True, f"refused: {exc}"
+    except KubePermanentError as exc:
+        if exc.status in (400, 422):
+            return True, f"refused: {exc}"
+        raise
+    return False, f"{what} was ALLOWED"
+
+
+def _pod(namespace: str, name: str, **spec_extra: Any) -> dict:
+    container = {"name": "c", "image": PAUSE_IMAGE, **spec_extra.pop("container", {})}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"containers": [container], **spec_extra}}
+
+
+def _restricted_container() -> dict:
+    return {"securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "runAsUser": 65532,
+                                "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}},
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "10m", "memory": "16Mi"}}}
+
+
+def can_create_workload(k: Kube, t: Any) -> tuple[bool, str]:
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "berth-isolation-probe", "namespace": t.namespace},
+              "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "probe"}}, "template": {
+                  "metadata": {"labels": {"app": "probe"}},
+                  "spec": {"containers": [{"name": "c", "image": PAUSE_IMAGE, **_restricted_container()}]}}}}
+    try:
+        k.create(deploy, dry_run=True)
+    except KubePermanentError as exc:
+        return False, f"could not create a Deployment in its namespace: {exc}"
+    return True, "created a Deployment (dry run) in its own namespace"
+
+
+def blocks_cluster_resources(k: Kube, t: Any) -> tuple[bool, str]:
+    results = [_refused(lambda: k.list("Namespace"), "listing namespaces"),
+               _refused(lambda: k.list("ClusterRole"), "listing cluster roles"),
+               _refused(lambda: k.list("PriorityClass"), "listing priority classes")]
+    return all(ok for ok, _ in results), "; ".join(d for _, d in results)
+
+
+def blocks_other_namespaces(k: Kube, t: Any) -> tuple[bool, str]:
+    results = [_refused(lambda ns=ns: k.list("ConfigMap", namespace=ns), f"reading {ns}") for ns in ("kube-system", "default")]
+    results.append(_refused(lambda: k.create(_pod("default", "berth-probe"), dry_run=True), "creating a pod in 'default'"))
+    return all(ok for ok, _ in results), "; ".join(d for _, d in results)
+
+
+def blocks_privileged(k: Kube, t: Any) -> tuple[bool, str]:
+    return _refused(lambda: k.create(_pod(t.namespace, "berth-probe-priv", container={"securityContext": {"privileged": True}}), dry_run=True),
+                    "a privileged container")
+
+
+def blocks_privilege_escalation(k: Kube, t: Any) -> tuple[bool, str]:
+    return _refused(lambda: k.create(_pod(t.namespace, "berth-probe-esc", container={"securityContext": {"allowPrivilegeEscalation": True}}), dry_run=True),
+                    "a container with allowPrivilegeEscalation")
+
+
+def _host(field: str, value: Any) -> Callable[[Kube, Any], tuple[bool, str]]:
+    def check(k: Kube, t: Any) -> tuple[bool, str]:
+        if field == "hostPath":
+            spec = {"volumes": [{"name": "h", "hostPath": {"path": "/"}}], "container": {"volumeMounts": [{"name": "h", "mountPath": "/host"}]}}
+        else:
+            spec = {field: value}
+        return _refused(lambda: k.create(_pod(t.namespace, f"berth-probe-{field.lower()}", **spec), dry_run=True), f"a pod with {field}")
+    return check
+
+
+def blocks_nodeport(k: Kube, t: Any) -> tuple[bool, str]:
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "berth-probe-np", "namespace": t.namespace},
+           "spec": {"type": "NodePort", "selector": {"app": "x"}, "ports": [{"port": 80}]}}
+    return _refused(lambda: k.create(svc, dry_run=True), "a NodePort Service")
+
+
+def quotas_present(k: Kube, t: Any) -> tuple[bool, str]:
+    quotas = {q["metadata"]["name"]: q for q in k.list("ResourceQuota", namespace=t.namespace)}
+    limits = k.list("LimitRange", namespace=t.namespace)
+    hard = ((quotas.get("berth-quota") or {}).get("status") or {}).get("hard") or {}
+    needed = ["requests.cpu", "limits.cpu", "requests.memory", "limits.memory", "pods", "services", "services.nodeports", "configmaps", "secrets", "persistentvolumeclaims"]
+    missing = [r for r in needed if r not in hard]
+    ok = not missing and bool(limits)
+    return ok, f"quota enforces {len(hard)} resources" + (f"; missing {', '.join(missing)}" if missing else "") + ("" if limits else "; no LimitRange")
+
+
+def blocks_quota_modification(k: Kube, t: Any) -> tuple[bool, str]:
+    results = [
+        _refused(lambda: k.patch("ResourceQuota", "berth-quota", {"spec": {"hard": {"pods": "100000"}}}, namespace=t.namespace, dry_run=True), "raising its quota"),
+        _refused(lambda: k.patch("LimitRange", "berth-limits", {"spec": {"limits": []}}, namespace=t.namespace, dry_run=True),
+                 "emptying its LimitRange"),
+        _refused(lambda: k.patch("Namespace", t.namespace, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}, dry_run=True),
+                 "relabelling its namespace"),
+    ]
+    return all(ok for ok, _ in results), "; ".join(d for _, d in results)
+
+
+def default_deny(k: Kube, t: Any) -> tuple[bool, str]:
+    policy = k.get("NetworkPolicy", "berth-default-deny", namespace=t.namespace)
+    spec = (policy or {}).get("spec") or {}
+    ok = bool(policy) and spec.get("podSelector") == {} and set(spec.get("policyTypes", [])) == {"Ingress", "Egress"} \
+        and not spec.get("ingress") and not spec.get("egress")
+    return ok, "default-deny ingress and egress present" if ok else "no default-deny NetworkPolicy for ingress and egress"
+
+
+def blocks_role_escalation(k: Kube, t: Any) -> tuple[bool, str]:
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "berth-probe-escalate", "namespace": t.namespace},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+               "subjects": [{"kind": "ServiceAccount", "name": manifests.TENANT_SA, "namespace": t.namespace}]}
+    results = [_refused(lambda: k.create(binding, dry_run=True), "binding cluster-admin")]
+    for verb, resource in (("escalate", "roles"), ("bind", "clusterroles"), ("impersonate", "users"), ("create", "serviceaccounts/token")):
+        group = "" if resource in ("users", "serviceaccounts/token") else "rbac.authorization.k8s.io"
+        res, _, sub = resource.partition("/")
+        allowed = k.can_i(verb=verb, resource=res, subresource=sub, group=group, namespace=t.namespace)
+        results.append((not allowed, f"{verb} {resource}: {'ALLOWED' if allowed else 'denied'}"))
+    return all(ok for ok, _ in results), "; ".join(d for _, d in results)
+
+
+CHECKS = [
+    Check("tenant-can-create-workloads", "Can create workloads in its own namespace", can_create_workload),
+    Check("MTB-PL1-CC-CPI-1", "Block access to cluster resources", blocks_cluster_resources),
+    Check("MTB-PL1-CC-TI-1", "Block access to other tenants' resources", blocks_other_namespaces),
+    Check("MTB-PL1-BC-CPI-5", "Block privileged containers", blocks_privileged),
+    Check("MTB-PL1-BC-CPI-6", "Block privilege escalation", blocks_privilege_escalation),
+    Check("MTB-PL1-BC-HI-1", "Block use of host path volumes", _host("hostPath", None)),
+    Check("MTB-PL1-BC-HI-2", "Block use of host networking", _host("hostNetwork", True)),
+    Check("MTB-PL1-BC-HI-3", "Block use of host PID", _host("hostPID", True)),
+    Check("MTB-PL1-BC-HI-4", "Block use of host IPC", _host("hostIPC", True)),
+    Check("MTB-PL1-BC-HI-5", "Block NodePort services", blocks_nodeport),
+    Check("MTB-PL1-CC-FNS-1", "Configure namespace resource quotas and object limits", quotas_present),
+    Check("MTB-PL1-CC-FNS-2", "Block modification of resource quotas", blocks_quota_modification),
+    Check("MTB-PL1-CC-NET-1", "Default deny network connections", default_deny),
+    Check("MTB-PL1-CC-CPI-2", "Block role privilege escalation", blocks_role_escalation),
+]
+
+
+def tenant_client(tenant: Any) -> Kube:
+    """A client holding the tenant's own (write) credentials, as the team would use them."""
+    admin = kube.for_cluster(tenant.cluster)
+    if tenant.cluster.access_mode == "oidc":
+        from worker.manifests import oidc_groups
+
+        return admin.impersonating(user=f"berth-isolation-check@{tenant.namespace}", group=oidc_groups(tenant, tenant.cluster)[0][0])
+    token, _ = admin.request_token(namespace=tenant.namespace, service_account=manifests.TENANT_SA, lifetime_seconds=600)
+    return admin.with_token(token)
+
+
+def run(tenant: Any) -> dict:
+    k = tenant_client(tenant)
+    checks = []
+    for check in CHECKS:
+        try:
+            passed, detail = check.run(k, tenant)
+        except KubePermanentError as exc:  # transient errors propagate: the task retries the whole report
+            passed, detail = False, f"check could not run: {exc}"
+        checks.append({"id": check.id, "title": check.title, "passed": passed, "detail": detail[:1000]})
+    return {"passed": all(c["passed"] for c in checks), "checked_at": timezone.now().isoformat(), "checks": checks}

@@ -1,0 +1,362 @@
+"""The one module that talks to Kubernetes (and the only importer of ``kubernetes``).
+
+A few idempotent verbs over plain dicts: ``apply`` (server-side apply, field
+manager ``berth``), ``get``, ``list``, ``delete``, ``wait_until``,
+``request_token``. ``ApiException`` becomes ``KubeTransientError`` (429, 5xx,
+connection trouble: retry later) or ``KubePermanentError`` (other 4xx, with
+the server's message: a person must act).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+import yaml
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+from kubernetes.utils.quantity import parse_quantity
+
+FIELD_MANAGER = "berth"
+
+
+class KubeError(Exception):
+    def __init__(self, message: str, *, status: int | None = None, reason: str = ""):
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class KubeTransientError(KubeError):
+    """Worth retrying: the cluster is unreachable, overloaded or failing."""
+
+
+class KubePermanentError(KubeError):
+    """The server refused the request; retrying the same thing will not help."""
+
+
+class KubeForbidden(KubePermanentError):
+    """403: RBAC, admission or quota refused (the isolation checks expect these)."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    api_version: str
+    plural: str
+    namespaced: bool
+
+
+# The kinds Berth creates or reads; anything else is a programming error.
+KINDS: dict[str, Kind] = {
+    "Namespace": Kind("v1", "namespaces", False),
+    "ServiceAccount": Kind("v1", "serviceaccounts", True),
+    "ResourceQuota": Kind("v1", "resourcequotas", True),
+    "LimitRange": Kind("v1", "limitranges", True),
+    "ConfigMap": Kind("v1", "configmaps", True),
+    "Secret": Kind("v1", "secrets", True),
+    "Pod": Kind("v1", "pods", True),
+    "Service": Kind("v1", "services", True),
+    "PersistentVolumeClaim": Kind("v1", "persistentvolumeclaims", True),
+    "Deployment": Kind("apps/v1", "deployments", True),
+    "StatefulSet": Kind("apps/v1", "statefulsets", True),
+    "NetworkPolicy": Kind("networking.k8s.io/v1", "networkpolicies", True),
+    "Role": Kind("rbac.authorization.k8s.io/v1", "roles", True),
+    "RoleBinding": Kind("rbac.authorization.k8s.io/v1", "rolebindings", True),
+    "ClusterRole": Kind("rbac.authorization.k8s.io/v1", "clusterroles", False),
+    "ClusterRoleBinding": Kind("rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    "FlowSchema": Kind("flowcontrol.apiserver.k8s.io/v1", "flowschemas", False),
+    "PriorityClass": Kind("scheduling.k8s.io/v1", "priorityclasses", False),
+    "StorageClass": Kind("storage.k8s.io/v1", "storageclasses", False),
+    "CustomResourceDefinition": Kind("apiextensions.k8s.io/v1", "customresourcedefinitions", False),
+}
+
+
+def _path(kind: str, name: str | None = None, namespace: str | None = None, subresource: str = "") -> str:
+    try:
+        k = KINDS[kind]
+    except KeyError:
+        raise KubePermanentError(f"Berth does not manage {kind} objects.") from None
+    base = "/api/v1" if k.api_version == "v1" else f"/apis/{k.api_version}"
+    if k.namespaced:
+        if not namespace:
+            raise KubePermanentError(f"{kind} is namespaced; no namespace given.")
+        base += f"/namespaces/{namespace}"
+    path = f"{base}/{k.plural}"
+    if name:
+        path += f"/{name}"
+    if subresource:
+        path += f"/{subresource}"
+    return path
+
+
+def _from_status(status: int, data: bytes | None, reason: str | None, what: str) -> "KubeError":
+    try:
+        message = str(json.loads(data or b"{}").get("message") or reason)
+    except (ValueError, TypeError, AttributeError):
+        message = str(reason)
+    msg = f"{what}: {message}"
+    if status == 429 or status >= 500:
+        return KubeTransientError(msg, status=status, reason=str(reason))
+    if status == 403:
+        return KubeForbidden(msg, status=status, reason=str(reason))
+    return KubePermanentError(msg, status=status, reason=str(reason))
+
+
+def _translate(exc: Exception, what: str) -> "KubeError":
+    if isinstance(exc, ApiException):
+        return _from_status(exc.status or 503, (exc.body or "").encode() if isinstance(exc.body, str) else exc.body, exc.reason, what)
+    # urllib3 / socket / TLS trouble: the cluster is not reachable right now.
+    return KubeTransientError(f"{what}: cluster unreachable ({type(exc).__name__})")
+
+
+class Kube:
+    """Verbs against one API server with one identity."""
+
+    def __init__(self, api_client: client.ApiClient, *, server: str):
+        self._api = api_client
+        self.server = server
+        self.requests = 0  # API requests made; the benchmark reads it
+
+    # --- construction ---------------------------------------------------------------
+    @classmethod
+    def from_kubeconfig_dict(cls, kubeconfig: dict, *, timeout: float = 15.0) -> "Kube":
+        cfg = client.Configuration()
+        loader = config.kube_config.KubeConfigLoader(config_dict=kubeconfig)
+        loader.load_and_set(cfg)
+        return cls._build(cfg, timeout)
+
+    @classmethod
+    def from_token(cls, *, server: str, ca_pem: str, token: str, timeout: float = 15.0) -> "Kube":
+        kubeconfig = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "c", "cluster": {"server": server, "certificate-authority-data": _b64(ca_pem)}}],
+            "users": [{"name": "u", "user": {"token": token}}],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        }
+        return cls.from_kubeconfig_dict(kubeconfig, timeout=timeout)
+
+    @classmethod
+    def _build(cls, cfg: client.Configuration, timeout: float) -> "Kube":
+        cfg.retries = urllib3.Retry(total=0, connect=0, read=0, redirect=0)
+        api = client.ApiClient(cfg)
+        api.user_agent = "berth-worker"
+        kube = cls(api, server=cfg.host)
+        kube._timeout = timeout
+        return kube
+
+    _timeout: float = 15.0
+
+    def with_token(self, token: str) -> "Kube":
+        """The same server and CA, acting as the holder of ``token`` (no client certificate)."""
+        cfg = copy.copy(self._api.configuration)
+        cfg.cert_file = cfg.key_file = None
+        cfg.api_key = {"authorization": f"Bearer {token}"}
+        cfg.api_key_prefix = {}
+        return Kube._build(cfg, self._timeout)
+
+    def impersonating(self, *, user: str, group: str) -> "Kube":
+        """This identity impersonating ``user`` in ``group`` (needs impersonate rights, e.g. cluster admin)."""
+        kube = Kube._build(copy.copy(self._api.configuration), self._timeout)
+        kube._api.set_default_header("Impersonate-User", user)
+        kube._api.set_default_header("Impersonate-Group", group)
+        return kube
+
+    def ca_pem(self) -> str:
+        """The CA this client trusts, to embed in kubeconfigs handed out."""
+        path = self._api.configuration.ssl_ca_cert
+        if not path:
+            return ""
+        with open(path) as fh:
+            return fh.read()
+
+    # --- raw call ----------------------------------------------------------------------
+    def _call(self, method: str, path: str, *, body: Any = None, query: list | None = None,
+              content_type: str = "application/json", what: str = "") -> dict | None:
+        self.requests += 1
+        what = what or f"{method} {path}"
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        try:
+            method, url, headers, body, _ = self._api.param_serialize(
+                method, path, query_params=query or [], header_params=headers, body=body, auth_settings=["BearerToken"],
+            )
+            resp = self._api.call_api(method, url, header_params=headers, body=body, _request_timeout=self._timeout)
+            resp.read()
+        except Exception as exc:
+            raise _translate(exc, what) from None
+        if not 200 <= resp.status < 300:
+            raise _from_status(resp.status, resp.data, resp.reason, what)
+        return json.loads(resp.data) if resp.data else None
+
+    # --- verbs -------------------------------------------------------------------------
+    def apply(self, objs: Iterable[dict], *, dry_run: bool = False) -> list[dict]:
+        """Server-side apply each object (idempotent); returns what the server holds."""
+        results = []
+        for obj in objs:
+            meta = obj["metadata"]
+            query = [("fieldManager", FIELD_MANAGER), ("force", "true")]
+            if dry_run:
+                query.append(("dryRun", "All"))
+            results.append(self._call(
+                "PATCH", _path(obj["kind"], meta["name"], meta.get("namespace")), body=json.dumps(obj), query=query,
+                content_type="application/apply-patch+yaml", what=f"apply {obj['kind']}/{meta['name']}",
+            ))
+        return results
+
+    def create(self, obj: dict, *, dry_run: bool = False) -> dict:
+        meta = obj["metadata"]
+        query = [("dryRun", "All")] if dry_run else []
+        return self._call("POST", _path(obj["kind"], None, meta.get("namespace")), body=obj, query=query,
+                          what=f"create {obj['kind']}/{meta.get('name', meta.get('generateName', ''))}")
+
+    def patch(self, kind: str, name: str, patch: dict, *, namespace: str | None = None, dry_run: bool = False) -> dict:
+        query = [("dryRun", "All")] if dry_run else []
+        return self._call("PATCH", _path(kind, name, namespace), body=patch, query=query,
+                          content_type="application/merge-patch+json", what=f"patch {kind}/{name}")
+
+    def get(self, kind: str, name: str, *, namespace: str | None = None) -> dict | None:
+        try:
+            return self._call("GET", _path(kind, name, namespace), what=f"get {kind}/{name}")
+        except KubePermanentError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(self, kind: str, *, namespace: str | None = None, label_selector: str = "") -> list[dict]:
+        query = [("labelSelector", label_selector)] if label_selector else []
+        data = self._call("GET", _path(kind, None, namespace), query=query, what=f"list {kind}")
+        return list((data or {}).get("items") or [])
+
+    def delete(self, kind: str, name: str, *, namespace: str | None = None) -> bool:
+        """Delete if present; False when it was already gone."""
+        try:
+            self._call("DELETE", _path(kind, name, namespace), body={"propagationPolicy": "Background"},
+                       what=f"delete {kind}/{name}")
+        except KubePermanentError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def request_token(self, *, namespace: str, service_account: str, lifetime_seconds: int,
+                      audiences: list[str] | None = None) -> tuple[str, str]:
+        """A TokenRequest token bound to the ServiceAccount: (token, expiration timestamp)."""
+        spec: dict[str, Any] = {"expirationSeconds": int(lifetime_seconds)}
+        if audiences:
+            spec["audiences"] = audiences
+        data = self._call(
+            "POST", _path("ServiceAccount", service_account, namespace, "token"),
+            body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec},
+            what=f"token for {namespace}/{service_account}",
+        )
+        status = (data or {}).get("status") or {}
+        return status["token"], status.get("expirationTimestamp", "")
+
+    def can_i(self, *, verb: str, resource: str, group: str = "", namespace: str = "", subresource: str = "") -> bool:
+        """A SelfSubjectAccessReview for this client's own identity."""
+        attrs = {"verb": verb, "resource": resource, "group": group}
+        if namespace:
+            attrs["namespace"] = namespace
+        if subresource:
+            attrs["subresource"] = subresource
+        data = self._call(
+            "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            body={"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": {"resourceAttributes": attrs}},
+            what=f"can-i {verb} {resource}",
+        )
+        return bool(((data or {}).get("status") or {}).get("allowed"))
+
+    def healthy(self) -> bool:
+        try:
+            self._call("GET", "/readyz", what="readyz")
+        except KubeError:
+            return False
+        return True
+
+
+def same_value(want: Any, have: Any) -> bool:
+    """Equal as the API server means it: '8000m' and '8' are the same quantity."""
+    if want == have or str(want) == str(have):
+        return True
+    if isinstance(want, str) and isinstance(have, str):
+        try:
+            return parse_quantity(want) == parse_quantity(have)
+        except ValueError:
+            return False
+    return False
+
+
+def wait_until(check: Callable[[], Any], *, timeout: float, interval: float = 0.5, what: str = "condition") -> Any:
+    """Poll ``check`` until it returns something truthy; KubeTransientError on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise KubeTransientError(f"Timed out after {timeout:.0f}s waiting for {what}.")
+        time.sleep(interval)
+
+
+def _b64(text: str) -> str:
+    import base64
+
+    return base64.b64encode(text.encode()).decode()
+
+
+# --- Per-cluster admin clients --------------------------------------------------------
+
+_clients: dict[tuple, Kube] = {}
+_lock = threading.Lock()
+
+
+def load_credential(credential_ref: str) -> dict:
+    """The kubeconfig a cluster's credential reference points at; never stored in the database."""
+    scheme, _, rest = credential_ref.partition(":")
+    if scheme == "kubeconfig":
+        with open(rest) as fh:
+            return yaml.safe_load(fh)
+    if scheme == "env":
+        value = os.environ.get(rest, "")
+        if not value:
+            raise KubePermanentError(f"Environment variable {rest} (the cluster's credential) is empty.")
+        return yaml.safe_load(value)
+    if scheme == "incluster":
+        raise KubePermanentError("In-cluster credentials are resolved by for_cluster.")
+    raise KubePermanentError(f"Unknown credential reference scheme {scheme!r}: use kubeconfig:, env: or incluster.")
+
+
+def for_cluster(cluster: Any) -> Kube:
+    """The portal's admin client for a registered Cluster, cached per credential."""
+    ref = cluster.credential_ref
+    stamp: Any = None
+    if ref.startswith("kubeconfig:"):
+        try:
+            stamp = os.stat(ref.split(":", 1)[1]).st_mtime_ns
+        except OSError as exc:
+            raise KubePermanentError(f"Cluster {cluster.name}: credential file unreadable ({exc.strerror}).") from None
+    key = (cluster.pk, ref, stamp, cluster.api_url)
+    with _lock:
+        kube = _clients.get(key)
+        if kube is None:
+            if ref == "incluster":
+                cfg = client.Configuration()
+                config.load_incluster_config(client_configuration=cfg)
+                kube = Kube._build(cfg, 15.0)
+            else:
+                kube = Kube.from_kubeconfig_dict(load_credential(ref))
+            if cluster.api_url:
+                kube._api.configuration.host = cluster.api_url.rstrip("/")
+                kube.server = kube._api.configuration.host
+            _clients[key] = kube
+    return kube
+
+
+def reset_clients() -> None:
+    with _lock:
+        _clients.clear()
