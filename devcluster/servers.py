@@ -55,32 +55,41 @@ def _wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 30
 
 
 @contextmanager
-def postgres_server() -> Iterator[dict]:
-    """A PostgreSQL cluster in a temp dir; yields Django DATABASES-style settings for its 'postgres' db."""
-    root = Path(tempfile.mkdtemp(prefix="berth-pg-"))
+def postgres_server(root: Path | None = None, port: int | None = None) -> Iterator[dict]:
+    """A PostgreSQL cluster; yields Django DATABASES-style settings (database 'berth' is created).
+
+    Without ``root`` it lives in a temp dir removed on exit; with one, data persists (the demo).
+    """
+    keep = root is not None
+    root = Path(root) if keep else Path(tempfile.mkdtemp(prefix="berth-pg-"))
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
     data = root / "data"
     runas = _as_postgres_user()
     if runas:
         shutil.chown(root, "postgres")
-    port = free_port()
-    subprocess.run(
-        runas + [_pg_bin("initdb"), "-D", str(data), "-U", "berth", "--auth=trust", "-E", "UTF8", "--no-sync"],
-        check=True, capture_output=True,
-    )
+    port = port or free_port()
+    if not (data / "PG_VERSION").exists():
+        subprocess.run(
+            runas + [_pg_bin("initdb"), "-D", str(data), "-U", "berth", "--auth=trust", "-E", "UTF8", "--no-sync"],
+            check=True, capture_output=True,
+        )
+    log = open(root / "postgres.log", "ab")
+    options = [] if keep else ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
     proc = subprocess.Popen(
         runas + [_pg_bin("postgres"), "-D", str(data), "-p", str(port), "-h", "127.0.0.1", "-k", str(root),
-                 "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-                 "-c", "max_connections=200"],
-        stdout=subprocess.DEVNULL, stderr=open(root / "postgres.log", "wb"), start_new_session=True,
+                 "-c", "max_connections=200", *options],
+        stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
     )
     try:
         _wait_port(port, proc, "postgres")
+        psql = ["psql", "-h", "127.0.0.1", "-p", str(port), "-U", "berth", "-d", "postgres", "-tAc"]
         for _ in range(100):
-            ok = subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(port), "-U", "berth", "-d", "postgres", "-c", "select 1"],
-                                capture_output=True)
-            if ok.returncode == 0:
+            if subprocess.run(psql + ["select 1"], capture_output=True).returncode == 0:
                 break
             time.sleep(0.1)
+        exists = subprocess.run(psql + ["select 1 from pg_database where datname='berth'"], capture_output=True, text=True).stdout.strip()
+        if not exists:
+            subprocess.run(psql + ["create database berth"], check=True, capture_output=True)
         yield {"HOST": "127.0.0.1", "PORT": str(port), "USER": "berth", "PASSWORD": "", "NAME": "berth"}
     finally:
         proc.terminate()
@@ -89,7 +98,9 @@ def postgres_server() -> Iterator[dict]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        shutil.rmtree(root, ignore_errors=True)
+        log.close()
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 class RedisServer:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import re
 from functools import lru_cache
@@ -71,7 +72,7 @@ def verify_access_token(token: str) -> dict:
         )
     except exceptions.AuthenticationFailed:
         raise
-    except jwt.PyJWKClientError as exc:
+    except (jwt.PyJWKClientError, json.JSONDecodeError) as exc:  # unreachable, or not a JWKS document
         logger.warning("JWKS lookup failed: %s", exc)
         raise exceptions.AuthenticationFailed("Token signing key not found.") from None
     except jwt.PyJWTError as exc:  # InvalidTokenError, and also a key the JWKS or the token makes unusable

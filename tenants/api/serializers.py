@@ -79,15 +79,24 @@ class RequestSerializer(serializers.ModelSerializer):
         ]
 
 
+class LookupField(serializers.SlugRelatedField):
+    """A lookup by slug or name that answers 400, not 500, for text PostgreSQL cannot compare (a NUL character)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class RequestCreateSerializer(serializers.Serializer):
     """What a client may send; lookups by slug so CI pipelines can use stable names."""
 
     action = serializers.ChoiceField(choices=Request.Action.choices, default=Request.Action.CREATE)
     kind = serializers.ChoiceField(choices=TenantKind.choices, default=TenantKind.NAMESPACE)
     name = serializers.CharField(max_length=63, required=False, allow_blank=True, trim_whitespace=False)
-    team = serializers.SlugRelatedField(slug_field="slug", queryset=Team.objects.all(), required=False)
-    tier = serializers.SlugRelatedField(slug_field="name", queryset=Tier.objects.all(), required=False)
-    cluster = serializers.SlugRelatedField(slug_field="name", queryset=Cluster.objects.all(), required=False)
+    team = LookupField(slug_field="slug", queryset=Team.objects.all(), required=False)
+    tier = LookupField(slug_field="name", queryset=Tier.objects.all(), required=False)
+    cluster = LookupField(slug_field="name", queryset=Cluster.objects.all(), required=False)
     tenant = serializers.UUIDField(required=False)
     purpose = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
     requested_expiry = serializers.DateField(required=False, allow_null=True, default=None)

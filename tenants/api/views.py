@@ -220,7 +220,7 @@ class AuditEventViewSet(mixins.ListModelMixin, BerthViewSet):
 class ApiTokenCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     expires_in_days = serializers.IntegerField(min_value=1, max_value=365, default=30)
-    team = serializers.SlugRelatedField(slug_field="slug", queryset=selectors.Team.objects.all(), required=False, allow_null=True)
+    team = s.LookupField(slug_field="slug", queryset=selectors.Team.objects.all(), required=False, allow_null=True)
 
 
 class ApiTokenViewSet(mixins.ListModelMixin, BerthViewSet):

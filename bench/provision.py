@@ -1,0 +1,583 @@
+#!/usr/bin/env python
+"""Berth provisioning benchmark: approve → ready latency of namespace tenants, end to end.
+
+    .venv/bin/python bench/provision.py            # N = 1, 10, 100 (a few minutes)
+    .venv/bin/python bench/provision.py --quick    # N = 1, 10
+    .venv/bin/python bench/provision.py --sizes 1,50
+
+Everything it needs is started here and stopped again on exit (also on Ctrl-C / SIGTERM):
+a throwaway PostgreSQL and Redis (devcluster.servers), the dev control plane
+(devcluster.launcher.ControlPlane), migrations into the fresh database, a team, users and a
+Cluster row, and a real `celery -A portal worker` process (threads pool, concurrency 4).
+
+What it measures (see bench/README.md for how to read the figures):
+  1. Berth: for each N, submit N medium-tier requests (they need approval), approve each as a
+     different user, and read approve → ready per tenant from the database
+     (Tenant.ready_at - Request.decided_at), split into queue wait (approve → the worker's
+     `tenant.provisioning` audit event) and provisioning (→ ready).
+  2. Baseline: the same rendered manifests (worker.manifests.namespace_tenant → to_yaml), each
+     moved into a fresh namespace, applied with `kubectl apply --server-side`.
+  3. Kubernetes API requests per tenant, counted in-process on the cached Kube client
+     (worker.kube.for_cluster(...).requests) for a first provision and a no-op reconcile.
+  4. The quota controller's lag (apply of a ResourceQuota → status.hard filled), which is
+     what provisioning waits for before calling a tenant ready.
+  5. One worker.tasks.sweep() call after each N.
+
+Progress goes to stderr, the tables to stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import concurrent.futures
+import contextlib
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from devcluster import servers  # noqa: E402  (no Django at import time)
+from devcluster.launcher import ControlPlane  # noqa: E402
+
+WORKER_CONCURRENCY = 4
+TIER = "medium"  # needs approval (auto_approve=False in the seeded tiers)
+NAMESPACE_PREFIX = "bench-"
+
+
+# --- small helpers ---------------------------------------------------------------------
+
+
+def say(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def pct(values: list[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100); NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def p50(values: list[float]) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+def fmt(value: float, digits: int = 2) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.rjust(w) for h, w in zip(headers, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(out)
+
+
+def _raise_keyboard_interrupt(signum, frame):  # noqa: ANN001
+    raise KeyboardInterrupt
+
+
+# --- set-up ----------------------------------------------------------------------------
+
+
+def create_database(db: dict) -> None:
+    import psycopg
+
+    with psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname="postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{db["NAME"]}"')
+
+
+def configure_django(db: dict, broker: str) -> dict[str, str]:
+    """Environment for this process and the worker; must run before django.setup()."""
+    env = {
+        "DJANGO_SETTINGS_MODULE": "portal.settings",
+        "DJANGO_DEBUG": "true",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "CELERY_BROKER_URL": broker,
+    }
+    os.environ.update(env)
+    os.environ.setdefault("LOG_LEVEL", "WARNING")  # keep this process's stdout for the tables
+    import django
+
+    django.setup()
+    return env
+
+
+def seed(cp: ControlPlane, total_tenants: int) -> dict[str, Any]:
+    from tenants.models import Cluster, Membership, Team, Tier, User
+
+    tier = Tier.objects.get(name=TIER)
+    assert not tier.auto_approve, f"tier {TIER} is expected to need approval"
+    room = total_tenants + 5
+    team = Team.objects.create(
+        slug="team-bench", name="Bench", oidc_group="team-bench",
+        budget_cpu_millis=tier.cpu_limit_millis * room, budget_memory_mib=tier.memory_limit_mib * room,
+        budget_storage_gib=tier.storage_gib * room, budget_tenants=room,
+    )
+    # No e-mail addresses: notifications have no recipients, so nothing is "sent" while measuring.
+    requester = User.objects.create(username="bench-owner", oidc_subject="sub-bench-owner")
+    Membership.objects.create(user=requester, team=team, role=Membership.Role.OWNER)
+    approver = User.objects.create(username="bench-approver", oidc_subject="sub-bench-approver", is_approver=True)
+    cluster = Cluster.objects.create(
+        name="bench", display_name="Bench dev control plane", api_url=cp.api_url, ca_pem=cp.ca_cert_pem,
+        credential_ref=f"kubeconfig:{cp.kubeconfig_path}", public_endpoint=cp.api_url,
+        namespace_prefix=NAMESPACE_PREFIX, kinds=["namespace"],
+    )
+    cluster.tiers.set(Tier.objects.filter(name__in=["small", "medium", "large"]))
+    return {"team": team, "requester": requester, "approver": approver, "cluster": cluster, "tier": tier}
+
+
+class Worker:
+    """`celery -A portal worker` in its own session, logging to a file."""
+
+    def __init__(self, env: dict[str, str], log_path: Path):
+        self.log_path = log_path
+        self.env = {**os.environ, **env, "PYTHONPATH": str(ROOT), "LOG_LEVEL": "INFO"}
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> "Worker":
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=threads", f"--concurrency={WORKER_CONCURRENCY}",
+             "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO", "-n", f"bench-{os.getpid()}@%h"],
+            cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while b"ready." not in self.log_path.read_bytes():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"celery worker exited with {self.proc.returncode}:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"celery worker not ready after {timeout:.0f}s:\n{self.tail()}")
+            time.sleep(0.2)
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.terminate()  # warm shutdown: running tasks finish
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # its own group (start_new_session): the worker and any children
+        proc.wait()
+        self._log.close()
+
+
+# --- 1. Berth: approve → ready ---------------------------------------------------------------
+
+
+def run_berth_batch(ctx: dict, batch: int, n: int, worker: Worker) -> dict:
+    from tenants import services
+    from tenants.models import AuditEvent, Request, Tenant
+
+    names = [f"b{batch}-{i:03d}" for i in range(n)]
+    requests = []
+    t = time.monotonic()
+    for name in names:
+        requests.append(services.request_submit(
+            actor=ctx["requester"], action=Request.Action.CREATE, team=ctx["team"], tier=ctx["tier"],
+            cluster=ctx["cluster"], name=name, purpose="provisioning benchmark",
+        ))
+    submit_s = time.monotonic() - t
+    assert all(r.status == Request.Status.PENDING for r in requests), "requests were auto-approved"
+
+    decided = {}
+    t = time.monotonic()
+    for req in requests:  # a different user (an approver) decides, as the product requires
+        req = services.request_approve(request=req, actor=ctx["approver"], comment="bench")
+        decided[str(req.tenant_id)] = req.decided_at
+    approve_s = time.monotonic() - t
+
+    ids = list(decided)
+    deadline = time.monotonic() + 90 + 3 * n
+    while True:
+        rows = list(Tenant.objects.filter(pk__in=ids).values("pk", "status", "ready_at", "status_reason", "namespace"))
+        settled = [r for r in rows if r["status"] in ("ready", "failed")]
+        if len(settled) == len(ids):
+            break
+        if not worker.alive():
+            raise RuntimeError(f"the celery worker died:\n{worker.tail()}")
+        if time.monotonic() > deadline:
+            stuck = collections.Counter(r["status"] for r in rows)
+            raise RuntimeError(f"N={n}: not all tenants settled in time ({dict(stuck)}); worker log:\n{worker.tail()}")
+        time.sleep(0.25)
+
+    failed = [r for r in rows if r["status"] == "failed"]
+    for r in failed:
+        say(f"tenant {r['namespace']} FAILED: {r['status_reason']}")
+    ready = {str(r["pk"]): r for r in rows if r["status"] == "ready"}
+    started = {
+        e["object_id"]: e["at"]
+        for e in AuditEvent.objects.filter(action="tenant.provisioning", object_id__in=ids).order_by("at").values("object_id", "at")
+    }
+    latency, queue, prov = [], [], []
+    for tid, row in ready.items():
+        latency.append((row["ready_at"] - decided[tid]).total_seconds())
+        if tid in started:
+            queue.append((started[tid] - decided[tid]).total_seconds())
+            prov.append((row["ready_at"] - started[tid]).total_seconds())
+    first_approve = min(decided.values())
+    last_ready = max((r["ready_at"] for r in ready.values()), default=first_approve)
+    wall = (last_ready - first_approve).total_seconds()
+
+    # Each ready tenant gets an isolation check on the same worker; let it drain so N+1 starts clean.
+    t = time.monotonic()
+    drain_deadline = t + 60 + 2 * n
+    while Tenant.objects.filter(pk__in=list(ready), isolation_report_at__isnull=True).exists():
+        if time.monotonic() > drain_deadline:
+            say("isolation checks did not all finish; going on")
+            break
+        time.sleep(0.25)
+    last_report = Tenant.objects.filter(pk__in=list(ready)).order_by("-isolation_report_at").values_list("isolation_report_at", flat=True).first()
+    drained = (last_report - first_approve).total_seconds() if last_report else math.nan
+    return {
+        "n": n, "ready": len(ready), "failed": len(failed), "latency": latency, "queue": queue, "prov": prov,
+        "wall": wall, "submit_s": submit_s, "approve_s": approve_s, "drained": drained,
+        "tenant_ids": list(ready),
+    }
+
+
+# --- 2. Baseline: kubectl apply --server-side ----------------------------------------------------
+
+
+def _rename(value: Any, old: str, new: str) -> Any:
+    if isinstance(value, dict):
+        return {k: _rename(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rename(v, old, new) for v in value]
+    if isinstance(value, str):
+        return value.replace(old, new)
+    return value
+
+
+def render_for_kubectl(ctx: dict, tenant_ids: list[str], batch: int, out_dir: Path) -> list[Path]:
+    """The same objects the worker applied, moved into a fresh namespace per tenant."""
+    from tenants.models import Tenant
+    from worker import kube, manifests, provisioning
+
+    facts = provisioning.cluster_facts(kube.for_cluster(ctx["cluster"]))
+    files = []
+    tenants = Tenant.objects.select_related("tier", "cluster", "team").filter(pk__in=tenant_ids).order_by("name")
+    for i, tenant in enumerate(tenants):
+        objs = manifests.namespace_tenant(tenant, tenant.tier, tenant.cluster, facts)
+        new_ns = f"kctl-{batch}-{i:03d}"
+        objs = _rename(objs, tenant.namespace, new_ns)
+        assert objs[0]["kind"] == "Namespace" and objs[0]["metadata"]["name"] == new_ns
+        path = out_dir / f"{new_ns}.yaml"
+        path.write_text(manifests.to_yaml(objs))
+        files.append(path)
+    return files
+
+
+def kubectl_argv(cp: ControlPlane, cache_dir: Path, *args: str) -> list[str]:
+    return [str(cp.kubectl), f"--kubeconfig={cp.kubeconfig_path}", f"--cache-dir={cache_dir}", *args]
+
+
+def run_kubectl_batch(cp: ControlPlane, cache_dir: Path, files: list[Path], concurrency: int) -> dict:
+    def apply(path: Path) -> float:
+        t = time.monotonic()
+        done = subprocess.run(kubectl_argv(cp, cache_dir, "apply", "--server-side", "--field-manager=bench", "-f", str(path)),
+                              capture_output=True, text=True)
+        took = time.monotonic() - t
+        if done.returncode != 0:
+            raise RuntimeError(f"kubectl apply -f {path.name} failed: {done.stderr.strip()}")
+        return took
+
+    t = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as pool:
+        took = list(pool.map(apply, files))
+    return {"latency": took, "wall": time.monotonic() - t}
+
+
+# --- 3. API requests per tenant, in-process ------------------------------------------------------
+
+
+def measure_requests(ctx: dict, samples: int) -> dict:
+    """Provision a few extra tenants in this process (the worker never hears of them) and count requests."""
+    from tenants import dispatch, services
+    from tenants.models import Request
+    from worker import kube, provisioning
+    from worker.kube import Kube
+
+    by_call: dict[str, collections.Counter] = {"first": collections.Counter(), "noop": collections.Counter()}
+    phase = {"name": "first"}
+    waits: list[tuple[float, int]] = []
+    orig_call, orig_wait, orig_send = Kube._call, kube.wait_until, dispatch.send
+
+    def counted_call(self, method, path, **kw):  # noqa: ANN001
+        what = kw.get("what") or f"{method} {path}"
+        verb, _, obj = what.partition(" ")
+        by_call[phase["name"]][f"{verb} {obj.split('/')[0]}"] += 1
+        return orig_call(self, method, path, **kw)
+
+    def timed_wait(check, **kw):  # noqa: ANN001
+        polls = 0
+
+        def counting_check():
+            nonlocal polls
+            polls += 1
+            return check()
+
+        t = time.monotonic()
+        try:
+            return orig_wait(counting_check, **kw)
+        finally:
+            waits.append((time.monotonic() - t, polls))
+
+    first, noop, first_s, noop_s, wait_first = [], [], [], [], []
+    Kube._call, kube.wait_until, dispatch.send = counted_call, timed_wait, (lambda task, *args: True)
+    try:
+        for i in range(samples):
+            req = services.request_submit(actor=ctx["requester"], action=Request.Action.CREATE, team=ctx["team"],
+                                          tier=ctx["tier"], cluster=ctx["cluster"], name=f"rq-{i:02d}", purpose="request count")
+            req = services.request_approve(request=req, actor=ctx["approver"], comment="bench")
+            tid = str(req.tenant_id)
+            k = kube.for_cluster(ctx["cluster"])
+            phase["name"] = "first"
+            before, t = k.requests, time.monotonic()
+            result = provisioning.provision(tid)
+            first_s.append(time.monotonic() - t)
+            first.append(k.requests - before)
+            wait_first.append(waits[-1])
+            if result != "ready":
+                raise RuntimeError(f"in-process provision of rq-{i:02d} returned {result!r}")
+            phase["name"] = "noop"
+            before, t = k.requests, time.monotonic()
+            result = provisioning.provision(tid)
+            noop_s.append(time.monotonic() - t)
+            noop.append(k.requests - before)
+            if result != "in sync":
+                raise RuntimeError(f"no-op reconcile of rq-{i:02d} returned {result!r}")
+    finally:
+        Kube._call, kube.wait_until, dispatch.send = orig_call, orig_wait, orig_send
+    return {"first": first, "noop": noop, "first_s": first_s, "noop_s": noop_s, "wait_first": wait_first,
+            "by_call": {k: {c: v / samples for c, v in sorted(cnt.items())} for k, cnt in by_call.items()}}
+
+
+# --- 4. Quota controller lag -----------------------------------------------------------------------
+
+
+def measure_quota_lag(ctx: dict, samples: int) -> list[float]:
+    """Apply a Namespace and the tenant's ResourceQuota, then poll every 10 ms until status.hard is filled."""
+    from tenants.models import Tenant
+    from worker import kube, manifests
+
+    k = kube.for_cluster(ctx["cluster"])
+    tenant = Tenant.objects.select_related("tier", "cluster", "team").filter(status="ready").first()
+    objs = manifests.namespace_tenant(tenant, tenant.tier, tenant.cluster)
+    ns_obj = objs[0]
+    quota = next(o for o in objs if o["kind"] == "ResourceQuota" and o["metadata"]["name"] == "berth-quota")
+    lags = []
+    for i in range(samples):
+        name = f"qlag-{i:02d}"
+        k.apply([_rename(ns_obj, tenant.namespace, name)])
+        k.apply([_rename(quota, tenant.namespace, name)])
+        t = time.monotonic()
+        while True:
+            live = k.get("ResourceQuota", "berth-quota", namespace=name) or {}
+            if (live.get("status") or {}).get("hard"):
+                lags.append(time.monotonic() - t)
+                break
+            if time.monotonic() - t > 30:
+                raise RuntimeError("the quota controller did not fill status.hard within 30s")
+            time.sleep(0.01)
+    return lags
+
+
+# --- 5. sweep ------------------------------------------------------------------------------------
+
+
+def time_sweep(repeats: int = 5) -> tuple[float, dict, int]:
+    from tenants.models import Tenant
+    from worker import tasks
+
+    took, counts = [], {}
+    for _ in range(repeats):
+        t = time.monotonic()
+        counts = tasks.sweep()
+        took.append(time.monotonic() - t)
+    return p50(took), counts, Tenant.objects.filter(status="ready").count()
+
+
+# --- main --------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Berth provisioning benchmark against the dev control plane.")
+    parser.add_argument("--sizes", default="1,10,100", help="comma-separated batch sizes N (default 1,10,100)")
+    parser.add_argument("--quick", action="store_true", help="N = 1,10 only")
+    parser.add_argument("--kubectl-concurrency", type=int, default=WORKER_CONCURRENCY,
+                        help=f"parallel kubectl applies in the baseline (default {WORKER_CONCURRENCY}, like the worker)")
+    parser.add_argument("--request-samples", type=int, default=3, help="tenants provisioned in-process to count API requests")
+    parser.add_argument("--keep-logs", action="store_true", help="keep the worker log and rendered files (path printed)")
+    args = parser.parse_args(argv)
+    sizes = "1,10" if args.quick else args.sizes
+    args.sizes = [int(s) for s in sizes.split(",") if s.strip()]
+    if not args.sizes or min(args.sizes) < 1:
+        parser.error("--sizes needs positive integers")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _raise_keyboard_interrupt)
+    began = time.monotonic()
+    work_dir = Path(tempfile.mkdtemp(prefix="berth-bench-"))
+    worker: Worker | None = None
+    stack = contextlib.ExitStack()
+    try:
+        # The stack is closed in `finally`, with Ctrl-C ignored meanwhile.
+        if not args.keep_logs:
+            stack.callback(lambda: __import__("shutil").rmtree(work_dir, ignore_errors=True))
+        setup: dict[str, float] = {}
+        t = time.monotonic()
+        db = stack.enter_context(servers.postgres_server())
+        create_database(db)
+        redis = stack.enter_context(servers.redis_server())
+        setup["postgres + redis"] = time.monotonic() - t
+        say(f"PostgreSQL on {db['PORT']}, Redis on {redis.port}")
+
+        cp = ControlPlane(name="berth-bench")
+        stack.callback(cp.stop)
+        t = time.monotonic()
+        cp.start()
+        setup["control plane"] = time.monotonic() - t
+        say(f"control plane at {cp.api_url} (ready in {cp.start_to_ready_seconds:.1f}s)")
+
+        t = time.monotonic()
+        env = configure_django(db, redis.url)
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        setup["migrations"] = time.monotonic() - t
+        total = sum(args.sizes) + args.request_samples
+        ctx = seed(cp, total)
+
+        t = time.monotonic()
+        worker = Worker(env, work_dir / "celery-worker.log")
+        stack.callback(worker.stop)
+        worker.start()
+        setup["celery worker"] = time.monotonic() - t
+        say(f"celery worker up (threads x{WORKER_CONCURRENCY}); log {worker.log_path}")
+
+        cache_dir = work_dir / "kubectl-cache"
+        berth_rows, kubectl_rows, sweep_rows = [], [], []
+        results = []
+        for batch, n in enumerate(args.sizes, start=1):
+            say(f"N={n}: submitting, approving and waiting for ready ...")
+            res = run_berth_batch(ctx, batch, n, worker)
+            results.append(res)
+            say(f"N={n}: {res['ready']} ready, {res['failed']} failed; p50 {fmt(p50(res['latency']))}s")
+
+            files_dir = work_dir / f"kubectl-{batch}"
+            files_dir.mkdir()
+            files = render_for_kubectl(ctx, res["tenant_ids"], batch, files_dir)
+            if batch == 1:  # warm kubectl's discovery cache outside the measurement
+                subprocess.run(kubectl_argv(cp, cache_dir, "apply", "--server-side", "--dry-run=server", "-f", str(files[0])),
+                               check=True, capture_output=True)
+            say(f"N={n}: kubectl apply --server-side baseline ({len(files)} files, {args.kubectl_concurrency} at a time) ...")
+            kres = run_kubectl_batch(cp, cache_dir, files, args.kubectl_concurrency)
+            sweep_s, sweep_counts, ready_total = time_sweep()
+
+            lat = res["latency"]
+            berth_rows.append([
+                str(n), f"{res['ready']}/{n}", fmt(p50(lat)), fmt(pct(lat, 95)), fmt(max(lat, default=math.nan)),
+                fmt(p50(res["queue"])), fmt(p50(res["prov"])), fmt(res["wall"], 1),
+                fmt(60 * res["ready"] / res["wall"], 0) if res["wall"] > 0 else "-",
+                fmt(res["approve_s"], 1), fmt(res["drained"], 1),
+            ])
+            klat = kres["latency"]
+            ratio = p50(lat) / p50(klat) if klat and lat else math.nan
+            kubectl_rows.append([
+                str(n), fmt(p50(klat)), fmt(pct(klat, 95)), fmt(max(klat)), fmt(kres["wall"], 1),
+                fmt(60 * len(klat) / kres["wall"], 0), fmt(ratio, 1),
+            ])
+            sweep_rows.append([str(n), str(ready_total), fmt(sweep_s * 1000, 1), str(sweep_counts)])
+
+        say(f"counting API requests on {args.request_samples} tenants provisioned in-process ...")
+        req = measure_requests(ctx, args.request_samples) if args.request_samples > 0 else None
+        say("measuring the quota controller's lag ...")
+        lags = measure_quota_lag(ctx, 10)
+
+        print()
+        print("Berth provisioning benchmark")
+        print(f"machine: {os.cpu_count()} CPUs; worker: celery threads x{WORKER_CONCURRENCY}; tier: {TIER} (approval needed)")
+        print("set-up: " + ", ".join(f"{k} {v:.1f}s" for k, v in setup.items()))
+        print()
+        print("1. Berth approve -> ready (seconds; ready_at - decided_at, from the database)")
+        print(table(["N", "ready", "p50", "p95", "max", "queue p50", "provision p50", "wall", "tenants/min",
+                     "approve loop", "isolation drained"], berth_rows))
+        print("   queue = approve -> worker starts (tenant.provisioning); provision = that -> ready;")
+        print("   wall = first approval -> last ready; isolation drained = first approval -> last isolation report.")
+        print()
+        print(f"2. Baseline: kubectl apply --server-side of the same manifests, fresh namespace each, "
+              f"{args.kubectl_concurrency} at a time (seconds per apply)")
+        print(table(["N", "p50", "p95", "max", "wall", "tenants/min", "Berth p50 / kubectl p50"], kubectl_rows))
+        print("   kubectl does not wait for the quota controller; Berth does (see 4).")
+        print()
+        if req:
+            print(f"3. Kubernetes API requests per tenant (in-process, {args.request_samples} tenants, Kube.requests)")
+            wf = req["wait_first"]
+            print(table(["", "requests (min/mean/max)", "seconds p50", "is_ready polls p50", "wait-for-ready s p50"], [
+                ["first provision", f"{min(req['first'])}/{statistics.mean(req['first']):.1f}/{max(req['first'])}",
+                 fmt(p50(req["first_s"])), fmt(p50([p for _, p in wf]), 0), fmt(p50([w for w, _ in wf]))],
+                ["no-op reconcile", f"{min(req['noop'])}/{statistics.mean(req['noop']):.1f}/{max(req['noop'])}",
+                 fmt(p50(req["noop_s"])), "-", "-"],
+            ]))
+            for phase, calls in req["by_call"].items():
+                label = "first provision" if phase == "first" else "no-op reconcile"
+                print(f"   {label}: " + ", ".join(f"{c} x{v:g}" for c, v in calls.items()))
+            print()
+        print("4. Quota controller lag: apply ResourceQuota -> status.hard filled (10 samples, 10 ms polling)")
+        print(f"   p50 {fmt(p50(lags) * 1000, 0)} ms, p95 {fmt(pct(lags, 95) * 1000, 0)} ms, max {fmt(max(lags) * 1000, 0)} ms"
+              f" (provisioning polls is_ready every {0.5:.1f}s: worker.kube.wait_until's default interval)")
+        print()
+        print("5. worker.tasks.sweep() after each N (median of 5 calls)")
+        print(table(["N", "ready tenants in DB", "sweep ms", "last counts"], sweep_rows))
+        print()
+        print(f"total run time {time.monotonic() - began:.0f}s")
+        if args.keep_logs:
+            print(f"logs and rendered files kept in {work_dir}")
+    except KeyboardInterrupt:
+        print("\ninterrupted; stopping everything that was started", file=sys.stderr)
+        return 130
+    except Exception:
+        if worker is not None:
+            print(f"--- last lines of the worker log ---\n{worker.tail()}", file=sys.stderr)
+        raise
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the clean-up
+        say("cleaning up (worker, control plane, Redis, PostgreSQL) ...")
+        stack.close()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
