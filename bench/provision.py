@@ -96,7 +96,9 @@ def create_database(db: dict) -> None:
     import psycopg
 
     with psycopg.connect(host=db["HOST"], port=db["PORT"], user=db["USER"], dbname="postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{db["NAME"]}"')
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [db["NAME"]]).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{db["NAME"]}"')
 
 
 def configure_django(db: dict, broker: str) -> dict[str, str]:
@@ -142,15 +144,20 @@ def seed(cp: ControlPlane, total_tenants: int) -> dict[str, Any]:
 class Worker:
     """`celery -A portal worker` in its own session, logging to a file."""
 
-    def __init__(self, env: dict[str, str], log_path: Path):
+    def __init__(self, env: dict[str, str], log_path: Path, *, pool: str = "threads", hub_tick: float = 0.0):
         self.log_path = log_path
         self.env = {**os.environ, **env, "PYTHONPATH": str(ROOT), "LOG_LEVEL": "INFO"}
+        self.pool = pool
+        self.app = "portal"
+        if hub_tick > 0:  # the celery#6941 workaround, from bench/tick_app.py (no product change)
+            self.app = "bench.tick_app"
+            self.env["BERTH_BENCH_HUB_TICK"] = str(hub_tick)
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60.0) -> "Worker":
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=threads", f"--concurrency={WORKER_CONCURRENCY}",
+            [sys.executable, "-m", "celery", "-A", self.app, "worker", f"--pool={self.pool}", f"--concurrency={WORKER_CONCURRENCY}",
              "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO", "-n", f"bench-{os.getpid()}@%h"],
             cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )
@@ -434,6 +441,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--kubectl-concurrency", type=int, default=WORKER_CONCURRENCY,
                         help=f"parallel kubectl applies in the baseline (default {WORKER_CONCURRENCY}, like the worker)")
     parser.add_argument("--request-samples", type=int, default=3, help="tenants provisioned in-process to count API requests")
+    parser.add_argument("--pool", choices=["threads", "prefork"], default="threads", help="worker pool (default threads)")
+    parser.add_argument("--hub-tick", type=float, default=0.0, metavar="S",
+                        help="experiment: wake the worker's event loop every S seconds (bench/tick_app.py; celery#6941)")
     parser.add_argument("--keep-logs", action="store_true", help="keep the worker log and rendered files (path printed)")
     args = parser.parse_args(argv)
     sizes = "1,10" if args.quick else args.sizes
@@ -473,6 +483,9 @@ def main(argv: list[str] | None = None) -> int:
         t = time.monotonic()
         env = configure_django(db, redis.url)
         from django.core.management import call_command
+        from django.db import connections
+
+        stack.callback(connections.close_all)  # before PostgreSQL stops: a smart shutdown waits for clients
 
         call_command("migrate", verbosity=0)
         setup["migrations"] = time.monotonic() - t
@@ -480,11 +493,11 @@ def main(argv: list[str] | None = None) -> int:
         ctx = seed(cp, total)
 
         t = time.monotonic()
-        worker = Worker(env, work_dir / "celery-worker.log")
+        worker = Worker(env, work_dir / "celery-worker.log", pool=args.pool, hub_tick=args.hub_tick)
         stack.callback(worker.stop)
         worker.start()
         setup["celery worker"] = time.monotonic() - t
-        say(f"celery worker up (threads x{WORKER_CONCURRENCY}); log {worker.log_path}")
+        say(f"celery worker up ({args.pool} x{WORKER_CONCURRENCY}, app {worker.app}); log {worker.log_path}")
 
         cache_dir = work_dir / "kubectl-cache"
         berth_rows, kubectl_rows, sweep_rows = [], [], []
@@ -498,9 +511,10 @@ def main(argv: list[str] | None = None) -> int:
             files_dir = work_dir / f"kubectl-{batch}"
             files_dir.mkdir()
             files = render_for_kubectl(ctx, res["tenant_ids"], batch, files_dir)
-            if batch == 1:  # warm kubectl's discovery cache outside the measurement
-                subprocess.run(kubectl_argv(cp, cache_dir, "apply", "--server-side", "--dry-run=server", "-f", str(files[0])),
-                               check=True, capture_output=True)
+            if batch == 1:  # warm kubectl's discovery cache outside the measurement, with a throwaway tenant
+                warm = render_for_kubectl(ctx, res["tenant_ids"][:1], 0, files_dir)[0]
+                run_kubectl_batch(cp, cache_dir, [warm], 1)
+                warm.unlink()
             say(f"N={n}: kubectl apply --server-side baseline ({len(files)} files, {args.kubectl_concurrency} at a time) ...")
             kres = run_kubectl_batch(cp, cache_dir, files, args.kubectl_concurrency)
             sweep_s, sweep_counts, ready_total = time_sweep()
@@ -527,7 +541,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print()
         print("Berth provisioning benchmark")
-        print(f"machine: {os.cpu_count()} CPUs; worker: celery threads x{WORKER_CONCURRENCY}; tier: {TIER} (approval needed)")
+        tick = f", event-loop tick {args.hub_tick}s (bench/tick_app.py)" if args.hub_tick > 0 else ""
+        print(f"machine: {os.cpu_count()} CPUs; worker: celery {args.pool} x{WORKER_CONCURRENCY}{tick}; tier: {TIER} (approval needed)")
         print("set-up: " + ", ".join(f"{k} {v:.1f}s" for k, v in setup.items()))
         print()
         print("1. Berth approve -> ready (seconds; ready_at - decided_at, from the database)")

@@ -162,7 +162,8 @@ CONTENT_SECURITY_POLICY = {
         "style-src": ["'self'"],
         "img-src": ["'self'", "data:"],
         "connect-src": ["'self'"],
-        "form-action": ["'self'"] + ([OIDC_OP_ISSUER] if OIDC_OP_ISSUER else []),
+        # Sign-in and sign-out redirect to the provider after a form POST.
+        "form-action": ["'self'"] + sorted({u for u in (OIDC_OP_ISSUER, OIDC_OP_LOGOUT_ENDPOINT) if u}),
         "frame-ancestors": ["'none'"],
         "base-uri": ["'self'"],
         "object-src": ["'none'"],

@@ -158,3 +158,18 @@ class ApiTokenForm(BerthForm):
         self.fields["team"].queryset = teams
         if not teams.exists():
             del self.fields["team"]
+
+
+LIFETIME_CHOICES = [(600, "10 minutes"), (3600, "1 hour"), (4 * 3600, "4 hours"), (8 * 3600, "8 hours"), (12 * 3600, "12 hours")]
+
+
+class KubeconfigForm(BerthForm):
+    """How long the downloaded credential should last; choices stop at the tier's maximum."""
+
+    lifetime_seconds = forms.TypedChoiceField(coerce=int, label="Valid for", choices=LIFETIME_CHOICES)
+
+    def __init__(self, *args, max_seconds: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        choices = [c for c in LIFETIME_CHOICES if c[0] <= max_seconds]
+        self.fields["lifetime_seconds"].choices = choices
+        self.fields["lifetime_seconds"].initial = min(3600, choices[-1][0])

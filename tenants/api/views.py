@@ -197,6 +197,9 @@ class MergedKubeconfigView(APIView):
 
     @extend_schema(parameters=[OpenApiParameter("lifetime_seconds", int, required=False)], responses={(200, "application/yaml"): str})
     def get(self, request: HttpRequest) -> HttpResponse:
+        if token_team_id(request) is not None:
+            # The merged file spans all of the person's teams; an automation token acts for one.
+            raise exceptions.PermissionDenied("A team automation token gets kubeconfigs per tenant: POST /api/v1/tenants/{id}/kubeconfig/.")
         body = s.KubeconfigSerializer(data=request.query_params)
         body.is_valid(raise_exception=True)
         text = call(services.user_issue_merged_kubeconfig, actor=request.user, ctx=AuditContext.from_http(request), **body.validated_data)

@@ -9,9 +9,10 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from tenants import preview, selectors, services
+from tenants import hooks, selectors, services
 from tenants.errors import InvalidTransition
 from tenants.forms import ApproveForm, RejectForm, RequestCreateForm
 from tenants.models import Membership, Request
@@ -41,6 +42,8 @@ def _budget_context(team) -> dict:
     return {"budget_team": team, "budget_rows": budget_rows(selectors.team_budget(team=team)) if team else []}
 
 
+# Never cached: going Back must show a fresh idempotency key, or an edited resubmission would return the old request.
+@never_cache
 @login_required
 @require_http_methods(["GET", "POST"])
 def request_new(request: HttpRequest) -> HttpResponse:
@@ -101,7 +104,7 @@ def _manifest_preview(req: Request) -> tuple[str | None, bool]:
     if req.status != Request.Status.PENDING or req.action not in (Request.Action.CREATE, Request.Action.CHANGE_TIER):
         return None, False
     try:
-        return preview.manifest_preview(req.tenant, tier=req.tier), False
+        return hooks.manifest_preview(req.tenant, tier=req.tier), False
     except Exception:
         logger.exception("manifest preview failed for request %s", req.pk)
         return None, True

@@ -6,11 +6,12 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from tenants import selectors, services
-from tenants.errors import InvalidTransition
-from tenants.forms import TENANT_REQUEST_FORMS, ChangeTierForm, DecommissionForm, IdempotentForm
+from tenants.errors import ClusterUnavailable, InvalidTransition
+from tenants.forms import TENANT_REQUEST_FORMS, ChangeTierForm, DecommissionForm, IdempotentForm, KubeconfigForm
 from tenants.models import Membership, Request, Tenant, TenantStatus
 from tenants.views.common import MOVING_STATUSES, POLL_TRIGGER, call, deny
 from tenants.views.quota import usage_rows
@@ -37,6 +38,7 @@ def _permissions(request: HttpRequest, tenant: Tenant, pending: Request | None) 
         "can_decommission": owner and tenant.status in DECOMMISSIONABLE,
         "can_retry": owner and tenant.status == S.FAILED,
         "can_check_isolation": (role is not None or user.is_platform_admin) and tenant.status == S.READY,
+        "can_get_kubeconfig": (role is not None or user.is_platform_admin) and tenant.status == S.READY,
     }
 
 
@@ -77,10 +79,12 @@ def _detail_context(request: HttpRequest, tenant: Tenant, bound: IdempotentForm 
         "usage": usage_rows(tenant.quota_usage),
         "isolation": report if report.get("checks") is not None else None,
         "monitoring_links": selectors.monitoring_links(tenant=tenant),
+        "kubeconfig_form": KubeconfigForm(max_seconds=tenant.tier.max_credential_lifetime_seconds) if permissions["can_get_kubeconfig"] else None,
         "events": selectors.audit_events_visible_to(user=user).filter(object_id=str(tenant.pk))[:RECENT_EVENTS],
     }
 
 
+@never_cache  # its forms carry idempotency keys (see request_new)
 @login_required
 @require_GET
 def tenant_detail(request: HttpRequest, pk) -> HttpResponse:
@@ -176,3 +180,27 @@ def tenant_isolation_check(request: HttpRequest, pk) -> HttpResponse:
     else:
         messages.success(request, "The isolation checks will run again in a moment.")
     return redirect("tenant-detail", pk=tenant.pk)
+
+
+@login_required
+@require_POST
+def tenant_kubeconfig(request: HttpRequest, pk) -> HttpResponse:
+    """Download a kubeconfig with a fresh short-lived credential (audited; never stored)."""
+    tenant = _visible_tenant(request, pk)
+    form = KubeconfigForm(request.POST, max_seconds=tenant.tier.max_credential_lifetime_seconds)
+    if not form.is_valid():
+        messages.error(request, "Choose how long the credential should last.")
+        return redirect("tenant-detail", pk=tenant.pk)
+    try:
+        text = call(request, services.tenant_issue_kubeconfig, tenant=tenant, actor=request.user,
+                    lifetime_seconds=form.cleaned_data["lifetime_seconds"])
+    except (InvalidTransition, ClusterUnavailable) as exc:
+        messages.error(request, f"No kubeconfig right now: {exc}")
+        return redirect("tenant-detail", pk=tenant.pk)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return redirect("tenant-detail", pk=tenant.pk)
+    response = HttpResponse(text, content_type="application/yaml")
+    response["Content-Disposition"] = f'attachment; filename="{tenant.cluster.name}-{tenant.namespace}.kubeconfig.yaml"'
+    response["Cache-Control"] = "no-store"
+    return response

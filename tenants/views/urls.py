@@ -18,6 +18,7 @@ urlpatterns = [
     path("tenants/<uuid:pk>/status/", tenant_pages.tenant_status, name="tenant-status"),
     path("tenants/<uuid:pk>/requests/", tenant_pages.tenant_request, name="tenant-request"),
     path("tenants/<uuid:pk>/decommission/", tenant_pages.tenant_decommission, name="tenant-decommission"),
+    path("tenants/<uuid:pk>/kubeconfig/", tenant_pages.tenant_kubeconfig, name="tenant-kubeconfig"),
     path("tenants/<uuid:pk>/retry/", tenant_pages.tenant_retry, name="tenant-retry"),
     path("tenants/<uuid:pk>/isolation-check/", tenant_pages.tenant_isolation_check, name="tenant-isolation-check"),
     path("approvals/", approvals.approvals, name="approvals"),

@@ -9,6 +9,7 @@ from django.test import RequestFactory
 
 from tenants import audit, services
 from tenants.audit import REDACTED, AuditContext, redact
+from tenants.errors import Forbidden
 from tenants.models import AuditEvent, Request, Tenant, TenantStatus
 
 from .conftest import CTX
@@ -145,7 +146,7 @@ def test_when_the_audit_write_fails_the_state_change_is_undone(submit, carol, mo
 def test_a_refused_action_leaves_no_audit_row(submit, amir):
     req = submit()
     before = AuditEvent.objects.count()
-    with pytest.raises(Exception):
+    with pytest.raises(Forbidden):
         services.request_approve(request=req, actor=amir)
     assert AuditEvent.objects.count() == before
 

@@ -12,6 +12,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from django.template.loader import get_template
+
 from tenants import hooks, services
 from tenants.models import ApiToken, AuditEvent, Request, Tenant, TenantStatus, User
 
@@ -235,10 +237,11 @@ def test_posting_the_same_form_twice_creates_one_request(as_user, alice, team_a,
     assert Request.objects.count() == 1 and Tenant.objects.count() == 1
 
 
-def test_each_showing_of_the_form_has_its_own_key(as_user, alice, cluster):
+def test_each_showing_of_the_form_has_its_own_key_and_is_never_cached(as_user, alice, cluster):
     client = as_user(alice)
-    assert _form_key(client.get(reverse("request-new")).content.decode()) != _form_key(
-        client.get(reverse("request-new")).content.decode())
+    first, second = client.get(reverse("request-new")), client.get(reverse("request-new"))
+    assert _form_key(first.content.decode()) != _form_key(second.content.decode())
+    assert "no-store" in first["Cache-Control"]
 
 
 def test_a_small_tenant_is_approved_automatically(as_user, alice, team_a, small, cluster, dispatched,
@@ -611,3 +614,54 @@ def test_list_pages_do_not_grow_queries_with_rows(as_user, carol, dave, roomy_te
     client = as_user(dave)
     with django_assert_max_num_queries(8):
         assert client.get(reverse("audit")).status_code == 200
+
+
+def test_error_pages_keep_the_product_look(as_user, alice):
+    response = as_user(alice).get("/no/such/page/")
+    assert response.status_code == 404 and b"There is nothing here" in response.content and b"Sign out" in response.content
+    # Django renders 500.html without a request or context processors: it must still render.
+    html = get_template("500.html").render()
+    assert "Something went wrong on our side" in html and "berth.css" in html
+
+
+def test_preview_uses_the_registered_renderer_and_none_without_one(monkeypatch, ready_tenant):
+    monkeypatch.setattr(hooks, "_registry", {})
+    tenant = ready_tenant()
+    assert hooks.manifest_preview(tenant) is None
+    hooks.register("manifest_preview", lambda t, *, tier=None: f"{t.namespace} at {(tier or t.tier).name}")
+    assert hooks.manifest_preview(tenant) == f"{tenant.namespace} at {tenant.tier.name}"
+    assert hooks.manifest_preview(tenant, tier=tenant.tier) == hooks.manifest_preview(tenant)
+
+
+@pytest.fixture
+def fake_kubeconfigs(monkeypatch) -> list[tuple]:
+    """Stands in for the worker's issuer (the real one is proven in tests/worker against the dev cluster)."""
+    issued: list[tuple] = []
+
+    def issue(tenant, *, role, lifetime_seconds):
+        issued.append((tenant.pk, role, lifetime_seconds))
+        return f"apiVersion: v1\nkind: Config\n# {role} {lifetime_seconds}\n"
+
+    monkeypatch.setitem(hooks._registry, "issue_kubeconfig", issue)
+    return issued
+
+
+def test_kubeconfig_download_from_the_tenant_page_is_audited(as_user, alice, ready_tenant, fake_kubeconfigs):
+    tenant = ready_tenant()
+    page = as_user(alice).get(f"/tenants/{tenant.pk}/")
+    assert b"Download kubeconfig" in page.content
+    response = as_user(alice).post(f"/tenants/{tenant.pk}/kubeconfig/", {"lifetime_seconds": "600"})
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/yaml" and "attachment" in response["Content-Disposition"]
+    assert response["Cache-Control"] == "no-store"
+    assert fake_kubeconfigs == [(tenant.pk, "edit", 600)]
+    event = AuditEvent.objects.get(action="tenant.kubeconfig_issued", object_id=str(tenant.pk))
+    assert event.actor == alice and event.after["lifetime_seconds"] == 600
+
+
+def test_kubeconfig_page_refuses_lifetimes_beyond_the_tier_and_outsiders(as_user, alice, bob, ready_tenant, fake_kubeconfigs):
+    tenant = ready_tenant()  # small tier: at most one hour
+    too_long = as_user(alice).post(f"/tenants/{tenant.pk}/kubeconfig/", {"lifetime_seconds": str(12 * 3600)})
+    assert too_long.status_code == 302 and fake_kubeconfigs == []
+    assert as_user(bob).post(f"/tenants/{tenant.pk}/kubeconfig/", {"lifetime_seconds": "600"}).status_code == 404
+    assert not AuditEvent.objects.filter(action="tenant.kubeconfig_issued").exists()

@@ -49,8 +49,8 @@ def test_approve_and_reject_at_once_never_deadlock_and_one_decision_stands(submi
     for attempt in range(5):
         req = submit(name=f"race-{attempt}")
         results = run_together(
-            lambda: services.request_approve(request=fresh(req), actor=carol),
-            lambda: services.request_reject(request=fresh(req), actor=dave, reason="no"),
+            lambda req=req: services.request_approve(request=fresh(req), actor=carol),
+            lambda req=req: services.request_reject(request=fresh(req), actor=dave, reason="no"),
         )
         won, lost = outcome(results)
         assert len(won) == 1 and isinstance(lost[0], InvalidTransition), repr(lost)

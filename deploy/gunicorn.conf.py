@@ -1,0 +1,45 @@
+"""Gunicorn settings for the Berth portal image (``gunicorn -c deploy/gunicorn.conf.py``).
+
+Every value can be changed through the environment, so the compose file and a
+Kubernetes Deployment use the same image and the same file.
+"""
+import multiprocessing
+import os
+
+
+def _int(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value else default
+
+
+wsgi_app = "portal.wsgi:application"
+bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
+
+# Sync workers: the portal is request/response with short database transactions.
+# WEB_CONCURRENCY is what most platforms set; GUNICORN_WORKERS wins if both are set.
+workers = _int("GUNICORN_WORKERS", _int("WEB_CONCURRENCY", min(2 * multiprocessing.cpu_count() + 1, 8)))
+threads = _int("GUNICORN_THREADS", 1)
+timeout = _int("GUNICORN_TIMEOUT", 60)
+graceful_timeout = _int("GUNICORN_GRACEFUL_TIMEOUT", 30)
+keepalive = _int("GUNICORN_KEEPALIVE", 5)
+# Recycle workers now and then so a slow leak cannot grow without bound.
+max_requests = _int("GUNICORN_MAX_REQUESTS", 2000)
+max_requests_jitter = _int("GUNICORN_MAX_REQUESTS_JITTER", 200)
+
+# Heartbeat files on tmpfs: a disk-backed /tmp can stall workers (docs: "blocking os.fchmod").
+worker_tmp_dir = os.environ.get("GUNICORN_WORKER_TMP_DIR", "/dev/shm" if os.path.isdir("/dev/shm") else None)
+# No runtime control socket: the image runs read-only as a non-root user.
+control_socket_disable = True
+
+# Logs go to the container's stdout/stderr.
+accesslog = "-"
+errorlog = "-"
+loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
+# %({x-forwarded-for}i)s: the client as the reverse proxy saw it; %(M)s: duration in ms.
+access_log_format = '%(h)s %({x-forwarded-for}i)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" %(M)sms'
+
+# Which peers may set X-Forwarded-Proto (and so make a request count as HTTPS).
+# Set this to the reverse proxy's address or network, e.g. "10.0.0.0/8"; "*" only when
+# nothing but the proxy can reach port 8000. Django trusts X-Forwarded-Proto as well
+# (SECURE_PROXY_SSL_HEADER), so the proxy must always overwrite that header.
+forwarded_allow_ips = os.environ.get("GUNICORN_FORWARDED_ALLOW_IPS", os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1"))

@@ -1,0 +1,78 @@
+"""The request form in a real browser: field errors where people look, and one request however often it is sent."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Locator, Page, expect
+
+from tenants.models import AuditEvent, Request, Tenant
+from tests.browser.support import Portal
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+REQUEST_DETAIL = re.compile(r"/requests/[0-9a-f-]{36}/$")
+
+
+def _filled_form(page: Page, portal: Portal, name: str) -> Locator:
+    """The form, freshly rendered and filled in for a medium namespace (medium waits for an approver)."""
+    page.goto(portal.at("/requests/new/"))
+    form = page.locator("form", has=page.get_by_role("button", name="Submit request"))
+    form.get_by_label("Name").fill(name)
+    form.get_by_label("Tier").select_option(label="Medium")
+    form.get_by_label("Purpose").fill("Ledger reconciliation jobs.")
+    return form
+
+
+def test_a_bad_name_is_shown_at_the_field_and_creates_nothing(portal: Portal, cluster):
+    page = portal.page_as("alice")
+    form = _filled_form(page, portal, "Bad_Name!")
+    form.get_by_role("button", name="Submit request").click()
+
+    summary = page.get_by_role("alert").filter(has=page.get_by_role("heading", name="Please correct the following"))
+    expect(summary).to_be_visible()
+    expect(summary.get_by_role("link", name=re.compile(r"^Name: Use lower-case letters"))).to_have_attribute("href", "#id_name")
+    name = page.get_by_label("Name", exact=True)
+    expect(name).to_have_value("Bad_Name!")
+    expect(name).to_have_attribute("aria-invalid", "true")
+    expect(name).to_have_accessible_description(re.compile(r"Use lower-case letters, digits and '-'"))
+    expect(page.get_by_label("Tier", exact=True)).to_have_value(str(cluster.tiers.get(name="medium").pk))
+    assert not Request.objects.exists() and not Tenant.objects.exists()
+    assert not AuditEvent.objects.filter(action="request.submit").exists()
+
+    # Corrected, the same form goes through.
+    name.fill("ledger")
+    page.get_by_role("button", name="Submit request").click()
+    expect(page).to_have_url(REQUEST_DETAIL)
+    assert list(Request.objects.values_list("name", flat=True)) == ["ledger"]
+
+
+def test_the_same_rendered_form_sent_twice_makes_one_request(portal: Portal, cluster):
+    page = portal.page_as("alice")
+    form = _filled_form(page, portal, "ledger")
+    # A first copy goes out from this very page (as a flaky network's retry would), then the person clicks.
+    first = page.evaluate("""async () => {
+        const form = document.querySelector('form[action$="/requests/new/"]');
+        const response = await fetch(form.action, {method: 'POST', body: new FormData(form), redirect: 'manual'});
+        return response.type;
+    }""")
+    assert first == "opaqueredirect"
+    form.get_by_role("button", name="Submit request").click()
+
+    expect(page).to_have_url(REQUEST_DETAIL)
+    expect(page.locator("#request-status")).to_contain_text("Request: Pending")
+    requests = Request.objects.filter(name="ledger")
+    assert requests.count() == 1
+    assert page.url.endswith(f"/requests/{requests.get().pk}/")
+    assert AuditEvent.objects.filter(action="request.submit").count() == 1
+
+
+def test_a_double_click_on_submit_makes_one_request(portal: Portal, cluster):
+    page = portal.page_as("alice")
+    form = _filled_form(page, portal, "ledger")
+    form.get_by_role("button", name="Submit request").dblclick()
+
+    expect(page).to_have_url(REQUEST_DETAIL)
+    expect(page.get_by_role("alert")).to_have_count(0)
+    assert Request.objects.filter(name="ledger").count() == 1
+    assert Tenant.objects.filter(name="ledger").count() == 1
