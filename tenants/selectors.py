@@ -71,6 +71,9 @@ def audit_events_visible_to(*, user: User) -> QuerySet[AuditEvent]:
     qs = AuditEvent.objects.select_related("team")
     if user.is_platform_admin:
         return qs
+    if user.is_approver:
+        # Approvers decide for every team, so they read every team's history (not others' sign-ins).
+        return qs.filter(Q(team__isnull=False) | Q(actor=user))
     return qs.filter(Q(team_id__in=team_ids_of(user=user)) | Q(actor=user))
 
 

@@ -14,3 +14,8 @@ from portal.settings import *  # noqa: E402,F401,F403
 SESSION_COOKIE_SECURE = False
 CSRF_COOKIE_SECURE = False
 STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
+
+# WhiteNoise warns on every request when STATIC_ROOT is missing; tests never collect static files.
+import tempfile  # noqa: E402
+
+STATIC_ROOT = tempfile.mkdtemp(prefix="berth-test-static-")

@@ -68,13 +68,18 @@ def test_admins_see_every_audit_event(two_teams, dave):
     assert selectors.audit_events_visible_to(user=dave).count() == selectors.AuditEvent.objects.count()
 
 
-def test_approvers_see_their_own_audit_events_but_not_other_teams(two_teams, carol, team_a):
+def test_approvers_see_every_teams_history_but_not_other_peoples_sign_ins(two_teams, carol, alice, bob, team_a, team_b):
     *_, a_request, _ = two_teams
     services.request_approve(request=a_request, actor=carol)
     audit.record(actor=None, action="tenant.ready", object_type="tenant", team=team_a)
+    audit.record(actor=alice, action="auth.login", object_type="session")
+    audit.record(actor=carol, action="auth.login", object_type="session")
     events = list(selectors.audit_events_visible_to(user=carol))
-    assert {e.action for e in events} == {"request.approve", "tenant.approve"}
-    assert all(e.actor == carol for e in events)
+    actions = {e.action for e in events}
+    assert {"request.submit", "request.approve", "tenant.approve", "tenant.ready"} <= actions
+    assert {e.team for e in events if e.team is not None} == {team_a, team_b}
+    # Sign-ins carry no team: an approver sees only their own.
+    assert [e.actor for e in events if e.action == "auth.login"] == [carol]
 
 
 def test_members_see_their_teams_events_and_their_own(two_teams, alice, team_a):
