@@ -90,9 +90,11 @@ CMD ["gunicorn", "--config", "/app/deploy/gunicorn.conf.py"]
 # --- worker: the runtime plus kubectl and helm -----------------------------------------------
 FROM runtime AS worker
 COPY --from=tools /usr/local/bin/kubectl /usr/local/bin/helm /usr/local/bin/
+# Caches on /tmp: the file system is read-only for the berth user (and in compose, for everyone).
 ENV HELM_CACHE_HOME=/tmp/helm/cache \
     HELM_CONFIG_HOME=/tmp/helm/config \
-    HELM_DATA_HOME=/tmp/helm/data
+    HELM_DATA_HOME=/tmp/helm/data \
+    KUBECACHEDIR=/tmp/kube-cache
 CMD ["celery", "--app", "portal", "worker", "--loglevel", "INFO"]
 
 # --- web (default target): gunicorn on :8000 -------------------------------------------------

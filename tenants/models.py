@@ -72,6 +72,19 @@ class Membership(models.Model):
 class TenantKind(models.TextChoices):
     NAMESPACE = "namespace", "Namespace"
     VCLUSTER = "vcluster", "Virtual cluster (vcluster)"
+    VIRTUALCLUSTER = "virtualcluster", "VirtualCluster (Cluster API Provider Nested)"
+    HYPERSHIFT = "hypershift", "Hosted control plane (HyperShift)"
+    KCP = "kcp", "kcp workspace"
+
+
+# What a requester should know about each kind; shown next to the choice in the UI and the API.
+KIND_NOTES = {
+    TenantKind.NAMESPACE: "A namespace on a shared cluster: quotas, network policies and namespaced admin rights.",
+    TenantKind.VCLUSTER: "Your own Kubernetes API inside an isolated host namespace: CRDs, ClusterRoles and operators are yours.",
+    TenantKind.VIRTUALCLUSTER: "The upstream multi-tenancy VirtualCluster project is archived and unmaintained; prefer vcluster.",
+    TenantKind.HYPERSHIFT: "A hosted control plane with its own worker nodes from a NodePool (OpenShift / HyperShift).",
+    TenantKind.KCP: "A kcp workspace: a Kubernetes-like API for CRDs and controllers. kcp runs no pods.",
+}
 
 
 class Tier(models.Model):
@@ -166,6 +179,11 @@ class Cluster(models.Model):
         help_text='List of {"name": ..., "url": ...}; the url may use {namespace}, {tenant}, {team}, {cluster}.',
     )
     kinds = models.JSONField(default=list, help_text='Tenancy kinds offered, e.g. ["namespace", "vcluster"].')
+    virtual_config = models.JSONField(
+        default=dict, blank=True,
+        help_text="Settings per virtual-cluster kind, keyed by kind (see docs/virtual-clusters.md), "
+                  'e.g. {"vcluster": {"installer": "helm", "chart_version": "0.30.1"}}.',
+    )
     tiers = models.ManyToManyField(Tier, related_name="clusters", blank=True)
     is_active = models.BooleanField(default=True)
 
@@ -206,7 +224,7 @@ class Tenant(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     name = models.CharField(max_length=63)
     namespace = models.CharField(max_length=63, help_text="The host namespace: the cluster prefix plus the name.")
-    kind = models.CharField(max_length=12, choices=TenantKind.choices, default=TenantKind.NAMESPACE)
+    kind = models.CharField(max_length=20, choices=TenantKind.choices, default=TenantKind.NAMESPACE)
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="tenants")
     tier = models.ForeignKey(Tier, on_delete=models.PROTECT, related_name="tenants")
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="tenants")
@@ -260,7 +278,7 @@ class Request(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     action = models.CharField(max_length=12, choices=Action.choices)
-    kind = models.CharField(max_length=12, choices=TenantKind.choices, default=TenantKind.NAMESPACE)
+    kind = models.CharField(max_length=20, choices=TenantKind.choices, default=TenantKind.NAMESPACE)
     name = models.CharField(max_length=63)
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="requests")
     tier = models.ForeignKey(Tier, on_delete=models.PROTECT, related_name="requests")

@@ -24,8 +24,8 @@ class WorkerConfig(AppConfig):
 
     def ready(self) -> None:
         from tenants import hooks
-        from worker import credentials, manifests
+        from worker import backends, credentials
 
-        hooks.register("manifest_preview", manifests.preview)
+        hooks.register("manifest_preview", backends.preview_yaml)
         hooks.register("issue_kubeconfig", _cluster_errors_as_domain(credentials.issue_kubeconfig))
         hooks.register("issue_merged_kubeconfig", _cluster_errors_as_domain(credentials.issue_merged_kubeconfig))

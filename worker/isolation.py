@@ -162,24 +162,53 @@ CHECKS = [
 ]
 
 
-def tenant_client(tenant: Any) -> Kube:
-    """A client holding the tenant's own (write) credentials, as the team would use them."""
-    admin = kube.for_cluster(tenant.cluster)
-    if tenant.cluster.access_mode == "oidc":
-        from worker.manifests import oidc_groups
+def is_cluster_admin_inside(k: Kube, t: Any) -> tuple[bool, str]:
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "probes.berth.dev"},
+           "spec": {"group": "berth.dev", "scope": "Namespaced", "names": {"plural": "probes", "singular": "probe", "kind": "Probe"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "berth-probe"},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}
+    try:
+        k.create(crd, dry_run=True)
+        k.create(role, dry_run=True)
+    except KubePermanentError as exc:
+        return False, f"not cluster-admin inside its virtual cluster: {exc}"
+    return True, "created a CustomResourceDefinition and a ClusterRole (dry run) inside its virtual cluster"
 
-        return admin.impersonating(user=f"berth-isolation-check@{tenant.namespace}", group=oidc_groups(tenant, tenant.cluster)[0][0])
-    token, _ = admin.request_token(namespace=tenant.namespace, service_account=manifests.TENANT_SA, lifetime_seconds=600)
-    return admin.with_token(token)
+
+def has_no_host_credentials(k: Kube, t: Any) -> tuple[bool, str]:
+    host = kube.for_cluster(t.cluster).with_token(k.bearer())
+    try:
+        host.list("Namespace")
+    except KubePermanentError as exc:
+        if exc.status in (401, 403):
+            return True, f"the host API server refused the tenant's token ({exc.status})"
+        raise
+    return False, "the tenant's token was ACCEPTED by the host API server"
 
 
-def run(tenant: Any) -> dict:
-    k = tenant_client(tenant)
-    checks = []
-    for check in CHECKS:
+def _on_host(check: Callable[[Kube, Any], tuple[bool, str]]) -> Callable[[Kube, Any], tuple[bool, str]]:
+    """Run a namespace check against the host namespace with the portal's own client."""
+    return lambda k, t: check(kube.for_cluster(t.cluster), t)
+
+
+VIRTUAL_CHECKS = [
+    Check("virtual-cluster-admin", "Is cluster-admin inside its virtual cluster", is_cluster_admin_inside),
+    Check("virtual-no-host-credentials", "Has no credentials for the host cluster", has_no_host_credentials),
+    Check("MTB-PL1-CC-FNS-1", "Host namespace has resource quotas and object limits", _on_host(quotas_present)),
+    Check("MTB-PL1-CC-NET-1", "Host namespace denies network connections by default", _on_host(default_deny)),
+]
+
+
+def report(client: Kube, tenant: Any, checks: list[Check]) -> dict:
+    """Run ``checks`` as ``client`` (the tenant's own identity) and say what passed."""
+    results = []
+    for check in checks:
         try:
-            passed, detail = check.run(k, tenant)
+            passed, detail = check.run(client, tenant)
         except KubePermanentError as exc:  # transient errors propagate: the task retries the whole report
             passed, detail = False, f"check could not run: {exc}"
-        checks.append({"id": check.id, "title": check.title, "passed": passed, "detail": detail[:1000]})
-    return {"passed": all(c["passed"] for c in checks), "checked_at": timezone.now().isoformat(), "checks": checks}
+        results.append({"id": check.id, "title": check.title, "passed": passed, "detail": detail[:1000]})
+    return {"passed": all(c["passed"] for c in results), "checked_at": timezone.now().isoformat(), "checks": results}

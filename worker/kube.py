@@ -160,6 +160,11 @@ class Kube:
         cfg.api_key_prefix = {}
         return Kube._build(cfg, self._timeout)
 
+    def bearer(self) -> str:
+        """The bearer token this client sends, or '' for certificate clients."""
+        value = (self._api.configuration.api_key or {}).get("authorization", "")
+        return value.removeprefix("Bearer ").strip()
+
     def impersonating(self, *, user: str, group: str) -> "Kube":
         """This identity impersonating ``user`` in ``group`` (needs impersonate rights, e.g. cluster admin)."""
         kube = Kube._build(copy.copy(self._api.configuration), self._timeout)

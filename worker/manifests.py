@@ -259,7 +259,3 @@ def namespace_tenant(tenant: Any, tier: Any, cluster: Any, facts: ClusterFacts |
 def to_yaml(objs: list[dict]) -> str:
     return yaml.safe_dump_all(objs, sort_keys=False, default_flow_style=False)
 
-
-def preview(tenant: Any, *, tier: Any = None) -> str:
-    """What approving would create, for the approver's page (no cluster facts: storage-class quotas may add more)."""
-    return to_yaml(namespace_tenant(tenant, tier or tenant.tier, tenant.cluster))

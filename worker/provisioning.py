@@ -10,15 +10,15 @@ import contextlib
 import logging
 import zlib
 from collections.abc import Iterator
-from typing import Any
 
 from django.db import connection
 
 from tenants import dispatch, services
 from tenants.errors import InvalidTransition
 from tenants.models import Tenant, TenantStatus
-from worker import kube, manifests
-from worker.kube import Kube, KubePermanentError, KubeTransientError
+from worker import isolation, kube
+from worker.backends import backend_for
+from worker.kube import KubePermanentError, KubeTransientError
 
 logger = logging.getLogger(__name__)
 S = TenantStatus
@@ -42,102 +42,6 @@ def tenant_lock(tenant_id: str) -> Iterator[bool]:
 
 def _load(tenant_id: str) -> Tenant | None:
     return Tenant.objects.select_related("tier", "cluster", "team").filter(pk=tenant_id).first()
-
-
-# --- The namespace backend ------------------------------------------------------------
-
-
-def cluster_facts(k: Kube) -> manifests.ClusterFacts:
-    return manifests.ClusterFacts(
-        storage_classes=tuple(sorted(o["metadata"]["name"] for o in k.list("StorageClass"))),
-        priority_classes=tuple(sorted(o["metadata"]["name"] for o in k.list("PriorityClass"))),
-    )
-
-
-def _is_subset(want: Any, have: Any) -> bool:
-    """True when every field we set is present with the same value on the server."""
-    if isinstance(want, dict):
-        return isinstance(have, dict) and all(_is_subset(v, have.get(k)) for k, v in want.items())
-    if isinstance(want, list):
-        return isinstance(have, list) and len(want) == len(have) and all(_is_subset(w, h) for w, h in zip(want, have))
-    return kube.same_value(want, have)
-
-
-def _drift(k: Kube, objs: list[dict]) -> list[str]:
-    """What is missing or was edited by hand, before we apply over it."""
-    repaired = []
-    for obj in objs:
-        meta = obj["metadata"]
-        live = k.get(obj["kind"], meta["name"], namespace=meta.get("namespace"))
-        name = f"{obj['kind']}/{meta['name']}"
-        if live is None:
-            repaired.append(f"{name} was missing")
-            continue
-        wanted = {key: value for key, value in obj.items() if key not in ("apiVersion", "kind", "metadata")}
-        if not _is_subset(wanted, live) or not _is_subset(meta.get("labels", {}), live["metadata"].get("labels", {})):
-            repaired.append(f"{name} was changed")
-    return repaired
-
-
-class NamespaceBackend:
-    """A namespace with quota, limits, network policies, RBAC and fairness."""
-
-    def render(self, tenant: Tenant, k: Kube) -> list[dict]:
-        return manifests.namespace_tenant(tenant, tenant.tier, tenant.cluster, cluster_facts(k))
-
-    def apply(self, tenant: Tenant, k: Kube, *, detect_drift: bool) -> list[str]:
-        objs = self.render(tenant, k)
-        repaired = _drift(k, objs) if detect_drift else []
-        k.apply(objs[:1])  # the Namespace first, so namespaced objects have a home
-        k.apply(objs[1:])
-        self._prune(tenant, k, objs)
-        return repaired
-
-    def _prune(self, tenant: Tenant, k: Kube, objs: list[dict]) -> None:
-        """Remove berth objects a tier change no longer wants (e.g. an ingress policy)."""
-        wanted = {(o["kind"], o["metadata"]["name"]) for o in objs}
-        selector = f"berth.dev/tenant-id={tenant.pk}"
-        for kind in ("NetworkPolicy", "ResourceQuota"):
-            for live in k.list(kind, namespace=tenant.namespace, label_selector=selector):
-                if (kind, live["metadata"]["name"]) not in wanted:
-                    k.delete(kind, live["metadata"]["name"], namespace=tenant.namespace)
-        if manifests.flow_schema(tenant, tenant.tier, tenant.cluster) is None:
-            k.delete("FlowSchema", manifests.flow_schema_name(tenant))
-
-    def is_ready(self, tenant: Tenant, k: Kube) -> bool:
-        ns = k.get("Namespace", tenant.namespace)
-        if not ns or (ns.get("status") or {}).get("phase") != "Active":
-            return False
-        quota = k.get("ResourceQuota", "berth-quota", namespace=tenant.namespace)
-        # The quota controller has observed the quota: it is enforced from here on.
-        return bool(quota and (quota.get("status") or {}).get("hard"))
-
-    def teardown(self, tenant: Tenant, k: Kube) -> bool:
-        """Start deleting; True once everything is really gone."""
-        k.delete("FlowSchema", manifests.flow_schema_name(tenant))
-        ns = k.get("Namespace", tenant.namespace)
-        if ns is None:
-            return True
-        if str(tenant.pk) != ns["metadata"].get("labels", {}).get("berth.dev/tenant-id"):
-            raise KubePermanentError(f"Namespace {tenant.namespace} is not this tenant's (labels differ); refusing to delete it.")
-        if not ns["metadata"].get("deletionTimestamp"):
-            k.delete("Namespace", tenant.namespace)
-        return False
-
-    def usage(self, tenant: Tenant, k: Kube) -> dict:
-        quota = k.get("ResourceQuota", "berth-quota", namespace=tenant.namespace) or {}
-        status = quota.get("status") or {}
-        return {"hard": status.get("hard", {}), "used": status.get("used", {})}
-
-
-BACKENDS = {"namespace": NamespaceBackend()}
-
-
-def backend_for(tenant: Tenant) -> NamespaceBackend:
-    try:
-        return BACKENDS[tenant.kind]
-    except KeyError:
-        raise KubePermanentError(f"No backend for {tenant.kind} tenants is enabled on this portal.") from None
 
 
 # --- Entry points used by the tasks -------------------------------------------------------
@@ -208,3 +112,13 @@ def refresh_usage(tenant_id: str) -> None:
     if tenant is None or tenant.status != S.READY:
         return
     services.tenant_record_usage(tenant=tenant, usage=backend_for(tenant).usage(tenant, kube.for_cluster(tenant.cluster)))
+
+
+def isolation_report(tenant_id: str) -> dict | None:
+    """The tenant's isolation report, checked with its own credentials; None unless it is ready."""
+    tenant = _load(tenant_id)
+    if tenant is None or tenant.status != S.READY:
+        return None
+    backend = backend_for(tenant)
+    host = kube.for_cluster(tenant.cluster)
+    return isolation.report(backend.isolation_client(tenant, host), tenant, backend.isolation_checks())

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from tenants import dispatch, selectors, services
 from tenants.models import Tenant, TenantStatus
-from worker import isolation, provisioning
+from worker import provisioning
 from worker.kube import KubeTransientError
 
 logger = logging.getLogger(__name__)
@@ -47,14 +47,13 @@ def decommission_tenant(self, tenant_id: str) -> str:
 
 @shared_task(name="worker.tasks.check_isolation", **TASK_OPTIONS)
 def check_isolation(self, tenant_id: str) -> bool | None:
-    tenant = Tenant.objects.select_related("tier", "cluster", "team").filter(pk=tenant_id, status=S.READY).first()
-    if tenant is None:
-        return None
     try:
-        report = isolation.run(tenant)
+        report = provisioning.isolation_report(tenant_id)
     except KubeTransientError as exc:
         raise _retry(self, exc) from None
-    services.tenant_record_isolation_report(tenant=tenant, report=report)
+    if report is None:
+        return None
+    services.tenant_record_isolation_report(tenant=Tenant.objects.get(pk=tenant_id), report=report)
     return report["passed"]
 
 

@@ -8,6 +8,7 @@ import re
 import runpy
 import shlex
 import subprocess
+import sys
 import tomllib
 
 import pytest
@@ -245,7 +246,7 @@ def test_gunicorn_accepts_the_config_and_loads_the_portal():
     """`gunicorn --check-config` with the web service's compose environment: config and app load."""
     web = compose_config()["services"]["web"]
     env = clean_env(compose_env_on_this_machine(web))
-    done = subprocess.run([os.path.join(os.path.dirname(os.sys.executable), "gunicorn"), "--check-config",
+    done = subprocess.run([os.path.join(os.path.dirname(sys.executable), "gunicorn"), "--check-config",
                            "--config", str(GUNICORN_CONF)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
 

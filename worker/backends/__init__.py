@@ -1,0 +1,26 @@
+"""Tenancy backends by tenant kind. A kind is offered only where a cluster lists it in ``kinds``."""
+from __future__ import annotations
+
+from typing import Any
+
+from worker.backends.base import Access, Backend
+from worker.backends.namespace import NamespaceBackend
+from worker.kube import KubePermanentError
+from worker.manifests import to_yaml
+
+BACKENDS: dict[str, Backend] = {b.kind: b for b in (NamespaceBackend(),)}
+
+
+def backend_for(tenant: Any) -> Backend:
+    try:
+        return BACKENDS[tenant.kind]
+    except KeyError:
+        raise KubePermanentError(f"No backend for {tenant.kind} tenants is installed in this portal.") from None
+
+
+def preview_yaml(tenant: Any, *, tier: Any = None) -> str:
+    """What approving would create, for the approver's page (without live cluster facts)."""
+    return to_yaml(backend_for(tenant).preview(tenant, tier or tenant.tier))
+
+
+__all__ = ["Access", "Backend", "BACKENDS", "backend_for", "preview_yaml"]
