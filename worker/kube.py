@@ -74,6 +74,16 @@ KINDS: dict[str, Kind] = {
     "PriorityClass": Kind("scheduling.k8s.io/v1", "priorityclasses", False),
     "StorageClass": Kind("storage.k8s.io/v1", "storageclasses", False),
     "CustomResourceDefinition": Kind("apiextensions.k8s.io/v1", "customresourcedefinitions", False),
+    # Virtual-cluster backends' custom resources (installed on the host by the platform admin).
+    "HelmRepository": Kind("source.toolkit.fluxcd.io/v1", "helmrepositories", True),
+    "HelmRelease": Kind("helm.toolkit.fluxcd.io/v2", "helmreleases", True),
+    "Cluster": Kind("cluster.x-k8s.io/v1beta1", "clusters", True),
+    "VCluster": Kind("infrastructure.cluster.x-k8s.io/v1alpha1", "vclusters", True),
+    "VirtualCluster": Kind("tenancy.x-k8s.io/v1alpha1", "virtualclusters", True),
+    "ClusterVersion": Kind("tenancy.x-k8s.io/v1alpha1", "clusterversions", False),
+    "HostedCluster": Kind("hypershift.openshift.io/v1beta1", "hostedclusters", True),
+    "NodePool": Kind("hypershift.openshift.io/v1beta1", "nodepools", True),
+    "Workspace": Kind("tenancy.kcp.io/v1alpha1", "workspaces", False),
 }
 
 
