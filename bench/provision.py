@@ -144,8 +144,10 @@ def seed(cp: ControlPlane, total_tenants: int) -> dict[str, Any]:
 class Worker:
     """`celery -A portal worker` in its own session, logging to a file."""
 
-    def __init__(self, env: dict[str, str], log_path: Path, *, pool: str = "threads", hub_tick: float = 0.0):
+    def __init__(self, env: dict[str, str], log_path: Path, *, pool: str = "threads", hub_tick: float = 0.0,
+                 heartbeat: bool = False):
         self.log_path = log_path
+        self.heartbeat = heartbeat
         self.env = {**os.environ, **env, "PYTHONPATH": str(ROOT), "LOG_LEVEL": "INFO"}
         self.pool = pool
         self.app = "portal"
@@ -158,7 +160,8 @@ class Worker:
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", self.app, "worker", f"--pool={self.pool}", f"--concurrency={WORKER_CONCURRENCY}",
-             "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO", "-n", f"bench-{os.getpid()}@%h"],
+             "--without-gossip", "--without-mingle", *([] if self.heartbeat else ["--without-heartbeat"]),
+             "-l", "INFO", "-n", f"bench-{os.getpid()}@%h"],
             cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )
         deadline = time.monotonic() + timeout
@@ -444,6 +447,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pool", choices=["threads", "prefork"], default="threads", help="worker pool (default threads)")
     parser.add_argument("--hub-tick", type=float, default=0.0, metavar="S",
                         help="experiment: wake the worker's event loop every S seconds (bench/tick_app.py; celery#6941)")
+    parser.add_argument("--with-heartbeat", action="store_true",
+                        help="start the worker without --without-heartbeat (as devcluster/demo.py and docker-compose do)")
     parser.add_argument("--keep-logs", action="store_true", help="keep the worker log and rendered files (path printed)")
     args = parser.parse_args(argv)
     sizes = "1,10" if args.quick else args.sizes
@@ -493,7 +498,8 @@ def main(argv: list[str] | None = None) -> int:
         ctx = seed(cp, total)
 
         t = time.monotonic()
-        worker = Worker(env, work_dir / "celery-worker.log", pool=args.pool, hub_tick=args.hub_tick)
+        worker = Worker(env, work_dir / "celery-worker.log", pool=args.pool, hub_tick=args.hub_tick,
+                        heartbeat=args.with_heartbeat)
         stack.callback(worker.stop)
         worker.start()
         setup["celery worker"] = time.monotonic() - t
@@ -542,6 +548,7 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print("Berth provisioning benchmark")
         tick = f", event-loop tick {args.hub_tick}s (bench/tick_app.py)" if args.hub_tick > 0 else ""
+        tick += ", heartbeat on" if args.with_heartbeat else ", --without-heartbeat"
         print(f"machine: {os.cpu_count()} CPUs; worker: celery {args.pool} x{WORKER_CONCURRENCY}{tick}; tier: {TIER} (approval needed)")
         print("set-up: " + ", ".join(f"{k} {v:.1f}s" for k, v in setup.items()))
         print()

@@ -1,0 +1,107 @@
+"""The pure renderer: what a namespace tenant gets, as a function of tenant, tier and cluster."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from tests.fixtures import seeded_tier
+from worker import manifests
+from worker.manifests import ClusterFacts
+
+pytestmark = pytest.mark.django_db
+
+
+def _tenant(tier, *, access_mode="token", ingress_namespace="", prefix="") -> SimpleNamespace:
+    cluster = SimpleNamespace(name="dev", access_mode=access_mode, ingress_namespace=ingress_namespace,
+                              oidc_groups_prefix="oidc:", namespace_prefix=prefix)
+    team = SimpleNamespace(slug="team-a", oidc_group="team-a")
+    return SimpleNamespace(pk="00000000-0000-0000-0000-000000000001", name="web", namespace=prefix + "web", team=team,
+                           tier=tier, cluster=cluster, purpose="shop")
+
+
+def _by_kind_name(objs):
+    return {(o["kind"], o["metadata"]["name"]): o for o in objs}
+
+
+def test_every_object_is_labelled_as_berths_and_the_namespace_comes_first():
+    tier = seeded_tier("medium")
+    objs = manifests.namespace_tenant(_tenant(tier), tier, _tenant(tier).cluster)
+    assert objs[0]["kind"] == "Namespace"
+    for obj in objs:
+        labels = obj["metadata"]["labels"]
+        assert labels["app.kubernetes.io/managed-by"] == "berth"
+        assert labels["berth.dev/tenant-id"] == "00000000-0000-0000-0000-000000000001"
+
+
+def test_pod_security_and_node_pool_come_from_the_tier():
+    tier = seeded_tier("large")
+    ns = manifests.namespace(_tenant(tier), tier)
+    for mode in ("enforce", "audit", "warn"):
+        assert ns["metadata"]["labels"][f"pod-security.kubernetes.io/{mode}"] == tier.pod_security_level
+    assert ns["metadata"]["annotations"]["scheduler.alpha.kubernetes.io/node-selector"] == "berth.dev/pool=dedicated"
+    small = seeded_tier("small")
+    assert "scheduler.alpha.kubernetes.io/node-selector" not in manifests.namespace(_tenant(small), small)["metadata"]["annotations"]
+
+
+def test_quota_forbids_node_ports_and_disallowed_storage_and_priority_classes():
+    tier = seeded_tier("large")
+    tier.allowed_storage_classes = ["fast"]
+    facts = ClusterFacts(storage_classes=("fast", "slow"), priority_classes=("berth-high", "batch", "system-node-critical"))
+    quota, priority = manifests.resource_quotas(_tenant(tier), tier, facts)
+    hard = quota["spec"]["hard"]
+    assert hard["services.nodeports"] == "0"
+    assert hard["limits.cpu"] == "32000m" and hard["requests.memory"] == "32768Mi"
+    assert hard["slow.storageclass.storage.k8s.io/requests.storage"] == "0"
+    assert "fast.storageclass.storage.k8s.io/requests.storage" not in hard
+    values = priority["spec"]["scopeSelector"]["matchExpressions"][0]["values"]
+    assert values == ["batch", "system-cluster-critical", "system-node-critical"]  # berth-high is allowed by the tier
+
+
+def test_network_policies_deny_by_default_and_open_ingress_only_when_configured():
+    tier = seeded_tier("medium")
+    plain = _by_kind_name(manifests.network_policies(_tenant(tier), tier, _tenant(tier).cluster))
+    deny = plain[("NetworkPolicy", "berth-default-deny")]["spec"]
+    assert deny == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    assert ("NetworkPolicy", "berth-allow-ingress-controller") not in plain
+    with_ingress = _tenant(tier, ingress_namespace="ingress-nginx")
+    opened = _by_kind_name(manifests.network_policies(with_ingress, tier, with_ingress.cluster))
+    rule = opened[("NetworkPolicy", "berth-allow-ingress-controller")]["spec"]["ingress"][0]["from"][0]
+    assert rule["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "ingress-nginx"}
+
+
+def test_tenant_role_cannot_escalate_or_touch_quotas_or_rbac():
+    tier = seeded_tier("small")
+    role = manifests.tenant_role(_tenant(tier), tier)
+    for rule in role["rules"]:
+        assert not {"escalate", "bind", "impersonate", "*"} & set(rule["verbs"])
+        writes = set(rule["verbs"]) - set(manifests.READ_VERBS)
+        if writes:
+            assert not {"resourcequotas", "limitranges", "roles", "rolebindings", "networkpolicies", "serviceaccounts/token"} & set(rule["resources"])
+        if "namespaces" in rule["resources"]:
+            assert rule["verbs"] == ["get"] and rule["resourceNames"] == ["web"]
+
+
+def test_token_mode_binds_service_accounts_and_oidc_mode_binds_the_teams_groups():
+    tier = seeded_tier("small")
+    token = _by_kind_name(manifests.access(_tenant(tier), tier, _tenant(tier).cluster))
+    assert token[("RoleBinding", "berth-tenant")]["subjects"] == [{"kind": "ServiceAccount", "name": "berth-tenant", "namespace": "web"}]
+    assert ("ServiceAccount", "berth-viewer") in token
+    oidc_tenant = _tenant(tier, access_mode="oidc")
+    oidc = _by_kind_name(manifests.access(oidc_tenant, tier, oidc_tenant.cluster))
+    assert not any(kind == "ServiceAccount" for kind, _ in oidc)
+    assert [s["name"] for s in oidc[("RoleBinding", "berth-tenant")]["subjects"]] == ["oidc:team-a", "oidc:team-a:owner"]
+    assert [s["name"] for s in oidc[("RoleBinding", "berth-viewer")]["subjects"]] == ["oidc:team-a:viewer"]
+
+
+def test_flow_schema_only_when_the_tier_sets_a_fairness_level():
+    small, medium = seeded_tier("small"), seeded_tier("medium")
+    schema = manifests.flow_schema(_tenant(small), small, _tenant(small).cluster)
+    assert schema["spec"]["priorityLevelConfiguration"] == {"name": "workload-low"}
+    assert manifests.flow_schema(_tenant(medium), medium, _tenant(medium).cluster) is None
+
+
+def test_rendering_is_deterministic():
+    tier = seeded_tier("medium")
+    first = manifests.to_yaml(manifests.namespace_tenant(_tenant(tier), tier, _tenant(tier).cluster))
+    assert first == manifests.to_yaml(manifests.namespace_tenant(_tenant(tier), tier, _tenant(tier).cluster))
