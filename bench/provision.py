@@ -285,12 +285,21 @@ def _rename(value: Any, old: str, new: str) -> Any:
     return value
 
 
+def _cluster_facts(k: Any) -> Any:
+    """The live facts the namespace backend renders with (its home moved into worker.backends)."""
+    try:
+        from worker.backends.namespace import cluster_facts
+    except ImportError:
+        from worker.provisioning import cluster_facts
+    return cluster_facts(k)
+
+
 def render_for_kubectl(ctx: dict, tenant_ids: list[str], batch: int, out_dir: Path) -> list[Path]:
     """The same objects the worker applied, moved into a fresh namespace per tenant."""
     from tenants.models import Tenant
-    from worker import kube, manifests, provisioning
+    from worker import kube, manifests
 
-    facts = provisioning.cluster_facts(kube.for_cluster(ctx["cluster"]))
+    facts = _cluster_facts(kube.for_cluster(ctx["cluster"]))
     files = []
     tenants = Tenant.objects.select_related("tier", "cluster", "team").filter(pk__in=tenant_ids).order_by("name")
     for i, tenant in enumerate(tenants):
@@ -460,7 +469,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    # SIGINT too: a shell starts background jobs with SIGINT ignored, and `kill -INT` would then be lost.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _raise_keyboard_interrupt)
     began = time.monotonic()
     work_dir = Path(tempfile.mkdtemp(prefix="berth-bench-"))

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "tenants.middleware.HealthzMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "tenants.middleware.RequestIdMiddleware",
@@ -134,7 +135,7 @@ OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS = env.int("OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS
 OIDC_AUTH_REQUEST_EXTRA_PARAMS = {"prompt": "login consent"} if env.bool("OIDC_FORCE_LOGIN", default=False) else {}
 OIDC_CALLBACK_CLASS = "tenants.auth.AuditedCallbackView"
 OIDC_AUTHENTICATE_CLASS = "mozilla_django_oidc.views.OIDCAuthenticationRequestView"
-OIDC_EXEMPT_URLS = ["login", "logout", "healthz", r"^/api/"]
+OIDC_EXEMPT_URLS = ["login", "logout", r"^/api/"]
 # Groups claim values that make a platform role; teams come from groups with this prefix.
 BERTH_ADMIN_GROUPS = env.list("BERTH_ADMIN_GROUPS", default=["berth-admins"])
 BERTH_APPROVER_GROUPS = env.list("BERTH_APPROVER_GROUPS", default=["berth-approvers"])
@@ -154,7 +155,6 @@ SECURE_HSTS_PRELOAD = not DEBUG
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],

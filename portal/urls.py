@@ -1,15 +1,8 @@
 from django.contrib import admin
-from django.http import HttpResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-
-def healthz(request):
-    return HttpResponse("ok", content_type="text/plain")
-
-
 urlpatterns = [
-    path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("oidc/", include("mozilla_django_oidc.urls")),
     path("api/v1/", include("tenants.api.urls")),

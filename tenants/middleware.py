@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 import uuid
 
+from django.http import HttpResponse
 from mozilla_django_oidc.middleware import SessionRefresh
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -28,3 +29,15 @@ class OidcSessionRefresh(SessionRefresh):
         if not request.session.get("oidc_id_token_expiration"):
             return False  # a session not made by OIDC (e.g. a test's force_login)
         return super().is_refreshable_url(request)
+
+
+class HealthzMiddleware:
+    """Answers /healthz first, before host validation: probes use whatever Host header they like."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if request.path == "/healthz" and request.method in ("GET", "HEAD"):
+            return HttpResponse("ok", content_type="text/plain")
+        return self.get_response(request)

@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from tenants.api import views
+from tenants.api import schema, views  # noqa: F401  (schema: registers the auth extensions)
 
 router = DefaultRouter(trailing_slash=True)
 router.register("teams", views.TeamViewSet, basename="api-team")

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from tenants import selectors, services
+from tenants import models, selectors, services
 from tenants.api import serializers as s
 from tenants.api.errors import to_api_exception
 from tenants.api.filters import AuditEventFilter, RequestFilter, TenantFilter
@@ -53,6 +53,15 @@ def field_error(field: str, message: str) -> serializers.ValidationError:
 
 
 class BerthViewSet(viewsets.GenericViewSet):
+    schema_model: type | None = None
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # OpenAPI generation: there is no caller to scope to
+            return self.schema_model.objects.none()
+        return self.scoped_queryset()
+
+    def scoped_queryset(self):
+        raise NotImplementedError
     throttle_classes = [WriteThrottle]
     throttle_scope = "writes"
 
@@ -74,7 +83,9 @@ class MeView(APIView):
 class TeamViewSet(mixins.ListModelMixin, BerthViewSet):
     serializer_class = s.TeamSerializer
 
-    def get_queryset(self):
+    schema_model = models.Team
+
+    def scoped_queryset(self):
         teams = self.for_token_team(selectors.teams_visible_to(user=self.request.user), lookup="pk")
         return selectors.with_allocation(teams)
 
@@ -82,14 +93,18 @@ class TeamViewSet(mixins.ListModelMixin, BerthViewSet):
 class TierViewSet(mixins.ListModelMixin, BerthViewSet):
     serializer_class = s.TierSerializer
 
-    def get_queryset(self):
+    schema_model = models.Tier
+
+    def scoped_queryset(self):
         return selectors.tiers_available()
 
 
 class ClusterViewSet(mixins.ListModelMixin, BerthViewSet):
     serializer_class = s.ClusterSerializer
 
-    def get_queryset(self):
+    schema_model = models.Cluster
+
+    def scoped_queryset(self):
         return selectors.clusters_available()
 
 
@@ -97,7 +112,9 @@ class RequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthView
     serializer_class = s.RequestSerializer
     filterset_class = RequestFilter
 
-    def get_queryset(self):
+    schema_model = models.Request
+
+    def scoped_queryset(self):
         return self.for_token_team(selectors.requests_visible_to(user=self.request.user))
 
     @extend_schema(
@@ -151,7 +168,9 @@ class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthViewS
     serializer_class = s.TenantSerializer
     filterset_class = TenantFilter
 
-    def get_queryset(self):
+    schema_model = models.Tenant
+
+    def scoped_queryset(self):
         return self.for_token_team(selectors.tenants_visible_to(user=self.request.user))
 
     @extend_schema(request=s.DecommissionSerializer, responses=s.TenantSerializer)
@@ -210,7 +229,9 @@ class AuditEventViewSet(mixins.ListModelMixin, BerthViewSet):
     serializer_class = s.AuditEventSerializer
     filterset_class = AuditEventFilter
 
-    def get_queryset(self):
+    schema_model = models.AuditEvent
+
+    def scoped_queryset(self):
         return self.for_token_team(selectors.audit_events_visible_to(user=self.request.user))
 
     @extend_schema(filters=True, responses={(200, "text/csv"): str})
@@ -229,7 +250,9 @@ class ApiTokenCreateSerializer(serializers.Serializer):
 class ApiTokenViewSet(mixins.ListModelMixin, BerthViewSet):
     serializer_class = s.ApiTokenSerializer
 
-    def get_queryset(self):
+    schema_model = models.ApiToken
+
+    def scoped_queryset(self):
         return self.for_token_team(selectors.api_tokens_of(user=self.request.user))
 
     @extend_schema(request=ApiTokenCreateSerializer, responses={201: s.ApiTokenSerializer})

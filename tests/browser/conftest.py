@@ -56,26 +56,30 @@ def chromium() -> Iterator[Browser]:
 
 
 @pytest.fixture(scope="session")
-def _session_refresh_exempt_urls_fixed() -> Iterator[None]:
-    """WORKAROUND for a portal defect; remove with the xfail in test_sign_in.py once portal/settings.py is fixed.
+def _live_server(request: pytest.FixtureRequest):
+    """pytest-django's ``live_server``, started with a WORKAROUND for a portal defect.
 
     portal/settings.py lists the regex ``r"^/api/"`` in OIDC_EXEMPT_URLS as a plain string, which
     mozilla-django-oidc takes for a URL name: SessionRefresh calls ``reverse("^/api/")`` on the first
     GET of any OIDC-signed-in session and every page answers 500 (NoReverseMatch). Compiled, the
-    pattern works as intended. The middleware reads the setting once, when the live server starts,
-    so this must be in place before ``live_server`` (``portal`` asks for it first).
-    A no-op once the setting holds ``re.compile(...)`` itself.
+    pattern works as intended. The middleware reads the setting once, when the server's handler is
+    built, so the compiled pattern is in place only while the server starts; nothing else sees it.
+    A no-op once the setting holds ``re.compile(...)``; remove it with the xfail in test_sign_in.py.
+    (Asked for by name here, ``live_server`` escapes pytest-django's per-test helper, which adds
+    127.0.0.1 to ALLOWED_HOSTS, already there, and transactional_db, which every browser test marks.)
     """
     from django.conf import settings
 
     shipped = settings.OIDC_EXEMPT_URLS
     settings.OIDC_EXEMPT_URLS = [re.compile(u) if isinstance(u, str) and u.startswith("^") else u for u in shipped]
-    yield
-    settings.OIDC_EXEMPT_URLS = shipped
+    try:
+        return request.getfixturevalue("live_server")
+    finally:
+        settings.OIDC_EXEMPT_URLS = shipped
 
 
 @pytest.fixture
-def portal(_session_refresh_exempt_urls_fixed, chromium: Browser, live_server, settings, oidc_provider) -> Iterator[Portal]:
+def portal(chromium: Browser, _live_server, settings, oidc_provider) -> Iterator[Portal]:
     """The portal on a live server, signing in at the session's OIDC provider (settings from ``portal_env()``).
 
     A page that breaks the Content-Security-Policy (blocked script, style or form target) fails the test.
@@ -98,7 +102,7 @@ def portal(_session_refresh_exempt_urls_fixed, chromium: Browser, live_server, s
     csp["DIRECTIVES"]["form-action"] = ["'self'", env["OIDC_OP_ISSUER"]]
     settings.CONTENT_SECURITY_POLICY = csp
 
-    portal = Portal(url=live_server.url, issuer=env["OIDC_OP_ISSUER"], browser=chromium)
+    portal = Portal(url=_live_server.url, issuer=env["OIDC_OP_ISSUER"], browser=chromium)
     try:
         yield portal
     finally:
