@@ -9,20 +9,16 @@ from __future__ import annotations
 import csv
 import io
 import re
-import warnings
 from pathlib import Path
 
 import pytest
 import yaml
 from playwright.sync_api import Page, expect
 
-from tenants.models import Request, Tenant
+from tenants.models import AuditEvent, Request, Tenant
 from tests.browser.support import PROVISIONING_TIMEOUT_MS, Portal, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.cluster, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-KUBECONFIG_LIFETIME_SECONDS = 900
-
 
 def _ask_for_medium_namespace(page: Page, name: str) -> None:
     page.get_by_role("link", name="Request a tenant").click()
@@ -39,25 +35,14 @@ def _ask_for_medium_namespace(page: Page, name: str) -> None:
     form.get_by_role("button", name="Submit request").click()
 
 
-def _kubeconfig(page: Page, tenant_id: str, path: Path) -> Path:
-    """The tenant page's download if it has one; else what such a button would do: POST with the session and CSRF token."""
-    download_control = page.get_by_role("link", name=re.compile("kubeconfig", re.I)).or_(
-        page.get_by_role("button", name=re.compile("kubeconfig", re.I)))
-    if download_control.count():
-        with page.expect_download() as download:
-            download_control.first.click()
-        download.value.save_as(path)
-        return path
-    warnings.warn("templates/pages/tenant_detail.html has no kubeconfig download; used the API with the browser session")
-    token = page.locator("input[name=csrfmiddlewaretoken]").first.input_value()
-    response = page.request.post(
-        f"{page.url.split('/tenants/')[0]}/api/v1/tenants/{tenant_id}/kubeconfig/",
-        headers={"X-CSRFToken": token, "Referer": page.url},
-        data={"lifetime_seconds": KUBECONFIG_LIFETIME_SECONDS},
-    )
-    assert response.status == 200, response.text()
-    assert response.headers["cache-control"] == "no-store"
-    path.write_bytes(response.body())
+def _download_kubeconfig(page: Page, folder: Path) -> Path:
+    """The tenant page's "Download kubeconfig", as alice would use it."""
+    access = page.get_by_role("region", name="Access")
+    access.get_by_label("Valid for").select_option(label="1 hour")
+    with page.expect_download() as download:
+        access.get_by_role("button", name="Download kubeconfig").click()
+    path = folder / download.value.suggested_filename
+    download.value.save_as(path)
     return path
 
 
@@ -117,9 +102,13 @@ def test_alice_asks_carol_approves_the_worker_provisions_and_everyone_sees_only_
     usage.scroll_into_view_if_needed()
     screenshot(alice, "tenant-detail-quota")
 
-    kubeconfig = _kubeconfig(alice, tenant_id, tmp_path / "alice.kubeconfig")
+    kubeconfig = _download_kubeconfig(alice, tmp_path)
+    assert kubeconfig.name == f"{live_cluster.name}-{tenant.namespace}.kubeconfig.yaml"
     config = yaml.safe_load(kubeconfig.read_text())
     assert config["contexts"][0]["context"]["namespace"] == tenant.namespace
+    issued = AuditEvent.objects.get(action="tenant.kubeconfig_issued", object_id=tenant_id)
+    assert issued.actor.username == "alice" and issued.after["lifetime_seconds"] == 3600
+    assert config["users"][0]["user"]["token"] not in str(AuditEvent.objects.values_list("before", "after"))
 
     def can_i(*args: str) -> str:
         return kubectl("auth", "can-i", *args, kubeconfig=kubeconfig).stdout.strip()

@@ -1,0 +1,75 @@
+"""The periodic sweep: re-sends lost work, reminds owners before expiry, decommissions expired tenants."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.core import mail
+from django.utils import timezone
+
+from tenants import dispatch, services
+from tenants.models import AuditEvent, Request, Tenant
+from worker.tasks import reconcile, sweep
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def approved(alice, carol, team_a, medium, cluster, dispatched) -> Tenant:
+    req = services.request_submit(actor=alice, action=Request.Action.CREATE, team=team_a, tier=medium, cluster=cluster, name="lost")
+    services.request_approve(request=req, actor=carol)
+    dispatched.clear()
+    return Tenant.objects.get(pk=req.tenant_id)
+
+
+def _age(tenant: Tenant, **delta) -> None:
+    Tenant.objects.filter(pk=tenant.pk).update(status_changed_at=timezone.now() - dt.timedelta(**delta))
+
+
+def test_sweep_resends_work_for_tenants_stuck_in_approved_but_not_fresh_ones(approved, dispatched, settings):
+    settings.BERTH_STUCK_AFTER_SECONDS = 90
+    assert sweep()["provision"] == 0  # just approved: its own job may still be on the way
+    _age(approved, minutes=5)
+    assert sweep()["provision"] == 1
+    assert dispatched == [(dispatch.PROVISION, (str(approved.pk),))]
+
+
+def test_sweep_resends_decommission_for_tenants_stuck_decommissioning(approved, alice, dispatched):
+    tenant = services.tenant_mark_provisioning(tenant=approved)
+    tenant = services.tenant_mark_ready(tenant=tenant, applied_generation=1)
+    services.tenant_decommission(tenant=tenant, actor=alice)
+    dispatched.clear()
+    _age(tenant, minutes=5)
+    assert sweep()["decommission"] == 1
+    assert dispatched == [(dispatch.DECOMMISSION, (str(tenant.pk),))]
+
+
+def test_owners_are_reminded_once_before_expiry(approved, settings):
+    settings.BERTH_EXPIRY_REMINDER_DAYS = 7
+    tenant = services.tenant_mark_ready(tenant=services.tenant_mark_provisioning(tenant=approved), applied_generation=1)
+    Tenant.objects.filter(pk=tenant.pk).update(expires_at=timezone.now() + dt.timedelta(days=3))
+    mail.outbox.clear()
+    assert sweep()["reminded"] == 1
+    assert sweep()["reminded"] == 0
+    assert len(mail.outbox) == 1 and "alice@example.test" in mail.outbox[0].to and "expires" in mail.outbox[0].subject
+    assert AuditEvent.objects.filter(action="tenant.expiry_reminded", object_id=str(tenant.pk)).count() == 1
+
+
+def test_expired_tenants_are_decommissioned_by_the_sweep(approved, dispatched):
+    tenant = services.tenant_mark_ready(tenant=services.tenant_mark_provisioning(tenant=approved), applied_generation=1)
+    Tenant.objects.filter(pk=tenant.pk).update(expires_at=timezone.now() - dt.timedelta(minutes=1))
+    dispatched.clear()
+    assert sweep()["expired"] == 1
+    tenant.refresh_from_db()
+    assert tenant.status == "decommissioning" and tenant.status_reason == "Expired."
+    assert dispatched == [(dispatch.DECOMMISSION, (str(tenant.pk),))]
+    event = AuditEvent.objects.get(action="tenant.decommission", object_id=str(tenant.pk))
+    assert event.actor is None and event.actor_name == "system"
+
+
+def test_reconcile_resends_every_ready_tenant_and_nothing_else(approved, dispatched):
+    assert reconcile() == 0
+    tenant = services.tenant_mark_ready(tenant=services.tenant_mark_provisioning(tenant=approved), applied_generation=1)
+    dispatched.clear()
+    assert reconcile() == 1
+    assert dispatched == [(dispatch.PROVISION, (str(tenant.pk),))]
