@@ -41,8 +41,10 @@ class TierAdmin(admin.ModelAdmin):
         if not change:
             super().save_model(request, obj, form, change)
             return
-        changes = {name: form.cleaned_data[name] for name in form.changed_data}
-        services.tier_update(tier=Tier.objects.get(pk=obj.pk), actor=request.user, changes=changes, ctx=AuditContext.from_http(request))
+        stored = Tier.objects.get(pk=obj.pk)
+        # Forms report JSON fields as changed when only their text differs; audit real changes only.
+        changes = {name: form.cleaned_data[name] for name in form.changed_data if form.cleaned_data[name] != getattr(stored, name)}
+        services.tier_update(tier=stored, actor=request.user, changes=changes, ctx=AuditContext.from_http(request))
         self.message_user(request, "Tier saved; live tenants on it will be re-applied.", messages.INFO)
 
 

@@ -567,6 +567,8 @@ def tier_update(*, tier: Tier, actor: User, changes: dict, ctx: AuditContext = S
     """Edit a tier and re-apply it to every live tenant on it."""
     if not actor.is_platform_admin:
         raise Forbidden("Only platform admins edit tiers.")
+    if not changes:
+        return tier
     before = {k: getattr(tier, k) for k in changes}
     for key, value in changes.items():
         setattr(tier, key, value)

@@ -245,11 +245,19 @@ def flow_schema(tenant: Any, tier: Any, cluster: Any) -> dict | None:
     }
 
 
-def namespace_tenant(tenant: Any, tier: Any, cluster: Any, facts: ClusterFacts | None = None) -> list[dict]:
-    """Every object of a namespace tenant, the Namespace first."""
+def namespace_tenant(tenant: Any, tier: Any, cluster: Any, facts: ClusterFacts | None = None, *,
+                     team_access: bool = True) -> list[dict]:
+    """Every object of a namespace tenant, the Namespace first.
+
+    ``team_access=False`` leaves out the team's Roles, ServiceAccounts, bindings and FlowSchema: the
+    host side of a virtual cluster, where the team must hold no credentials at all.
+    """
     facts = facts or ClusterFacts()
     objs = [namespace(tenant, tier), *resource_quotas(tenant, tier, facts), limit_range(tenant, tier),
-            *network_policies(tenant, tier, cluster), *access(tenant, tier, cluster)]
+            *network_policies(tenant, tier, cluster)]
+    if not team_access:
+        return objs
+    objs += access(tenant, tier, cluster)
     fs = flow_schema(tenant, tier, cluster)
     if fs:
         objs.append(fs)

@@ -53,7 +53,7 @@ class Settings:
         if allowed and value not in allowed:
             raise self.error(f"{self.where(key)} is {value!r}; choose one of {', '.join(allowed)}")
         if pattern is not None and not pattern.fullmatch(value):
-            raise self.error(f"{self.where(key)} {value!r} is not a valid name{hint}")
+            raise self.error(f"{self.where(key)} {value!r} is not valid{hint}")
         return value
 
     def counts(self, key: str, *, maximum: int) -> dict[str, int]:

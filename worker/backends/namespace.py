@@ -47,11 +47,15 @@ class NamespaceBackend(Backend):
 
     kind = "namespace"
 
+    def __init__(self, *, team_access: bool = True):
+        # False for the host side of a virtual cluster: no team Roles, ServiceAccounts or bindings on the host.
+        self.team_access = team_access
+
     def preview(self, tenant: Any, tier: Any) -> list[dict]:
-        return manifests.namespace_tenant(tenant, tier, tenant.cluster)
+        return manifests.namespace_tenant(tenant, tier, tenant.cluster, team_access=self.team_access)
 
     def render(self, tenant: Tenant, k: Kube) -> list[dict]:
-        return manifests.namespace_tenant(tenant, tenant.tier, tenant.cluster, cluster_facts(k))
+        return manifests.namespace_tenant(tenant, tenant.tier, tenant.cluster, cluster_facts(k), team_access=self.team_access)
 
     def apply(self, tenant: Tenant, k: Kube, *, detect_drift: bool) -> list[str]:
         objs = self.render(tenant, k)
@@ -69,7 +73,7 @@ class NamespaceBackend(Backend):
             for live in k.list(kind, namespace=tenant.namespace, label_selector=selector):
                 if (kind, live["metadata"]["name"]) not in wanted:
                     k.delete(kind, live["metadata"]["name"], namespace=tenant.namespace)
-        if manifests.flow_schema(tenant, tenant.tier, tenant.cluster) is None:
+        if not self.team_access or manifests.flow_schema(tenant, tenant.tier, tenant.cluster) is None:
             k.delete("FlowSchema", manifests.flow_schema_name(tenant))
 
     def is_ready(self, tenant: Tenant, k: Kube) -> bool:

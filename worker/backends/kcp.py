@@ -1,0 +1,155 @@
+"""kcp tenants: a Workspace under a configured parent workspace.
+
+Here the registered Cluster *is* the kcp server: its API URL is the parent
+workspace's URL (kcp serves it at ``…/clusters/<parent path>``) and its
+credential a kubeconfig allowed to create workspaces there. Berth creates a
+Workspace (cluster-scoped in the parent); kcp schedules it, sets ``spec.URL`` and
+reports ``status.phase: Ready``. The worker reaches the new workspace with the same
+credential at ``spec.URL`` (kcp authenticates it in every workspace), creates the
+tenant's ServiceAccounts inside, and tenants get short-lived tokens for those at
+``spec.URL``.
+
+kcp runs no pods, so there is no host namespace, quota or network policy: none
+is created, and the isolation report checks what matters for a workspace.
+
+Settings, ``Cluster.virtual_config["kcp"]``:
+  parent_workspace  the parent's logical path, e.g. root:teams (required)
+  workspace_type    the WorkspaceType, e.g. universal (default) or root:universal (path:name)
+"""
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from worker import isolation, kube, manifests
+from worker.backends.adapters import Settings, apply_custom_resources, delete_until_gone
+from worker.backends.virtual import VirtualClusterBackend, inside_objects, with_server
+from worker.kube import Kube, KubePermanentError
+
+KIND = "kcp"
+API_VERSION = "tenancy.kcp.io/v1alpha1"
+OPERATOR = "kcp (register the kcp server itself, at the parent workspace's URL, as this cluster)"
+LOGICAL_PATH = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(:[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+KCP_CHECKS = [
+    isolation.Check("virtual-cluster-admin", "Is cluster-admin inside its kcp workspace", isolation.is_cluster_admin_inside),
+    isolation.Check("virtual-no-host-credentials", "Has no credentials for the parent workspace", isolation.has_no_host_credentials),
+]
+
+
+@dataclass(frozen=True)
+class KcpSettings:
+    parent_workspace: str
+    workspace_type: str = "universal"
+
+    @classmethod
+    def of(cls, cluster: Any) -> KcpSettings:
+        s = Settings(cluster, KIND, known=("parent_workspace", "workspace_type"))
+        parent = s.text("parent_workspace", required=True, pattern=LOGICAL_PATH, example="root:teams")
+        workspace_type = s.text("workspace_type", default="universal", pattern=LOGICAL_PATH, example="universal")
+        served = _served_path(cluster.api_url)
+        if served and served != parent:
+            raise s.error(f"the API URL serves workspace {served}, but virtual_config.{KIND}.parent_workspace is {parent}")
+        return cls(parent, workspace_type)
+
+
+def _served_path(api_url: str) -> str:
+    """The logical path in a kcp URL (https://kcp.example.com/clusters/root:teams → root:teams), else ''."""
+    _, found, rest = urlsplit(api_url).path.partition("/clusters/")
+    return unquote(rest.strip("/")) if found else ""
+
+
+def workspace(tenant: Any, tier: Any, settings: KcpSettings) -> dict:
+    """The Workspace: cluster-scoped in the parent, named like the tenant's namespace (the cluster's prefix plus its name)."""
+    path, _, name = settings.workspace_type.rpartition(":")
+    type_ref = {"name": name, **({"path": path} if path else {})}
+    return {
+        "apiVersion": API_VERSION, "kind": "Workspace",
+        "metadata": {"name": tenant.namespace, "labels": manifests.labels(tenant, tier)},
+        "spec": {"type": type_ref},
+    }
+
+
+def _single_context(config: dict, ca_pem: str) -> dict:
+    """The credential's current context alone, with its CA embedded (it is handed to tenants as whom to trust)."""
+    contexts = {c["name"]: c["context"] for c in config.get("contexts") or []}
+    context = contexts.get(config.get("current-context")) or next(iter(contexts.values()), None)
+    if context is None:
+        raise KubePermanentError("The kcp credential kubeconfig has no context.")
+    cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
+    user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
+    cluster = dict(cluster)
+    if not cluster.get("certificate-authority-data"):
+        path = cluster.pop("certificate-authority", "")
+        pem = ca_pem
+        if not pem and path:
+            with open(path) as fh:
+                pem = fh.read()
+        if pem:
+            cluster["certificate-authority-data"] = base64.b64encode(pem.encode()).decode()
+    return {
+        "apiVersion": "v1", "kind": "Config", "current-context": "kcp",
+        "clusters": [{"name": "kcp", "cluster": cluster}], "users": [{"name": "kcp", "user": user}],
+        "contexts": [{"name": "kcp", "context": {"cluster": "kcp", "user": "kcp"}}],
+    }
+
+
+class KcpBackend(VirtualClusterBackend):
+    kind = KIND
+
+    # --- no host namespace: the workspace is all there is -----------------------------------------
+    def preview(self, tenant: Any, tier: Any) -> list[dict]:
+        return [workspace(tenant, tier, KcpSettings.of(tenant.cluster))]
+
+    def render(self, tenant: Any, host: Kube) -> list[dict]:
+        return self.control_plane_objects(tenant, host)
+
+    def control_plane_objects(self, tenant: Any, host: Kube) -> list[dict]:
+        return [workspace(tenant, tenant.tier, KcpSettings.of(tenant.cluster))]
+
+    def apply(self, tenant: Any, host: Kube, *, detect_drift: bool) -> list[str]:
+        apply_custom_resources(host, self.control_plane_objects(tenant, host), operator=OPERATOR)
+        return []
+
+    def is_ready(self, tenant: Any, host: Kube) -> bool:
+        if not self.control_plane_ready(tenant, host):
+            return False
+        inside = self.virtual(tenant, host)
+        objs = inside_objects()
+        inside.apply(objs[:1])
+        inside.apply(objs[1:])
+        return True
+
+    def teardown(self, tenant: Any, host: Kube) -> bool:
+        return delete_until_gone(host, [("Workspace", tenant.namespace, None)])
+
+    def usage(self, tenant: Any, host: Kube) -> dict:
+        return {}
+
+    def isolation_checks(self) -> list:
+        return KCP_CHECKS
+
+    # --- the workspace -----------------------------------------------------------------------------
+    def _url(self, tenant: Any, host: Kube) -> str:
+        """spec.URL once kcp reports the workspace Ready, else ''."""
+        ws = host.get("Workspace", tenant.namespace) or {}
+        ready = (ws.get("status") or {}).get("phase") == "Ready"
+        return (ws.get("spec") or {}).get("URL", "") if ready else ""
+
+    def control_plane_ready(self, tenant: Any, host: Kube) -> bool:
+        return bool(self._url(tenant, host))
+
+    def admin_kubeconfig(self, tenant: Any, host: Kube) -> dict | None:
+        url = self._url(tenant, host)
+        if not url:
+            return None
+        cluster = tenant.cluster
+        if cluster.credential_ref == "incluster":
+            raise KubePermanentError(f"Cluster {cluster.name}: kcp needs a kubeconfig credential (kubeconfig: or env:), not incluster.")
+        return with_server(_single_context(kube.load_credential(cluster.credential_ref), cluster.ca_pem), url)
+
+    def uninstall(self, tenant: Any, host: Kube) -> bool:
+        return self.teardown(tenant, host)
