@@ -33,6 +33,7 @@ import concurrent.futures
 import contextlib
 import math
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -382,7 +383,9 @@ def measure_requests(ctx: dict, samples: int) -> dict:
             result = provisioning.provision(tid)
             first_s.append(time.monotonic() - t)
             first.append(k.requests - before)
-            wait_first.append(waits[-1])
+            # (NaN, NaN) if provisioning stops calling worker.kube.wait_until through the module
+            wait_first.append(waits[-1] if waits else (math.nan, math.nan))
+            waits.clear()
             if result != "ready":
                 raise RuntimeError(f"in-process provision of rq-{i:02d} returned {result!r}")
             phase["name"] = "noop"
@@ -408,6 +411,8 @@ def measure_quota_lag(ctx: dict, samples: int) -> list[float]:
 
     k = kube.for_cluster(ctx["cluster"])
     tenant = Tenant.objects.select_related("tier", "cluster", "team").filter(status="ready").first()
+    if tenant is None:
+        return []
     objs = manifests.namespace_tenant(tenant, tenant.tier, tenant.cluster)
     ns_obj = objs[0]
     quota = next(o for o in objs if o["kind"] == "ResourceQuota" and o["metadata"]["name"] == "berth-quota")
@@ -460,6 +465,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="start the worker without --without-heartbeat (as devcluster/demo.py and docker-compose do)")
     parser.add_argument("--keep-logs", action="store_true", help="keep the worker log and rendered files (path printed)")
     args = parser.parse_args(argv)
+    if args.kubectl_concurrency < 1:
+        parser.error("--kubectl-concurrency must be at least 1")
     sizes = "1,10" if args.quick else args.sizes
     args.sizes = [int(s) for s in sizes.split(",") if s.strip()]
     if not args.sizes or min(args.sizes) < 1:
@@ -479,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # The stack is closed in `finally`, with Ctrl-C ignored meanwhile.
         if not args.keep_logs:
-            stack.callback(lambda: __import__("shutil").rmtree(work_dir, ignore_errors=True))
+            stack.callback(shutil.rmtree, work_dir, ignore_errors=True)
         setup: dict[str, float] = {}
         t = time.monotonic()
         db = stack.enter_context(servers.postgres_server())
@@ -517,22 +524,20 @@ def main(argv: list[str] | None = None) -> int:
 
         cache_dir = work_dir / "kubectl-cache"
         berth_rows, kubectl_rows, sweep_rows = [], [], []
-        results = []
         for batch, n in enumerate(args.sizes, start=1):
             say(f"N={n}: submitting, approving and waiting for ready ...")
             res = run_berth_batch(ctx, batch, n, worker)
-            results.append(res)
             say(f"N={n}: {res['ready']} ready, {res['failed']} failed; p50 {fmt(p50(res['latency']))}s")
 
             files_dir = work_dir / f"kubectl-{batch}"
             files_dir.mkdir()
             files = render_for_kubectl(ctx, res["tenant_ids"], batch, files_dir)
-            if batch == 1:  # warm kubectl's discovery cache outside the measurement, with a throwaway tenant
+            if files and not cache_dir.exists():  # warm kubectl's discovery cache outside the measurement
                 warm = render_for_kubectl(ctx, res["tenant_ids"][:1], 0, files_dir)[0]
                 run_kubectl_batch(cp, cache_dir, [warm], 1)
                 warm.unlink()
             say(f"N={n}: kubectl apply --server-side baseline ({len(files)} files, {args.kubectl_concurrency} at a time) ...")
-            kres = run_kubectl_batch(cp, cache_dir, files, args.kubectl_concurrency)
+            kres = run_kubectl_batch(cp, cache_dir, files, args.kubectl_concurrency) if files else {"latency": [], "wall": math.nan}
             sweep_s, sweep_counts, ready_total = time_sweep()
 
             lat = res["latency"]
@@ -545,8 +550,8 @@ def main(argv: list[str] | None = None) -> int:
             klat = kres["latency"]
             ratio = p50(lat) / p50(klat) if klat and lat else math.nan
             kubectl_rows.append([
-                str(n), fmt(p50(klat)), fmt(pct(klat, 95)), fmt(max(klat)), fmt(kres["wall"], 1),
-                fmt(60 * len(klat) / kres["wall"], 0), fmt(ratio, 1),
+                str(n), fmt(p50(klat)), fmt(pct(klat, 95)), fmt(max(klat, default=math.nan)), fmt(kres["wall"], 1),
+                fmt(60 * len(klat) / kres["wall"], 0) if klat else "-", fmt(ratio, 1),
             ])
             sweep_rows.append([str(n), str(ready_total), fmt(sweep_s * 1000, 1), str(sweep_counts)])
 
@@ -587,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"   {label}: " + ", ".join(f"{c} x{v:g}" for c, v in calls.items()))
             print()
         print("4. Quota controller lag: apply ResourceQuota -> status.hard filled (10 samples, 10 ms polling)")
-        print(f"   p50 {fmt(p50(lags) * 1000, 0)} ms, p95 {fmt(pct(lags, 95) * 1000, 0)} ms, max {fmt(max(lags) * 1000, 0)} ms"
+        print(f"   p50 {fmt(p50(lags) * 1000, 0)} ms, p95 {fmt(pct(lags, 95) * 1000, 0)} ms, max {fmt(max(lags, default=math.nan) * 1000, 0)} ms"
               f" (provisioning polls is_ready every {0.5:.1f}s: worker.kube.wait_until's default interval)")
         print()
         print("5. worker.tasks.sweep() after each N (median of 5 calls)")

@@ -3,6 +3,7 @@
 Secrets have no default outside DEBUG; each secret may also be given as
 ``NAME_FILE`` pointing at a mounted file.
 """
+import re
 from pathlib import Path
 
 import environ
@@ -135,7 +136,8 @@ OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS = env.int("OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS
 OIDC_AUTH_REQUEST_EXTRA_PARAMS = {"prompt": "login consent"} if env.bool("OIDC_FORCE_LOGIN", default=False) else {}
 OIDC_CALLBACK_CLASS = "tenants.auth.AuditedCallbackView"
 OIDC_AUTHENTICATE_CLASS = "mozilla_django_oidc.views.OIDCAuthenticationRequestView"
-OIDC_EXEMPT_URLS = ["login", "logout", r"^/api/"]
+# URL names, or compiled patterns (a plain string is taken for a URL name and reversed).
+OIDC_EXEMPT_URLS = ["login", "logout", re.compile(r"^/api/")]
 # Groups claim values that make a platform role; teams come from groups with this prefix.
 BERTH_ADMIN_GROUPS = env.list("BERTH_ADMIN_GROUPS", default=["berth-admins"])
 BERTH_APPROVER_GROUPS = env.list("BERTH_APPROVER_GROUPS", default=["berth-approvers"])
@@ -224,6 +226,8 @@ DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Berth <berth@localho
 # --- Product ----------------------------------------------------------------
 BERTH_RESERVED_NAMES = env.list("BERTH_RESERVED_NAMES", default=["default", "berth", "berth-system", "monitoring", "ingress-nginx", "cert-manager"])
 BERTH_EXPIRY_REMINDER_DAYS = env.int("BERTH_EXPIRY_REMINDER_DAYS", default=7)
+# The helm executable the worker runs for vcluster tenants installed with helm: a name found on PATH, or a path.
+BERTH_HELM_BINARY = env.str("BERTH_HELM_BINARY", default="helm")
 
 # --- Logging ----------------------------------------------------------------
 LOGGING = {

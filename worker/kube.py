@@ -206,7 +206,9 @@ class Kube:
             raise _translate(exc, what) from None
         if not 200 <= resp.status < 300:
             raise _from_status(resp.status, resp.data, resp.reason, what)
-        return json.loads(resp.data) if resp.data else None
+        if not resp.data or "json" not in (resp.getheader("Content-Type") or ""):
+            return None  # e.g. /readyz answers a plain-text "ok"
+        return json.loads(resp.data)
 
     # --- verbs -------------------------------------------------------------------------
     def apply(self, objs: Iterable[dict], *, dry_run: bool = False) -> list[dict]:

@@ -5,6 +5,8 @@ import json
 
 from django import template
 
+from tenants.models import KIND_NOTES
+
 register = template.Library()
 
 _TENANT_TONES = {
@@ -33,6 +35,12 @@ def tenant_tone(status: str) -> str:
 def request_tone(status: str) -> str:
     """CSS modifiers for a request status badge: an approved request is done, not busy."""
     return _classes(_REQUEST_TONES.get(status, "idle"))
+
+
+@register.filter
+def kind_note(kind: str) -> str:
+    """What a requester should know about a kind of tenant (tenants.models.KIND_NOTES)."""
+    return KIND_NOTES.get(kind, "")
 
 
 @register.filter

@@ -7,7 +7,6 @@ import copy
 import fcntl
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -57,25 +56,12 @@ def chromium() -> Iterator[Browser]:
 
 @pytest.fixture(scope="session")
 def _live_server(request: pytest.FixtureRequest):
-    """pytest-django's ``live_server``, started with a WORKAROUND for a portal defect.
+    """pytest-django's ``live_server``, asked for by name so it is session-wide here.
 
-    portal/settings.py lists the regex ``r"^/api/"`` in OIDC_EXEMPT_URLS as a plain string, which
-    mozilla-django-oidc takes for a URL name: SessionRefresh calls ``reverse("^/api/")`` on the first
-    GET of any OIDC-signed-in session and every page answers 500 (NoReverseMatch). Compiled, the
-    pattern works as intended. The middleware reads the setting once, when the server's handler is
-    built, so the compiled pattern is in place only while the server starts; nothing else sees it.
-    A no-op once the setting holds ``re.compile(...)``; remove it with the xfail in test_sign_in.py.
-    (Asked for by name here, ``live_server`` escapes pytest-django's per-test helper, which adds
-    127.0.0.1 to ALLOWED_HOSTS, already there, and transactional_db, which every browser test marks.)
+    (It escapes pytest-django's per-test helper, which adds 127.0.0.1 to ALLOWED_HOSTS, already
+    there, and transactional_db, which every browser test marks.)
     """
-    from django.conf import settings
-
-    shipped = settings.OIDC_EXEMPT_URLS
-    settings.OIDC_EXEMPT_URLS = [re.compile(u) if isinstance(u, str) and u.startswith("^") else u for u in shipped]
-    try:
-        return request.getfixturevalue("live_server")
-    finally:
-        settings.OIDC_EXEMPT_URLS = shipped
+    return request.getfixturevalue("live_server")
 
 
 @pytest.fixture

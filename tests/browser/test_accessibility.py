@@ -3,9 +3,6 @@
 axe is injected into the page, which the portal's Content-Security-Policy rightly forbids, so these
 browsers bypass the CSP; every other browser test runs under it. Moderate and minor findings are
 printed (run with -s to see them) but do not fail the test.
-
-Violations already reported against the portal are listed in KNOWN_DEFECTS: while only those
-remain, the test is an expected failure that names them; any other one fails it.
 """
 from __future__ import annotations
 
@@ -24,16 +21,6 @@ USAGE = {
     "used": {"requests.cpu": "900m", "limits.cpu": "2", "requests.memory": "512Mi", "limits.memory": "1Gi",
              "requests.storage": "0", "pods": "4", "services": "1", "services.nodeports": "0"},
 }
-# (axe rule, text found in the offending node's selector or HTML) → what is wrong and where.
-KNOWN_DEFECTS = {
-    ("listitem", ".notice--"): (
-        'templates/base.html: role="status" on <ul class="messages"> replaces its list role, so every flash '
-        'message <li> is a list item outside a list. Put role="status" on a wrapping <div> instead.'),
-    ("scrollable-region-focusable", "manifests-title"): (
-        "templates/pages/request_detail.html: the manifest preview <pre> scrolls sideways but cannot be "
-        'focused, so keyboard users cannot scroll it. Give it tabindex="0" (and role="region" with an aria-label).'),
-}
-
 ISOLATION = {"passed": False, "checks": [
     {"id": "MTB-PL1-CC-CPI-2", "title": "Tenants cannot read other namespaces", "passed": True, "detail": ""},
     {"id": "MTB-PL1-BC-HI-5", "title": "Host networking is refused", "passed": True, "detail": ""},
@@ -52,13 +39,6 @@ def _ready_tenant(*, owner: User, cluster: Cluster) -> Tenant:
     services.tenant_record_usage(tenant=tenant, usage=USAGE)
     services.tenant_record_isolation_report(tenant=tenant, report=ISOLATION)
     return tenant
-
-
-def _known_defect(violation: dict) -> str | None:
-    for (rule, marker), defect in KNOWN_DEFECTS.items():
-        if violation["id"] == rule and all(marker in str(node["target"]) + node["html"] for node in violation["nodes"]):
-            return defect
-    return None
 
 
 class Audit:
@@ -124,9 +104,5 @@ def test_main_screens_have_no_serious_or_critical_accessibility_violations(porta
     dave.goto(portal.at("/audit/"))
     audit.check(dave, "audit")
 
-    new = {screen: [v for v in found if _known_defect(v) is None] for screen, found in audit.blocking.items()}
-    assert not any(new.values()), "serious or critical accessibility violations:\n" + "\n".join(
-        describe_violations(screen, found) for screen, found in new.items() if found)
-    known = sorted({_known_defect(v) for found in audit.blocking.values() for v in found})
-    if known:
-        pytest.xfail("known portal defects: " + " | ".join(known))
+    assert not any(audit.blocking.values()), "serious or critical accessibility violations:\n" + "\n".join(
+        describe_violations(screen, found) for screen, found in audit.blocking.items() if found)

@@ -15,10 +15,27 @@ import pytest
 import yaml
 from playwright.sync_api import Page, expect
 
+from tenants import dispatch
 from tenants.models import AuditEvent, Request, Tenant
 from tests.browser.support import PROVISIONING_TIMEOUT_MS, Portal, screenshot
+from tests.plugins.kube import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.cluster, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+# Passes Pod Security "restricted"; no resources, so the tier's LimitRange defaults are charged to the quota.
+# The dev control plane has no nodes: the pod stays Pending, which is all the quota needs.
+POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  securityContext: {runAsNonRoot: true, runAsUser: 1000, seccompProfile: {type: RuntimeDefault}}
+  containers:
+    - name: web
+      image: registry.invalid/checkout:1
+      securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+"""
+
 
 def _ask_for_medium_namespace(page: Page, name: str) -> None:
     page.get_by_role("link", name="Request a tenant").click()
@@ -99,8 +116,6 @@ def test_alice_asks_carol_approves_the_worker_provisions_and_everyone_sees_only_
     grafana = alice.get_by_role("region", name="Monitoring").get_by_role("link", name=re.compile("^Grafana"))
     expect(grafana).to_have_attribute("href", f"https://grafana.example.test/d/ns?var-namespace={tenant.namespace}")
     screenshot(alice, "tenant-detail")
-    usage.scroll_into_view_if_needed()
-    screenshot(alice, "tenant-detail-quota")
 
     kubeconfig = _download_kubeconfig(alice, tmp_path)
     assert kubeconfig.name == f"{live_cluster.name}-{tenant.namespace}.kubeconfig.yaml"
@@ -115,8 +130,18 @@ def test_alice_asks_carol_approves_the_worker_provisions_and_everyone_sees_only_
 
     assert can_i("create", "deployments", "-n", tenant.namespace) == "yes"
     assert can_i("list", "pods", "-n", "kube-system") == "no"
-    made = kubectl("create", "configmap", "hello", "--from-literal=from=browser", "-n", tenant.namespace, kubeconfig=kubeconfig)
+    made = kubectl("apply", "-f", "-", "-n", tenant.namespace, kubeconfig=kubeconfig, input=POD)
     assert made.returncode == 0, made.stderr
+
+    # The bars follow what runs there once the worker reads usage back (the periodic reconcile's job; asked for here).
+    dispatch.send(dispatch.REFRESH_USAGE, tenant_id)
+    wait_for(lambda: (Tenant.objects.get(pk=tenant_id).quota_usage or {}).get("used", {}).get("pods") == "1",
+             timeout=60, what="the worker to read back the pod's quota usage")
+    alice.reload()
+    expect(usage.get_by_role("meter", name="Pods")).to_have_attribute("aria-valuetext", "1 of 100")
+    expect(usage.get_by_role("meter", name="CPU limit")).to_have_attribute("aria-valuetext", "500m CPU of 8 CPU")
+    usage.scroll_into_view_if_needed()
+    screenshot(alice, "tenant-detail-quota")
 
     # bob owns another team: alice's tenant and request do not exist for him.
     bob = portal.page_as("bob")

@@ -19,6 +19,13 @@ from devcluster.launcher import ControlPlane
 CRDS = Path(__file__).parent / "crds"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The fake helm goes first on PATH before any test runs: the test Celery worker inherits PATH when it starts."""
+    from tests.virtual.standin_vcluster import put_fake_helm_first_on_path
+
+    put_fake_helm_first_on_path()
+
+
 @pytest.fixture(scope="session")
 def virtual_plane(control_plane) -> Iterator[ControlPlane]:
     """A second dev control plane, the "virtual" API server; it shares the host's CA (as kcp shards share trust)."""

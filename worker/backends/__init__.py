@@ -4,11 +4,19 @@ from __future__ import annotations
 from typing import Any
 
 from worker.backends.base import Access, Backend
+from worker.backends.capn import CapnBackend
+from worker.backends.hypershift import HyperShiftBackend
+from worker.backends.kcp import KcpBackend
 from worker.backends.namespace import NamespaceBackend
+from worker.backends.vcluster import VClusterBackend
 from worker.kube import KubePermanentError
 from worker.manifests import to_yaml
 
-BACKENDS: dict[str, Backend] = {b.kind: b for b in (NamespaceBackend(),)}
+BACKENDS: dict[str, Backend] = {b.kind: b for b in (
+    NamespaceBackend(),
+    VClusterBackend(),
+    CapnBackend(), HyperShiftBackend(), KcpBackend(),
+)}
 
 
 def backend_for(tenant: Any) -> Backend:

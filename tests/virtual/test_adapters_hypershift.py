@@ -1,0 +1,116 @@
+"""HyperShift tenants end to end: services → a real Celery worker → the host → the HyperShift stand-in → the virtual API server.
+
+The stand-in (tests/virtual/standin_adapters.py) plays the HyperShift operator; everything Berth does is real.
+"""
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+
+from tenants import services
+from tenants.audit import AuditContext
+from tenants.models import Request
+from tests.plugins.kube import read_or_none, wait_for
+from tests.virtual.conftest import install_crds
+from tests.virtual.standin_adapters import (
+    HOSTED_CLUSTER, NODE_POOL, HyperShiftStandIn, approved, assert_admin_inside_and_refused_by_host, custom_object,
+    delete_prefixed_namespaces, fetch_kubeconfig, register_cluster,
+)
+from tests.worker.conftest import celery_worker, wait_status  # noqa: F401 - celery_worker is a fixture
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pytest.mark.worker]
+RELEASE = "quay.io/openshift-release-dev/ocp-release:4.17.0-multi"
+
+
+@pytest.fixture
+def hypershift_cluster(control_plane, kube_admin, small, medium, large) -> Iterator:
+    """A host running "HyperShift", with the namespace for HostedClusters and the SSH key the host admin provides."""
+    install_crds(kube_admin, "hostedcluster", "nodepool")
+    cluster = register_cluster(control_plane, kind="hypershift", tiers=[small, medium, large], config={})
+    hosted = f"{cluster.namespace_prefix}clusters"
+    cluster.virtual_config = {"hypershift": {
+        "release_image": RELEASE, "base_domain": "hosted.example.test", "platform": "KubeVirt", "namespace": hosted,
+        "pull_secret_name": "pull-secret", "ssh_key_secret_name": "ssh-key",
+    }}
+    cluster.save()
+    core = client.CoreV1Api(kube_admin)
+    core.create_namespace({"metadata": {"name": hosted}})
+    core.create_namespaced_secret(hosted, {"metadata": {"name": "ssh-key"}, "stringData": {"id_rsa.pub": "ssh-ed25519 AAAA test"}})
+    yield cluster
+    delete_prefixed_namespaces(kube_admin, cluster.namespace_prefix)
+
+
+def test_hypershift_tenant_waits_for_the_pull_secret_then_lives_its_whole_life(
+    celery_worker, hypershift_cluster, control_plane, virtual_plane, kube_admin, kubectl, alice, carol, team_a, small, medium, tmp_path,
+):
+    hosted = hypershift_cluster.virtual_config["hypershift"]["namespace"]
+    core = client.CoreV1Api(kube_admin)
+    with HyperShiftStandIn(host=control_plane, virtual=virtual_plane, prefix=hypershift_cluster.namespace_prefix) as operator:
+        tenant = approved(kind="hypershift", alice=alice, carol=carol, team=team_a, tier=medium, cluster=hypershift_cluster)
+
+        # The host admin has not put the pull secret in place yet: HyperShift says so, and so does the tenant.
+        def waiting_for_pull_secret():
+            tenant.refresh_from_db()
+            return tenant.status == "provisioning" and "pull secret pull-secret" in tenant.status_reason
+
+        wait_for(waiting_for_pull_secret, timeout=120, what="the tenant to report HyperShift's missing pull secret")
+        core.create_namespaced_secret(hosted, {"metadata": {"name": "pull-secret"},
+                                               "data": {".dockerconfigjson": base64.b64encode(b'{"auths": {}}').decode()},
+                                               "type": "kubernetes.io/dockerconfigjson"})
+        wait_status(tenant, "ready", timeout=240)
+
+        hc = custom_object(kube_admin, HOSTED_CLUSTER, tenant.name, hosted)
+        assert hc["spec"]["release"]["image"] == RELEASE and hc["spec"]["pullSecret"] == {"name": "pull-secret"}
+        assert hc["spec"]["sshKey"] == {"name": "ssh-key"} and hc["spec"]["platform"]["type"] == "KubeVirt"
+        assert hc["metadata"]["labels"]["berth.dev/tenant-id"] == str(tenant.pk)
+        pool = custom_object(kube_admin, NODE_POOL, tenant.name, hosted)
+        assert pool["spec"]["replicas"] == 2 and pool["spec"]["clusterName"] == tenant.name  # medium: two nodes
+        assert pool["spec"]["platform"]["kubevirt"]["compute"] == {"cores": 4, "memory": "8192Mi"}
+        assert pool["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "berth"
+
+        path, config = fetch_kubeconfig(alice, tenant, tmp_path)
+        assert config["clusters"][0]["cluster"]["server"] == virtual_plane.api_url
+        assert_admin_inside_and_refused_by_host(kubectl, path, virtual=virtual_plane, host=control_plane, tag=f"hello-{tenant.namespace}")
+
+        def report():
+            tenant.refresh_from_db()
+            return tenant.isolation_report
+
+        wait_for(report, timeout=120, what="the isolation report")
+        assert tenant.isolation_report["passed"], [c for c in tenant.isolation_report["checks"] if not c["passed"]]
+
+        # A smaller tier shrinks the NodePool.
+        change = services.request_submit(actor=alice, action=Request.Action.CHANGE_TIER, tenant=tenant, tier=small)
+        if change.status == Request.Status.PENDING:
+            services.request_approve(request=change, actor=carol)
+        wait_for(lambda: custom_object(kube_admin, NODE_POOL, tenant.name, hosted)["spec"]["replicas"] == 1,
+                 timeout=120, what="the NodePool to follow the tier change")
+
+        def applied():
+            tenant.refresh_from_db()
+            return tenant.applied_generation == tenant.generation
+
+        wait_for(applied, timeout=120, what="the tier change to be recorded as applied")  # the worker lets go of the tenant
+
+        services.tenant_decommission(tenant=tenant, actor=alice, reason="done", ctx=AuditContext())
+        wait_status(tenant, "deleted", timeout=180)
+        assert custom_object(kube_admin, HOSTED_CLUSTER, tenant.name, hosted) is None
+        assert custom_object(kube_admin, NODE_POOL, tenant.name, hosted) is None
+        assert {f"hostedclusters/{tenant.name}", f"nodepools/{tenant.name}"} <= set(operator.cleaned)
+        assert read_or_none(lambda: core.read_namespaced_secret(f"{tenant.name}-admin-kubeconfig", hosted)) is None
+        assert read_or_none(lambda: core.read_namespace(tenant.namespace)) is None
+    assert operator.errors == []
+
+
+def test_a_hypershift_setting_missing_fails_the_tenant_before_anything_is_created(
+    celery_worker, hypershift_cluster, kube_admin, alice, carol, team_a, medium,
+):
+    hypershift_cluster.virtual_config = {"hypershift": {"base_domain": "hosted.example.test", "pull_secret_name": "pull-secret"}}
+    hypershift_cluster.save()
+    tenant = approved(kind="hypershift", alice=alice, carol=carol, team=team_a, tier=medium, cluster=hypershift_cluster)
+    wait_status(tenant, "failed", timeout=120)
+    assert tenant.status_reason.startswith(f"Cluster {hypershift_cluster.name}: virtual_config.hypershift.release_image is required")
+    assert read_or_none(lambda: client.CoreV1Api(kube_admin).read_namespace(tenant.namespace)) is None

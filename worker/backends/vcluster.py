@@ -1,0 +1,233 @@
+"""vcluster tenants: a vcluster in its own host namespace, installed with helm, Flux or Cluster API.
+
+The host side is a namespace tenant without any team access (quota, limits, default deny,
+plus one NetworkPolicy opening the control plane's API port). The chart values are rendered
+from tier and cluster by ``worker.vcluster_values``; the installer named in the cluster's
+``virtual_config["vcluster"]`` puts them on the host:
+
+- ``helm``: the worker runs ``helm upgrade --install`` against the configured chart repository;
+- ``flux``: a HelmRepository and a HelmRelease for Flux's helm-controller;
+- ``capi``: a cluster.x-k8s.io Cluster whose control plane and infrastructure are a
+  cluster-api-provider-vcluster VCluster.
+
+Ready means the control plane reports ready and its admin kubeconfig Secret exists
+(``vc-<name>``/``config``, or ``<name>-kubeconfig``/``value`` for Cluster API); that
+kubeconfig is used inside the worker only (see ``worker.backends.virtual``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from worker import helm, kube, manifests
+from worker.backends.namespace import NamespaceBackend
+from worker.backends.virtual import VirtualClusterBackend, kubeconfig_from_secret, with_server
+from worker.kube import Kube, KubePermanentError
+from worker.vcluster_values import (
+    CHART_NAME,
+    ConfigError,
+    VClusterConfig,
+    check_fits_tier,
+    control_plane_policy,
+    parse_config,
+    public_endpoint,
+    public_host,
+    render_values,
+)
+
+HELM_REPOSITORY = "berth-vcluster"
+# The kinds an installer may have left on the host, in the order they are deleted.
+INSTALLER_KINDS = ("Cluster", "VCluster", "HelmRelease")
+
+
+def _api_version(kind: str) -> str:
+    return kube.KINDS[kind].api_version
+
+
+def kubeconfig_secret(tenant: Any, config: VClusterConfig) -> tuple[str, str]:
+    """(Secret name, key) where the control plane's admin kubeconfig appears on the host."""
+    if config.installer == "capi":
+        return f"{tenant.name}-kubeconfig", "value"  # Cluster API's convention
+    return f"vc-{tenant.name}", "config"  # the chart's default (exportKubeConfig.secret unset)
+
+
+def helm_repository(tenant: Any, config: VClusterConfig) -> dict:
+    """Flux's source for the chart: in the tenant's namespace, or shared in ``flux_namespace``."""
+    cluster = tenant.cluster
+    if config.flux_namespace:
+        # Shared by every tenant of this cluster, so it carries the cluster rather than a tenant id.
+        meta = {"name": f"{HELM_REPOSITORY}-{cluster.name}", "namespace": config.flux_namespace,
+                "labels": {**manifests.MANAGED_BY, "berth.dev/cluster": cluster.name}}
+    else:
+        meta = {"name": HELM_REPOSITORY, "namespace": tenant.namespace, "labels": manifests.labels(tenant, tenant.tier)}
+    spec: dict[str, Any] = {"url": config.chart_repo, "interval": "1h"}
+    if config.oci:
+        spec["type"] = "oci"
+    return {"apiVersion": _api_version("HelmRepository"), "kind": "HelmRepository", "metadata": meta, "spec": spec}
+
+
+def flux_objects(tenant: Any, tier: Any, config: VClusterConfig, values: dict) -> list[dict]:
+    repository = helm_repository(tenant, config)
+    release = {
+        "apiVersion": _api_version("HelmRelease"), "kind": "HelmRelease",
+        "metadata": {"name": tenant.name, "namespace": tenant.namespace, "labels": manifests.labels(tenant, tier)},
+        "spec": {
+            "interval": "10m",
+            "releaseName": tenant.name,
+            "chart": {"spec": {
+                "chart": CHART_NAME, "version": config.chart_version,
+                "sourceRef": {"kind": "HelmRepository", "name": repository["metadata"]["name"],
+                              "namespace": repository["metadata"]["namespace"]},
+            }},
+            "install": {"remediation": {"retries": 3}},
+            "upgrade": {"remediation": {"retries": 3}},
+            "values": values,
+        },
+    }
+    return [repository, release]
+
+
+def capi_objects(tenant: Any, tier: Any, config: VClusterConfig, values: dict) -> list[dict]:
+    """cluster-api-provider-vcluster: the VCluster is both the Cluster's control plane and its infrastructure."""
+    meta = {"name": tenant.name, "namespace": tenant.namespace, "labels": manifests.labels(tenant, tier)}
+    ref = {"apiVersion": _api_version("VCluster"), "kind": "VCluster", "name": tenant.name}
+    vcluster = {
+        "apiVersion": _api_version("VCluster"), "kind": "VCluster", "metadata": meta,
+        "spec": {
+            "controlPlaneEndpoint": {"host": public_host(config, tenant), "port": config.public_port},
+            "helmRelease": {
+                "chart": {"name": CHART_NAME, "repo": config.chart_repo, "version": config.chart_version},
+                "values": yaml.safe_dump(values, sort_keys=False),
+            },
+        },
+    }
+    cluster = {"apiVersion": _api_version("Cluster"), "kind": "Cluster", "metadata": dict(meta),
+               "spec": {"controlPlaneRef": ref, "infrastructureRef": dict(ref)}}
+    return [vcluster, cluster]
+
+
+def helm_preview(tenant: Any, config: VClusterConfig, values: dict) -> dict:
+    """What the worker will run helm with (the approver's preview; helm creates no object of Berth's own)."""
+    return {"helmRelease": {"name": tenant.name, "namespace": tenant.namespace, "chart": CHART_NAME,
+                            "repository": config.chart_repo, "version": config.chart_version, "values": values}}
+
+
+def host_kubeconfig(cluster: Any) -> dict | None:
+    """The portal's kubeconfig for the host, for helm (None: in-cluster identity); never stored, never logged."""
+    if cluster.credential_ref == "incluster":
+        return None
+    config = kube.load_credential(cluster.credential_ref)
+    return with_server(config, cluster.api_url.rstrip("/")) if cluster.api_url else config
+
+
+def _condition(obj: dict, kind: str) -> dict:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
+
+
+class VClusterHost(NamespaceBackend):
+    """The host namespace: the tier's quota, limits and default deny, no team access, and the control plane's opening."""
+
+    def __init__(self) -> None:
+        super().__init__(team_access=False)
+
+    def preview(self, tenant: Any, tier: Any) -> list[dict]:
+        return [*super().preview(tenant, tier), control_plane_policy(tenant, tier, tenant.cluster, parse_config(tenant.cluster))]
+
+    def render(self, tenant: Any, k: Kube) -> list[dict]:
+        policy = control_plane_policy(tenant, tenant.tier, tenant.cluster, parse_config(tenant.cluster))
+        return [*super().render(tenant, k), policy]
+
+
+class VClusterBackend(VirtualClusterBackend):
+    kind = "vcluster"
+    host = VClusterHost()
+
+    def config(self, tenant: Any, tier: Any = None) -> VClusterConfig:
+        """The cluster's vcluster settings, checked against the tier; ConfigError says what an admin must fix."""
+        config = parse_config(tenant.cluster)
+        check_fits_tier(config, tier or tenant.tier, tenant.cluster)
+        return config
+
+    def apply(self, tenant: Any, host: Kube, *, detect_drift: bool) -> list[str]:
+        self.config(tenant)  # refuse bad settings before anything exists on the host
+        return super().apply(tenant, host, detect_drift=detect_drift)
+
+    def _objects(self, tenant: Any, tier: Any, config: VClusterConfig) -> list[dict]:
+        values = render_values(tenant, tier, tenant.cluster, config)
+        if config.installer == "flux":
+            return flux_objects(tenant, tier, config, values)
+        if config.installer == "capi":
+            return capi_objects(tenant, tier, config, values)
+        return []  # helm installs through the helm binary, not through objects of Berth's
+
+    def control_plane_objects(self, tenant: Any, host: Kube) -> list[dict]:
+        return self._objects(tenant, tenant.tier, self.config(tenant))
+
+    def control_plane_preview(self, tenant: Any, tier: Any) -> list[dict]:
+        config = self.config(tenant, tier)
+        if config.installer == "helm":
+            return [helm_preview(tenant, config, render_values(tenant, tier, tenant.cluster, config))]
+        return self._objects(tenant, tier, config)
+
+    def install(self, tenant: Any, host: Kube) -> None:
+        config = self.config(tenant)
+        if config.installer != "helm":
+            host.apply(self._objects(tenant, tenant.tier, config))
+            return
+        helm.upgrade_install(
+            release=tenant.name, namespace=tenant.namespace, repo=config.chart_repo, chart=CHART_NAME,
+            version=config.chart_version, values=render_values(tenant, tenant.tier, tenant.cluster, config),
+            kubeconfig=host_kubeconfig(tenant.cluster),
+        )
+
+    def control_plane_ready(self, tenant: Any, host: Kube) -> bool:
+        config = self.config(tenant)
+        if config.installer == "capi":
+            return self._capi_ready(tenant, host)
+        if config.installer == "flux":
+            release = host.get("HelmRelease", tenant.name, namespace=tenant.namespace) or {}
+            stalled = _condition(release, "Stalled")
+            if stalled.get("status") == "True":
+                raise KubePermanentError(f"Flux gave up on HelmRelease {tenant.namespace}/{tenant.name}: "
+                                         f"{stalled.get('reason', '')}: {stalled.get('message', '')}")
+        sts = host.get("StatefulSet", tenant.name, namespace=tenant.namespace)
+        return bool(sts) and int((sts.get("status") or {}).get("readyReplicas") or 0) >= 1
+
+    def _capi_ready(self, tenant: Any, host: Kube) -> bool:
+        vcluster = host.get("VCluster", tenant.name, namespace=tenant.namespace) or {}
+        status = vcluster.get("status") or {}
+        if status.get("phase") == "Failed":
+            raise KubePermanentError(f"VCluster {tenant.namespace}/{tenant.name} failed: "
+                                     f"{status.get('reason', '')} {status.get('message', '')}".strip())
+        cluster = (host.get("Cluster", tenant.name, namespace=tenant.namespace) or {}).get("status") or {}
+        return bool(status.get("ready")) and (cluster.get("phase") == "Provisioned" or bool(cluster.get("controlPlaneReady")))
+
+    def admin_kubeconfig(self, tenant: Any, host: Kube) -> dict | None:
+        config = self.config(tenant)
+        name, key = kubeconfig_secret(tenant, config)
+        admin = kubeconfig_from_secret(host, namespace=tenant.namespace, name=name, key=key)
+        # The operator may write an in-cluster address; tenants and the worker use the public endpoint.
+        return None if admin is None else with_server(admin, public_endpoint(config, tenant))
+
+    def uninstall(self, tenant: Any, host: Kube) -> bool:
+        """Delete what any installer left, wait for its finalizers, uninstall a helm release; True once all is gone."""
+        ns, name = tenant.namespace, tenant.name
+        present = {kind: obj for kind in INSTALLER_KINDS if (obj := host.get(kind, name, namespace=ns)) is not None}
+        for kind, obj in present.items():
+            if not obj["metadata"].get("deletionTimestamp"):
+                host.delete(kind, name, namespace=ns)
+        if present:
+            return False  # their controllers uninstall the chart, then drop their finalizers
+        if self._installer(tenant) == "helm" and host.list("Secret", namespace=ns, label_selector=f"owner=helm,name={name}"):
+            helm.uninstall(release=name, namespace=ns, kubeconfig=host_kubeconfig(tenant.cluster))
+            return False
+        return host.get("StatefulSet", name, namespace=ns) is None
+
+    @staticmethod
+    def _installer(tenant: Any) -> str | None:
+        # Decommissioning must work even after an admin broke the settings: without them, the namespace deletion cleans up.
+        try:
+            return parse_config(tenant.cluster).installer
+        except ConfigError:
+            return None
