@@ -21,7 +21,7 @@ _LABELS = {
     "limits.ephemeral-storage": "Ephemeral storage limit",
     "pods": "Pods", "services": "Services", "services.loadbalancers": "Load balancers",
     "services.nodeports": "Node ports", "persistentvolumeclaims": "Volume claims",
-    "configmaps": "ConfigMaps", "secrets": "Secrets", "count/deployments.apps": "Deployments",
+    "configmaps": "ConfigMaps", "secrets": "Secrets", "count/deployments.apps": "Deployments", "count/jobs.batch": "Jobs",
 }
 _ORDER = list(_LABELS)
 
@@ -65,8 +65,13 @@ class UsageRow:
 
 
 def _bucket(percent: float) -> int:
-    """Nearest 5 %, so a CSS class (w-0 … w-100) can draw the bar without an inline style."""
-    return max(0, min(100, int(round(percent / 5.0)) * 5))
+    """Nearest 5 %, so a CSS class (w-0 … w-100) can draw the bar without an inline style.
+
+    Any use at all shows at least a sliver: an empty bar would read as "nothing used".
+    """
+    if percent <= 0:
+        return 0
+    return max(5, min(100, int(round(percent / 5.0)) * 5))
 
 
 def usage_rows(quota_usage: dict | None) -> list[UsageRow]:

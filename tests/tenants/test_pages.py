@@ -665,3 +665,11 @@ def test_kubeconfig_page_refuses_lifetimes_beyond_the_tier_and_outsiders(as_user
     assert too_long.status_code == 302 and fake_kubeconfigs == []
     assert as_user(bob).post(f"/tenants/{tenant.pk}/kubeconfig/", {"lifetime_seconds": "600"}).status_code == 404
     assert not AuditEvent.objects.filter(action="tenant.kubeconfig_issued").exists()
+
+
+def test_quota_bars_show_any_use_and_label_every_resource_berth_sets():
+    from tenants.views.quota import usage_rows
+
+    rows = {r.label: r for r in usage_rows({"hard": {"pods": "100", "count/jobs.batch": "20"}, "used": {"pods": "1", "count/jobs.batch": "0"}})}
+    assert rows["Pods"].width_class == "w-5"  # 1 % still shows
+    assert rows["Jobs"].width_class == "w-0"
