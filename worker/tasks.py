@@ -29,20 +29,26 @@ def _retry(task, exc: KubeTransientError):
     return task.retry(exc=exc, countdown=backoff(task.request.retries))
 
 
+def _run_locked(task, work, tenant_id: str) -> str:
+    """Run a per-tenant job; if another worker holds the tenant, come back shortly instead of dropping it
+    (the holder may be applying an older generation, or provisioning what we are asked to remove)."""
+    try:
+        result = work(tenant_id)
+    except KubeTransientError as exc:
+        raise _retry(task, exc) from None
+    if result == "locked":
+        raise task.retry(countdown=1 + backoff(task.request.retries))
+    return result
+
+
 @shared_task(name="worker.tasks.provision_tenant", **TASK_OPTIONS)
 def provision_tenant(self, tenant_id: str) -> str:
-    try:
-        return provisioning.provision(tenant_id)
-    except KubeTransientError as exc:
-        raise _retry(self, exc) from None
+    return _run_locked(self, provisioning.provision, tenant_id)
 
 
 @shared_task(name="worker.tasks.decommission_tenant", **TASK_OPTIONS)
 def decommission_tenant(self, tenant_id: str) -> str:
-    try:
-        return provisioning.decommission(tenant_id)
-    except KubeTransientError as exc:
-        raise _retry(self, exc) from None
+    return _run_locked(self, provisioning.decommission, tenant_id)
 
 
 @shared_task(name="worker.tasks.check_isolation", **TASK_OPTIONS)

@@ -56,11 +56,6 @@ class VClusterConfig:
     flux_namespace: str
 
     @property
-    def chart_line(self) -> str:
-        major, minor, _ = self.chart_version.split(".")
-        return f"{major}.{minor}"
-
-    @property
     def oci(self) -> bool:
         return self.chart_repo.startswith("oci://")
 

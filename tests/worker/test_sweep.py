@@ -73,3 +73,13 @@ def test_reconcile_resends_every_ready_tenant_and_nothing_else(approved, dispatc
     dispatched.clear()
     assert reconcile() == 1
     assert dispatched == [(dispatch.PROVISION, (str(tenant.pk),))]
+
+
+def test_a_job_for_a_tenant_another_worker_holds_is_retried_not_dropped(approved, monkeypatch):
+    from celery.exceptions import Retry
+
+    from worker import provisioning, tasks
+
+    monkeypatch.setattr(provisioning, "decommission", lambda tenant_id: "locked")
+    with pytest.raises(Retry):
+        tasks.decommission_tenant.apply(args=[str(approved.pk)], throw=True)
