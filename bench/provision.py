@@ -145,7 +145,7 @@ def seed(cp: ControlPlane, total_tenants: int) -> dict[str, Any]:
 class Worker:
     """`celery -A portal worker` in its own session, logging to a file."""
 
-    def __init__(self, env: dict[str, str], log_path: Path, *, pool: str = "threads", hub_tick: float = 0.0,
+    def __init__(self, env: dict[str, str], log_path: Path, *, pool: str = "prefork", hub_tick: float = 0.0,
                  heartbeat: bool = False):
         self.log_path = log_path
         self.heartbeat = heartbeat
@@ -458,7 +458,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--kubectl-concurrency", type=int, default=WORKER_CONCURRENCY,
                         help=f"parallel kubectl applies in the baseline (default {WORKER_CONCURRENCY}, like the worker)")
     parser.add_argument("--request-samples", type=int, default=3, help="tenants provisioned in-process to count API requests")
-    parser.add_argument("--pool", choices=["threads", "prefork"], default="threads", help="worker pool (default threads)")
+    parser.add_argument("--pool", choices=["threads", "prefork"], default="prefork", help="worker pool (default prefork, as in production)")
     parser.add_argument("--hub-tick", type=float, default=0.0, metavar="S",
                         help="experiment: wake the worker's event loop every S seconds (bench/tick_app.py; celery#6941)")
     parser.add_argument("--with-heartbeat", action="store_true",

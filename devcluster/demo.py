@@ -72,7 +72,7 @@ def main() -> int:
         _run(env, "migrate", "--no-input", "-v0")
         _run(env, "seed_demo", "--api-url", plane.api_url, "--kubeconfig", str(plane.kubeconfig_path),
              "--ca-file", str(plane.ca_file), "--oidc-issuer", provider.issuer)
-        _spawn(stack, env, "worker", [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=threads", "--concurrency=4", "-l", "INFO"])
+        _spawn(stack, env, "worker", [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=prefork", "--concurrency=4", "-l", "INFO"])
         _spawn(stack, env, "beat", [sys.executable, "-m", "celery", "-A", "portal", "beat", "-l", "INFO",
                                     "--schedule", str(CACHE / "celerybeat-schedule")])
         web = _spawn(stack, env, "web", [sys.executable, "manage.py", "runserver", f"127.0.0.1:{WEB_PORT}", "--noreload"])

@@ -33,7 +33,7 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Pop
     OUTPUT.mkdir(exist_ok=True)
     log = open(OUTPUT / "celery-worker.log", "ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=threads", "--concurrency=4",
+        [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=prefork", "--concurrency=4",
          "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO", "-n", f"test-{os.getpid()}@%h"],
         cwd=ROOT, env=_worker_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
