@@ -8,7 +8,7 @@ import pytest
 
 from devcluster import servers
 
-pytest_plugins = ["tests.plugins.kube", "tests.plugins.oidc", "tests.fixtures"]
+pytest_plugins = ["tests.plugins.kube", "tests.plugins.oidc", "tests.plugins.worker", "tests.fixtures"]
 
 _stack = ExitStack()
 _redis: servers.RedisServer | None = None

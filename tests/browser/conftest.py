@@ -18,7 +18,6 @@ from playwright.sync_api import Browser, sync_playwright
 
 from tests.browser.support import AXE_JS, BROWSER_TESTS, Portal
 # The real worker and a Cluster row on the dev control plane, as the worker tests use them.
-from tests.worker.conftest import celery_worker, live_cluster  # noqa: F401
 
 # Read when the session's live server starts: Chromium then never has to guess between ::1 and 127.0.0.1.
 os.environ.setdefault("DJANGO_LIVE_TEST_SERVER_ADDRESS", "127.0.0.1")

@@ -19,7 +19,7 @@ from tests.virtual.standin_adapters import (
     HOSTED_CLUSTER, NODE_POOL, HyperShiftStandIn, approved, assert_admin_inside_and_refused_by_host, custom_object,
     delete_prefixed_namespaces, fetch_kubeconfig, register_cluster,
 )
-from tests.worker.conftest import celery_worker, wait_status  # noqa: F401 - celery_worker is a fixture
+from tests.plugins.worker import wait_status
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pytest.mark.worker]
 RELEASE = "quay.io/openshift-release-dev/ocp-release:4.17.0-multi"

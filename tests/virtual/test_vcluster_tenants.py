@@ -26,7 +26,7 @@ from tenants.models import AuditEvent, Cluster, Request, Tenant
 from tests.plugins.kube import read_or_none, wait_for
 from tests.virtual.conftest import install_crds
 from tests.virtual.standin_vcluster import VClusterStandIn, helm_calls
-from tests.worker.conftest import OUTPUT, celery_worker, wait_status  # noqa: F401 - celery_worker is a fixture
+from tests.plugins.worker import OUTPUT, wait_status
 from worker import provisioning
 from worker.vcluster_values import DEFAULT_CHART_VERSION
 

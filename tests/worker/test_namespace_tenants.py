@@ -16,7 +16,7 @@ from tenants import services
 from tenants.audit import AuditContext
 from tenants.models import AuditEvent, Request, Tenant
 from tests.plugins.kube import read_or_none, wait_for
-from tests.worker.conftest import wait_status
+from tests.plugins.worker import wait_status
 from worker import provisioning
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pytest.mark.worker]

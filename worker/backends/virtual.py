@@ -70,7 +70,7 @@ def with_server(config: dict, server: str) -> dict:
 class VirtualClusterBackend(Backend):
     """Subclasses say how the control plane is created, when it is ready, where its admin kubeconfig is, and how it goes away."""
 
-    host = NamespaceBackend()
+    host = NamespaceBackend(team_access=False)  # tenants never get credentials for the host
     # Checks run inside the virtual cluster with the tenant's token, then against the host with the same token.
     checks: list = []
 

@@ -1,4 +1,4 @@
-"""A real Celery worker process and a Cluster row pointing at the dev control plane."""
+"""Worker fixtures for every test that needs them: one real Celery worker process for the run, and a Cluster row on the dev control plane."""
 from __future__ import annotations
 
 import os
