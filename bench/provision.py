@@ -8,7 +8,7 @@
 Everything it needs is started here and stopped again on exit (also on Ctrl-C / SIGTERM):
 a throwaway PostgreSQL and Redis (devcluster.servers), the dev control plane
 (devcluster.launcher.ControlPlane), migrations into the fresh database, a team, users and a
-Cluster row, and a real `celery -A portal worker` process (threads pool, concurrency 4).
+Cluster row, and a real `celery -A portal worker` process (prefork pool, concurrency 4).
 
 What it measures (see bench/README.md for how to read the figures):
   1. Berth: for each N, submit N medium-tier requests (they need approval), approve each as a
