@@ -22,16 +22,23 @@ logger = logging.getLogger(__name__)
 _TOKEN_SHAPE = re.compile(re.escape(services.TOKEN_PREFIX) + r"([0-9a-f]{8})_[A-Za-z0-9_-]{16,100}")
 
 
+def credential(request, keyword: str) -> str | None:
+    """The credential after ``keyword`` in the Authorization header; None when the header uses another scheme."""
+    parts = authentication.get_authorization_header(request).split()
+    if not parts or parts[0].decode(errors="replace") != keyword:
+        return None
+    if len(parts) != 2:
+        raise exceptions.AuthenticationFailed("Malformed Authorization header.")
+    return parts[1].decode(errors="replace")
+
+
 class ApiTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Token"
 
     def authenticate(self, request):
-        parts = authentication.get_authorization_header(request).split()
-        if not parts or parts[0].decode(errors="replace") != self.keyword:
+        plaintext = credential(request, self.keyword)
+        if plaintext is None:
             return None
-        if len(parts) != 2:
-            raise exceptions.AuthenticationFailed("Malformed Authorization header.")
-        plaintext = parts[1].decode(errors="replace")
         shape = _TOKEN_SHAPE.fullmatch(plaintext)
         if shape is None:
             raise exceptions.AuthenticationFailed("Invalid token.")
@@ -85,12 +92,10 @@ class OidcBearerAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
     def authenticate(self, request):
-        parts = authentication.get_authorization_header(request).split()
-        if not parts or parts[0].decode(errors="replace") != self.keyword:
+        token = credential(request, self.keyword)
+        if token is None:
             return None
-        if len(parts) != 2:
-            raise exceptions.AuthenticationFailed("Malformed Authorization header.")
-        claims = verify_access_token(parts[1].decode(errors="replace"))
+        claims = verify_access_token(token)
         user = services.user_sync_from_claims(claims=claims, ctx=AuditContext.from_http(request))
         if not user.is_active:
             raise exceptions.AuthenticationFailed("User inactive.")

@@ -28,6 +28,7 @@ from typing import Any
 import kubernetes
 import yaml
 from kubernetes import client
+from tests.virtual.conftest import write_kubeconfig_secret
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_HELM_DIR = Path(__file__).resolve().parent / "fake_helm"
@@ -211,18 +212,6 @@ def virtual_admin_kubeconfig(virtual_kubeconfig_path: Path, server: str) -> dict
     return config
 
 
-def write_secret(api: client.ApiClient, *, namespace: str, name: str, key: str, kubeconfig: dict) -> None:
-    body = {"metadata": {"name": name, "namespace": namespace},
-            "data": {key: base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()}}
-    core = client.CoreV1Api(api)
-    try:
-        core.create_namespaced_secret(namespace, body)
-    except client.ApiException as exc:
-        if exc.status != 409:
-            raise
-        core.replace_namespaced_secret(name, namespace, body)
-
-
 class VClusterStandIn:
     """One tenant's vcluster coming up and going away, for ``installer`` helm, flux or capi (see the module docstring)."""
 
@@ -282,7 +271,7 @@ class VClusterStandIn:
             self.apps.patch_namespaced_stateful_set_status(self.release, self.namespace, {"status": {
                 "replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "currentReplicas": 1, "updatedReplicas": 1,
                 "observedGeneration": sts.metadata.generation}})
-        write_secret(self.api, namespace=self.namespace, name=secret, key=key,
+        write_kubeconfig_secret(self.api, namespace=self.namespace, name=secret, key=key,
                      kubeconfig=virtual_admin_kubeconfig(self.virtual_kubeconfig, server))
         self._note("ready")
 
