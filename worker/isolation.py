@@ -122,6 +122,13 @@ def blocks_quota_modification(k: Kube, t: Any) -> tuple[bool, str]:
     return all(ok for ok, _ in results), "; ".join(d for _, d in results)
 
 
+def blocks_long_lived_tokens(k: Kube, t: Any) -> tuple[bool, str]:
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+              "metadata": {"name": "berth-probe-token", "namespace": t.namespace,
+                           "annotations": {"kubernetes.io/service-account.name": manifests.TENANT_SA}}}
+    return _refused(lambda: k.create(secret, dry_run=True), "a long-lived ServiceAccount token Secret")
+
+
 def default_deny(k: Kube, t: Any) -> tuple[bool, str]:
     policy = k.get("NetworkPolicy", "berth-default-deny", namespace=t.namespace)
     spec = (policy or {}).get("spec") or {}
@@ -159,6 +166,7 @@ CHECKS = [
     Check("MTB-PL1-CC-FNS-2", "Block modification of resource quotas", blocks_quota_modification),
     Check("MTB-PL1-CC-NET-1", "Default deny network connections", default_deny),
     Check("MTB-PL1-CC-CPI-2", "Block role privilege escalation", blocks_role_escalation),
+    Check("berth-short-lived-credentials", "Block long-lived ServiceAccount token Secrets", blocks_long_lived_tokens),
 ]
 
 

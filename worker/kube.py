@@ -74,6 +74,8 @@ KINDS: dict[str, Kind] = {
     "PriorityClass": Kind("scheduling.k8s.io/v1", "priorityclasses", False),
     "StorageClass": Kind("storage.k8s.io/v1", "storageclasses", False),
     "CustomResourceDefinition": Kind("apiextensions.k8s.io/v1", "customresourcedefinitions", False),
+    "ValidatingAdmissionPolicy": Kind("admissionregistration.k8s.io/v1", "validatingadmissionpolicies", False),
+    "ValidatingAdmissionPolicyBinding": Kind("admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", False),
     # Virtual-cluster backends' custom resources (installed on the host by the platform admin).
     "HelmRepository": Kind("source.toolkit.fluxcd.io/v1", "helmrepositories", True),
     "HelmRelease": Kind("helm.toolkit.fluxcd.io/v2", "helmreleases", True),

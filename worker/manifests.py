@@ -245,6 +245,35 @@ def flow_schema(tenant: Any, tier: Any, cluster: Any) -> dict | None:
     }
 
 
+NO_LONG_LIVED_TOKENS = "berth-no-long-lived-tokens"
+
+
+def cluster_guards() -> list[dict]:
+    """Cluster-wide guards for every Berth namespace (applied once per cluster, idempotently).
+
+    RBAC cannot tell Secret types apart, so a tenant allowed to create Secrets could create a
+    ``kubernetes.io/service-account-token`` Secret and get a token that never expires. This
+    ValidatingAdmissionPolicy refuses that in namespaces Berth manages: credentials stay short-lived.
+    """
+    meta = {"name": NO_LONG_LIVED_TOKENS, "labels": dict(MANAGED_BY)}
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": meta,
+         "spec": {
+             "failurePolicy": "Fail",
+             "matchConstraints": {"resourceRules": [
+                 {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["secrets"]}]},
+             "validations": [{
+                 "expression": "object.type != 'kubernetes.io/service-account-token'",
+                 "message": "Long-lived ServiceAccount token Secrets are not allowed in Berth tenants: "
+                            "download a short-lived kubeconfig from the portal instead.",
+             }],
+         }},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": dict(meta),
+         "spec": {"policyName": NO_LONG_LIVED_TOKENS, "validationActions": ["Deny"],
+                  "matchResources": {"namespaceSelector": {"matchLabels": dict(MANAGED_BY)}}}},
+    ]
+
+
 def namespace_tenant(tenant: Any, tier: Any, cluster: Any, facts: ClusterFacts | None = None, *,
                      team_access: bool = True) -> list[dict]:
     """Every object of a namespace tenant, the Namespace first.

@@ -105,3 +105,12 @@ def test_rendering_is_deterministic():
     tier = seeded_tier("medium")
     first = manifests.to_yaml(manifests.namespace_tenant(_tenant(tier), tier, _tenant(tier).cluster))
     assert first == manifests.to_yaml(manifests.namespace_tenant(_tenant(tier), tier, _tenant(tier).cluster))
+
+
+def test_the_cluster_guard_refuses_long_lived_token_secrets_in_berth_namespaces_only():
+    policy, binding = manifests.cluster_guards()
+    assert policy["spec"]["validations"][0]["expression"] == "object.type != 'kubernetes.io/service-account-token'"
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    assert binding["spec"]["matchResources"]["namespaceSelector"] == {"matchLabels": {"app.kubernetes.io/managed-by": "berth"}}

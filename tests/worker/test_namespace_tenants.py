@@ -112,6 +112,10 @@ def test_kubeconfig_works_and_is_limited(celery_worker, live_cluster, kubectl, a
     assert event.actor == alice and event.after["lifetime_seconds"] == 900 and event.after["role"] == "edit"
     token = config["users"][0]["user"]["token"]
     assert token not in str(AuditEvent.objects.values_list("before", "after"))
+    forever = kubectl("create", "-n", ns, "-f", "-", kubeconfig=path, input=yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+        "metadata": {"name": "forever", "annotations": {"kubernetes.io/service-account.name": "berth-tenant"}}}))
+    assert forever.returncode != 0 and "short-lived kubeconfig" in forever.stderr, forever.stderr
 
 
 def test_viewer_gets_read_only_kubeconfig_and_outsider_gets_404(celery_worker, live_cluster, kubectl, alice, vera, bob, carol,
@@ -168,7 +172,8 @@ def test_isolation_report_passes_then_fails_when_a_hand_made_binding_grants_too_
     wait_for(report, timeout=60, what="the first isolation report")
     failed = [c for c in tenant.isolation_report["checks"] if not c["passed"]]
     assert tenant.isolation_report["passed"], failed
-    assert {c["id"] for c in tenant.isolation_report["checks"]} >= {"MTB-PL1-BC-CPI-5", "MTB-PL1-BC-HI-5", "MTB-PL1-CC-CPI-2"}
+    assert {c["id"] for c in tenant.isolation_report["checks"]} >= {
+        "MTB-PL1-BC-CPI-5", "MTB-PL1-BC-HI-5", "MTB-PL1-CC-CPI-2", "berth-short-lived-credentials"}
     client.RbacAuthorizationV1Api(kube_admin).create_namespaced_role_binding(tenant.namespace, {
         "metadata": {"name": "too-much"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},

@@ -60,6 +60,7 @@ class NamespaceBackend(Backend):
     def apply(self, tenant: Tenant, k: Kube, *, detect_drift: bool) -> list[str]:
         objs = self.render(tenant, k)
         repaired = _drift(k, objs) if detect_drift else []
+        k.apply(manifests.cluster_guards())  # before the namespace exists, so it is never unguarded
         k.apply(objs[:1])  # the Namespace first, so namespaced objects have a home
         k.apply(objs[1:])
         self._prune(tenant, k, objs)
