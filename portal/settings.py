@@ -109,6 +109,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# Django 6's default: a URL typed without a scheme in a form means https.
+FORMS_URLFIELD_ASSUME_HTTPS = True
 
 # --- Sign-in (OpenID Connect) -----------------------------------------------
 AUTHENTICATION_BACKENDS = ["tenants.auth.BerthOidcBackend"]

@@ -29,6 +29,12 @@ def manifest_preview(tenant: Any, *, tier: Any = None) -> str | None:
     return fn(tenant, tier=tier) if fn else None
 
 
+def cluster_config_errors(cluster: Any) -> dict[str, str]:
+    """Problems with a Cluster's kinds and settings, by kind; empty when none or no checker is installed."""
+    fn = _registry.get("cluster_config_errors")
+    return fn(cluster) if fn else {}
+
+
 def issue_kubeconfig(tenant: Any, *, role: str, lifetime_seconds: int) -> str:
     """A kubeconfig YAML with a fresh short-lived credential for ``tenant``."""
     return _get("issue_kubeconfig")(tenant, role=role, lifetime_seconds=lifetime_seconds)

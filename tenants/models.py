@@ -193,6 +193,21 @@ class Cluster(models.Model):
             models.CheckConstraint(condition=Q(access_mode__in=["token", "oidc"]), name="cluster_access_mode_valid"),
         ]
 
+    def clean(self) -> None:
+        """Refuse kinds and virtual-cluster settings the worker could not use (the admin form shows why)."""
+        from django.core.exceptions import ValidationError
+
+        from tenants import hooks
+
+        if not isinstance(self.kinds, list) or not all(isinstance(k, str) for k in self.kinds):
+            raise ValidationError({"kinds": 'A list of kinds, e.g. ["namespace", "vcluster"].'})
+        unknown = sorted(set(self.kinds) - set(TenantKind.values))
+        if unknown:
+            raise ValidationError({"kinds": f"Unknown kind(s) {', '.join(unknown)}; choose from {', '.join(TenantKind.values)}."})
+        errors = hooks.cluster_config_errors(self)
+        if errors:
+            raise ValidationError({"virtual_config": [f"{kind}: {message}" for kind, message in sorted(errors.items())]})
+
     def __str__(self) -> str:
         return self.display_name
 

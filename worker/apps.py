@@ -27,5 +27,6 @@ class WorkerConfig(AppConfig):
         from worker import backends, credentials
 
         hooks.register("manifest_preview", backends.preview_yaml)
+        hooks.register("cluster_config_errors", backends.cluster_config_errors)
         hooks.register("issue_kubeconfig", _cluster_errors_as_domain(credentials.issue_kubeconfig))
         hooks.register("issue_merged_kubeconfig", _cluster_errors_as_domain(credentials.issue_merged_kubeconfig))

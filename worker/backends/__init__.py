@@ -26,6 +26,21 @@ def backend_for(tenant: Any) -> Backend:
         raise KubePermanentError(f"No backend for {tenant.kind} tenants is installed in this portal.") from None
 
 
+def cluster_config_errors(cluster: Any) -> dict[str, str]:
+    """What is wrong with a Cluster's kinds and per-kind settings, by kind (empty when nothing is)."""
+    errors = {}
+    for kind in cluster.kinds or []:
+        backend = BACKENDS.get(kind)
+        if backend is None:
+            errors[kind] = f"No backend for {kind!r}; known kinds: {', '.join(sorted(BACKENDS))}."
+            continue
+        try:
+            backend.check_cluster(cluster)
+        except KubePermanentError as exc:
+            errors[kind] = str(exc)
+    return errors
+
+
 def preview_yaml(tenant: Any, *, tier: Any = None) -> str:
     """What approving would create, for the approver's page (without live cluster facts)."""
     return to_yaml(backend_for(tenant).preview(tenant, tier or tenant.tier))

@@ -23,6 +23,9 @@ class Backend:
 
     kind: str = ""
 
+    def check_cluster(self, cluster: Any) -> None:
+        """Raise KubePermanentError naming what is wrong with ``cluster``'s settings for this kind."""
+
     def render(self, tenant: Any, host: Kube) -> list[dict]:
         raise NotImplementedError
 

@@ -77,6 +77,9 @@ def virtual_cluster(tenant: Any, tier: Any, settings: CapnSettings) -> dict:
 class CapnBackend(VirtualClusterBackend):
     kind = KIND
 
+    def check_cluster(self, cluster: Any) -> None:
+        CapnSettings.of(cluster)
+
     def apply(self, tenant: Any, host: Kube, *, detect_drift: bool) -> list[str]:
         CapnSettings.of(tenant.cluster)  # a bad cluster record fails the tenant before anything is created
         return super().apply(tenant, host, detect_drift=detect_drift)

@@ -154,6 +154,9 @@ def hosted_control_plane(tenant: Any, tier: Any, settings: HyperShiftSettings) -
 class HyperShiftBackend(VirtualClusterBackend):
     kind = KIND
 
+    def check_cluster(self, cluster: Any) -> None:
+        HyperShiftSettings.of(cluster)
+
     def apply(self, tenant: Any, host: Kube, *, detect_drift: bool) -> list[str]:
         # A bad cluster record fails the tenant before anything is created.
         hosted_control_plane(tenant, tenant.tier, HyperShiftSettings.of(tenant.cluster))

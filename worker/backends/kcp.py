@@ -101,6 +101,9 @@ class KcpBackend(VirtualClusterBackend):
     kind = KIND
 
     # --- no host namespace: the workspace is all there is -----------------------------------------
+    def check_cluster(self, cluster: Any) -> None:
+        KcpSettings.of(cluster)
+
     def preview(self, tenant: Any, tier: Any) -> list[dict]:
         return [workspace(tenant, tier, KcpSettings.of(tenant.cluster))]
 

@@ -143,6 +143,9 @@ class VClusterBackend(VirtualClusterBackend):
     kind = "vcluster"
     host = VClusterHost()
 
+    def check_cluster(self, cluster: Any) -> None:
+        parse_config(cluster)
+
     def config(self, tenant: Any, tier: Any = None) -> VClusterConfig:
         """The cluster's vcluster settings, checked against the tier; ConfigError says what an admin must fix."""
         config = parse_config(tenant.cluster)
