@@ -17,6 +17,7 @@ from devcluster import servers
 from devcluster.launcher import ControlPlane, OIDCIssuer
 from devcluster.oidc import DEMO_PORT, KUBECTL_CLIENT_ID, OidcProvider
 from devcluster.pki import CertificateAuthority
+from devcluster.process import Component
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("BERTH_CACHE", Path.home() / ".cache" / "berth")) / "demo"
@@ -31,21 +32,11 @@ def _run(env: dict, *args: str) -> None:
     subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True)
 
 
-def _spawn(stack: ExitStack, env: dict, name: str, argv: list[str]) -> subprocess.Popen:
-    log = open(CACHE / f"{name}.log", "ab")
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def stop() -> None:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
-
-    stack.callback(stop)
-    return proc
+def _spawn(stack: ExitStack, env: dict, name: str, argv: list[str]) -> Component:
+    component = Component(name, argv, CACHE / f"{name}.log", cwd=ROOT, env=env)
+    component.start()
+    stack.callback(component.stop, grace_seconds=15)
+    return component
 
 
 def main() -> int:
@@ -76,7 +67,7 @@ def main() -> int:
         _spawn(stack, env, "beat", [sys.executable, "-m", "celery", "-A", "portal", "beat", "-l", "INFO",
                                     "--schedule", str(CACHE / "celerybeat-schedule")])
         web = _spawn(stack, env, "web", [sys.executable, "manage.py", "runserver", f"127.0.0.1:{WEB_PORT}", "--noreload"])
-        servers._wait_port(WEB_PORT, web, "the portal", timeout=60)
+        servers.wait_port(WEB_PORT, web, timeout=60)
         print(f"""
 Berth is running ({time.monotonic() - started:.0f}s to start). Open http://127.0.0.1:{WEB_PORT}/
 
@@ -90,7 +81,7 @@ Logs:           {CACHE}/{{web,worker,beat}}.log  (mail is printed to web.log and
 Ctrl-C stops everything.
 """, flush=True)
         try:
-            while web.poll() is None:
+            while web.exited() is None:
                 time.sleep(1)
             print(f"The portal exited; see {CACHE}/web.log", file=sys.stderr)
             return 1

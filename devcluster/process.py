@@ -34,12 +34,19 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None]:
 
 
 class Component:
-    """One long-running binary (etcd, kube-apiserver, ...) with its log file."""
+    """One long-running binary (etcd, kube-apiserver, PostgreSQL, a Celery worker, ...) with its log file.
 
-    def __init__(self, name: str, argv: list[str], log_path: Path) -> None:
+    ``stop_signal`` is what asks it to stop (PostgreSQL's fast shutdown is SIGINT); no log_path: output discarded.
+    """
+
+    def __init__(self, name: str, argv: list[str], log_path: Path | None, *, cwd: Path | None = None,
+                 env: dict[str, str] | None = None, stop_signal: signal.Signals = signal.SIGTERM) -> None:
         self.name = name
         self.argv = argv
         self.log_path = log_path
+        self.cwd = cwd
+        self.env = env
+        self.stop_signal = stop_signal
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -48,9 +55,11 @@ class Component:
 
     def start(self) -> None:
         # Truncate: a retried start must not show the previous attempt's errors.
-        with open(self.log_path, "wb") as log:
+        with open(self.log_path or os.devnull, "wb") as log:
             self._process = subprocess.Popen(
                 self.argv,
+                cwd=self.cwd,
+                env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -66,11 +75,11 @@ class Component:
         return self._process.poll() if self._process else None
 
     def stop(self, grace_seconds: float = 5.0) -> None:
-        """SIGTERM the process group, wait, then SIGKILL whatever is left."""
+        """Send the stop signal to the process group, wait, then SIGKILL whatever is left."""
         process = self._process
         if process is None:
             return
-        self._signal_group(process.pid, signal.SIGTERM)
+        self._signal_group(process.pid, self.stop_signal)
         try:
             process.wait(timeout=grace_seconds)
         except subprocess.TimeoutExpired:
@@ -87,6 +96,8 @@ class Component:
             pass
 
     def log_tail(self, lines: int = 40) -> str:
+        if self.log_path is None:
+            return "(output discarded)"
         try:
             text = self.log_path.read_text(errors="replace")
         except FileNotFoundError:

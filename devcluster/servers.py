@@ -8,6 +8,7 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -15,6 +16,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from devcluster.process import Component, ComponentFailed
 
 
 def free_port() -> int:
@@ -41,17 +44,19 @@ def _as_postgres_user() -> list[str]:
     return ["runuser", "-u", "postgres", "--"]
 
 
-def _wait_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 30) -> None:
+def wait_port(port: int, component: Component, timeout: float = 30) -> None:
+    """Until ``component`` listens on 127.0.0.1:``port``; fails at once (with its log) if it exits."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        code = component.exited()
+        if code is not None:
+            raise ComponentFailed(component, f"{component.name} exited with {code}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.1)
-    raise RuntimeError(f"{what} did not listen on {port} within {timeout}s")
+    raise ComponentFailed(component, f"{component.name} did not listen on {port} within {timeout}s")
 
 
 @contextmanager
@@ -73,15 +78,14 @@ def postgres_server(root: Path | None = None, port: int | None = None) -> Iterat
             runas + [_pg_bin("initdb"), "-D", str(data), "-U", "berth", "--auth=trust", "-E", "UTF8", "--no-sync"],
             check=True, capture_output=True,
         )
-    log = open(root / "postgres.log", "ab")
     options = [] if keep else ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
-    proc = subprocess.Popen(
-        runas + [_pg_bin("postgres"), "-D", str(data), "-p", str(port), "-h", "127.0.0.1", "-k", str(root),
-                 "-c", "max_connections=200", *options],
-        stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
-    )
+    # SIGINT is PostgreSQL's fast shutdown; SIGTERM would wait for every client to disconnect.
+    server = Component("postgres", runas + [_pg_bin("postgres"), "-D", str(data), "-p", str(port), "-h", "127.0.0.1",
+                                             "-k", str(root), "-c", "max_connections=200", *options],
+                       root / "postgres.log", stop_signal=signal.SIGINT)
+    server.start()
     try:
-        _wait_port(port, proc, "postgres")
+        wait_port(port, server)
         psql = ["psql", "-h", "127.0.0.1", "-p", str(port), "-U", "berth", "-d", "postgres", "-tAc"]
         for _ in range(100):
             if subprocess.run(psql + ["select 1"], capture_output=True).returncode == 0:
@@ -92,13 +96,7 @@ def postgres_server(root: Path | None = None, port: int | None = None) -> Iterat
             subprocess.run(psql + ["create database berth"], check=True, capture_output=True)
         yield {"HOST": "127.0.0.1", "PORT": str(port), "USER": "berth", "PASSWORD": "", "NAME": "berth"}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        server.stop(grace_seconds=15)
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
 
@@ -112,25 +110,16 @@ class RedisServer:
             raise RuntimeError("redis-server not found: run `make deps` (installs Debian's redis-server)")
         self.port = port or free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen | None = None
+        self.server = Component("redis-server", [self.binary, "--bind", "127.0.0.1", "--port", str(self.port),
+                                                 "--save", "", "--appendonly", "no"], None)
 
     def start(self) -> "RedisServer":
-        self.proc = subprocess.Popen(
-            [self.binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )
-        _wait_port(self.port, self.proc, "redis-server")
+        self.server.start()
+        wait_port(self.port, self.server)
         return self
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
+        self.server.stop(grace_seconds=10)
 
 
 @contextmanager

@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import os
 import secrets
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from django.conf import settings
+from rest_framework.test import APIClient
 
+from devcluster.process import Component, wait_until
 from tenants.models import Cluster, Tenant
 from tests.plugins.kube import wait_for
 
@@ -28,28 +29,22 @@ def _worker_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Popen]:
-    """`celery worker` as a separate process on the test database and this run's Redis."""
+def celery_worker(django_db_setup, django_db_blocker) -> Iterator[Component]:
+    """`celery worker` as a separate process on the test database and this run's Redis (log: test-output/celery-worker.log)."""
     OUTPUT.mkdir(exist_ok=True)
-    log = open(OUTPUT / "celery-worker.log", "ab")
-    proc = subprocess.Popen(
+    log = OUTPUT / "celery-worker.log"
+    worker = Component(
+        "celery worker",
         [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=prefork", "--concurrency=4",
          "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO", "-n", f"test-{os.getpid()}@%h"],
-        cwd=ROOT, env=_worker_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        log, cwd=ROOT, env=_worker_env(),
     )
-    deadline = time.monotonic() + 60
-    while b"ready." not in (OUTPUT / "celery-worker.log").read_bytes() and time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"celery worker exited with {proc.returncode}; see test-output/celery-worker.log")
-        time.sleep(0.2)
-    yield proc
-    proc.terminate()
+    worker.start()
     try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    log.close()
+        wait_until(lambda: b"ready." in log.read_bytes(), timeout=60, watched=[worker], what="the celery worker to be ready")
+        yield worker
+    finally:
+        worker.stop(grace_seconds=20)
 
 
 @pytest.fixture
@@ -79,3 +74,15 @@ def wait_status(tenant: Tenant, status: str, timeout: float = 90.0) -> Tenant:
 
     wait_for(check, timeout=timeout, what=f"tenant {tenant.name} to be {status} (is {tenant.status}: {tenant.status_reason})")
     return tenant
+
+
+def fetch_kubeconfig(user, tenant: Tenant, tmp_path: Path, *, lifetime_seconds: int | None = 900) -> tuple[str, dict]:
+    """The kubeconfig the API hands ``user`` for ``tenant``, written to a file for kubectl: (path, parsed)."""
+    api = APIClient()
+    api.force_authenticate(user)
+    body = {} if lifetime_seconds is None else {"lifetime_seconds": lifetime_seconds}
+    resp = api.post(f"/api/v1/tenants/{tenant.pk}/kubeconfig/", body, format="json")
+    assert resp.status_code == 200, resp.content
+    path = tmp_path / f"{user.username}-{tenant.name}.kubeconfig"
+    path.write_bytes(resp.content)
+    return str(path), yaml.safe_load(resp.content)
