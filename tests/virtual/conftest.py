@@ -7,6 +7,7 @@ writes the virtual API server's admin kubeconfig into the Secret the operator wo
 from __future__ import annotations
 
 import base64
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,3 +74,25 @@ def _wait_established(ext: client.ApiextensionsV1Api, name: str) -> None:
             return
         time.sleep(0.2)
     raise AssertionError(f"CRD {name} not established")
+
+
+class PollingStandIn:
+    """A stand-in operator: ``_run`` polls the host in a background thread from ``with`` entry to exit."""
+
+    api: client.ApiClient
+
+    def _prepare_thread(self, name: str) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self.api.close()

@@ -12,21 +12,17 @@ has to wait for it. Only objects of the test's own cluster prefix are touched.
 from __future__ import annotations
 
 import secrets
-import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import kubernetes
-import yaml
 from kubernetes import client
-from rest_framework.test import APIClient
 
 from devcluster.launcher import ControlPlane
 from tenants import services
 from tenants.models import Cluster, Request, Tenant
-from tests.virtual.conftest import admin_kubeconfig_dict, write_kubeconfig_secret
+from tests.virtual.conftest import PollingStandIn, admin_kubeconfig_dict, write_kubeconfig_secret
 
 FINALIZER = "standin.berth.test/cleanup"
 MERGE_PATCH = "application/merge-patch+json"
@@ -51,7 +47,7 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class OperatorStandIn:
+class OperatorStandIn(PollingStandIn):
     """The reconcile loop every stand-in shares: finalizer in, ``reconcile`` until done, ``cleanup`` and finalizer out."""
 
     resources: tuple[Resource, ...] = ()
@@ -65,19 +61,9 @@ class OperatorStandIn:
         self.interval = interval
         self.errors: list[str] = []
         self.cleaned: list[str] = []  # "<plural>/<name>" of every object whose finalizer it removed
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=type(self).__name__, daemon=True)
+        self._prepare_thread(type(self).__name__)
 
     # --- lifecycle ---------------------------------------------------------------------------------
-    def __enter__(self) -> OperatorStandIn:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-        self.api.close()
-
     def _run(self) -> None:
         while not self._stop.is_set():
             for res in self.resources:
@@ -308,17 +294,6 @@ def approved(*, kind: str, alice: Any, carol: Any, team: Any, tier: Any, cluster
     if tenant.status == "requested":
         services.request_approve(request=req, actor=carol, comment="ok")
     return tenant
-
-
-def fetch_kubeconfig(user: Any, tenant: Tenant, tmp_path: Path) -> tuple[str, dict]:
-    """The kubeconfig the API hands back, written to a file for kubectl."""
-    api = APIClient()
-    api.force_authenticate(user)
-    resp = api.post(f"/api/v1/tenants/{tenant.pk}/kubeconfig/", {"lifetime_seconds": 900}, format="json")
-    assert resp.status_code == 200, resp.content
-    path = tmp_path / f"{user.username}-{tenant.name}.kubeconfig"
-    path.write_bytes(resp.content)
-    return str(path), yaml.safe_load(resp.content)
 
 
 def custom_object(api: client.ApiClient, res: Resource, name: str, namespace: str | None = None) -> dict | None:

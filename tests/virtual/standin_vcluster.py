@@ -21,14 +21,13 @@ import base64
 import json
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import kubernetes
 import yaml
 from kubernetes import client
-from tests.virtual.conftest import write_kubeconfig_secret
+from tests.virtual.conftest import PollingStandIn, write_kubeconfig_secret
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_HELM_DIR = Path(__file__).resolve().parent / "fake_helm"
@@ -212,7 +211,7 @@ def virtual_admin_kubeconfig(virtual_kubeconfig_path: Path, server: str) -> dict
     return config
 
 
-class VClusterStandIn:
+class VClusterStandIn(PollingStandIn):
     """One tenant's vcluster coming up and going away, for ``installer`` helm, flux or capi (see the module docstring)."""
 
     HELM_RELEASE = ("helm.toolkit.fluxcd.io", "v2", "helmreleases")
@@ -231,17 +230,7 @@ class VClusterStandIn:
         self.interval = interval
         self.errors: list[str] = []
         self.events: list[str] = []  # what it did, in order: "installed", "ready", "uninstalled", "finalizer removed: ..."
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"vcluster-standin-{installer}", daemon=True)
-
-    def __enter__(self) -> VClusterStandIn:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-        self.api.close()
+        self._prepare_thread(f"vcluster-standin-{installer}")
 
     def _run(self) -> None:
         step = {"helm": self._helm, "flux": self._flux, "capi": self._capi}[self.installer]

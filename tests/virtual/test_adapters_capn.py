@@ -17,9 +17,9 @@ from tests.plugins.kube import read_or_none, wait_for
 from tests.virtual.conftest import install_crds
 from tests.virtual.standin_adapters import (
     CLUSTER_VERSION, VIRTUAL_CLUSTER, VirtualClusterStandIn, approved, assert_admin_inside_and_refused_by_host, custom_object,
-    delete_prefixed_namespaces, fetch_kubeconfig, register_cluster,
+    delete_prefixed_namespaces, register_cluster,
 )
-from tests.plugins.worker import wait_status
+from tests.plugins.worker import fetch_kubeconfig, wait_status
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pytest.mark.worker]
 CLUSTER_VERSION_NAME = "cv-berth-test"

@@ -20,10 +20,9 @@ from tenants.models import KIND_NOTES, TenantKind
 from tests.plugins.kube import read_or_none, wait_for
 from tests.virtual.conftest import install_crds
 from tests.virtual.standin_adapters import (
-    WORKSPACE, KcpStandIn, approved, assert_admin_inside_and_refused_by_host, custom_object, delete_prefixed_namespaces,
-    fetch_kubeconfig, register_cluster,
+    WORKSPACE, KcpStandIn, approved, assert_admin_inside_and_refused_by_host, custom_object, delete_prefixed_namespaces, register_cluster,
 )
-from tests.plugins.worker import wait_status
+from tests.plugins.worker import fetch_kubeconfig, wait_status
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pytest.mark.worker]
 

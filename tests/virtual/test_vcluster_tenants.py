@@ -18,7 +18,6 @@ import pytest
 import yaml
 from django.db import connection
 from kubernetes import client
-from rest_framework.test import APIClient
 
 from tenants import services
 from tenants.audit import AuditContext
@@ -26,7 +25,7 @@ from tenants.models import AuditEvent, Cluster, Request, Tenant
 from tests.plugins.kube import read_or_none, wait_for
 from tests.virtual.conftest import install_crds
 from tests.virtual.standin_vcluster import VClusterStandIn, helm_calls
-from tests.plugins.worker import OUTPUT, wait_status
+from tests.plugins.worker import OUTPUT, fetch_kubeconfig, wait_status
 from worker import provisioning
 from worker.vcluster_values import DEFAULT_CHART_VERSION
 
@@ -89,16 +88,6 @@ def _approved(*, alice, carol, team, tier, cluster, name: str = "web") -> Tenant
     return req.tenant
 
 
-def _kubeconfig(user, tenant: Tenant, tmp_path: Path) -> tuple[str, dict]:
-    api = APIClient()
-    api.force_authenticate(user)
-    resp = api.post(f"/api/v1/tenants/{tenant.pk}/kubeconfig/", {"lifetime_seconds": 900}, format="json")
-    assert resp.status_code == 200, resp.content
-    path = tmp_path / f"{user.username}-{tenant.name}.kubeconfig"
-    path.write_bytes(resp.content)
-    return str(path), yaml.safe_load(resp.content)
-
-
 def _crd(name: str) -> str:
     return yaml.safe_dump({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": f"{name}s.team-a.example.com"},
@@ -111,7 +100,7 @@ def _crd(name: str) -> str:
 
 def _works_inside_and_not_on_the_host(tenant: Tenant, *, kubectl, control_plane, virtual_plane, alice, tmp_path) -> dict:
     """The handed-back kubeconfig is cluster-admin in the virtual cluster, and worthless against the host."""
-    path, config = _kubeconfig(alice, tenant, tmp_path)
+    path, config = fetch_kubeconfig(alice, tenant, tmp_path)
     assert config["clusters"][0]["cluster"]["server"] == f"https://{PUBLIC_HOST}:{virtual_plane.apiserver_port}"
     assert "client-key-data" not in config["users"][0]["user"] and config["users"][0]["user"]["token"]
     assert kubectl("auth", "can-i", "*", "*", kubeconfig=path).stdout.strip() == "yes"
@@ -199,7 +188,7 @@ def test_helm_installed_vcluster_works_end_to_end_and_its_admin_kubeconfig_never
     # The chart's own quota (the tier's limits again) survives Berth's pruning of its own objects.
     assert client.CoreV1Api(kube_admin).read_namespaced_resource_quota("vc-web", tenant.namespace).spec.hard["limits.cpu"] == "8"
     assert provisioning.isolation_report(str(tenant.pk))["passed"]
-    _kubeconfig(alice, tenant, tmp_path)
+    fetch_kubeconfig(alice, tenant, tmp_path)
     key = _admin_client_key(kube_admin, tenant, "vc-web", "config")
     pem_line = base64.b64decode(key).decode().splitlines()[1]
     for leak in (key, pem_line):

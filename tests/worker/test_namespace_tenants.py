@@ -16,7 +16,7 @@ from tenants import services
 from tenants.audit import AuditContext
 from tenants.models import AuditEvent, Request, Tenant
 from tests.plugins.kube import read_or_none, wait_for
-from tests.plugins.worker import wait_status
+from tests.plugins.worker import fetch_kubeconfig, wait_status
 from worker import provisioning
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pytest.mark.worker]
@@ -33,16 +33,6 @@ def _approved(*, alice, carol, team_a, tier, cluster, name="web") -> Tenant:
     if tenant.status == "requested":
         services.request_approve(request=tenant.requests.get(), actor=carol, comment="ok")
     return tenant
-
-
-def _kubeconfig(user, tenant, tmp_path, **body) -> tuple[str, object]:
-    api = APIClient()
-    api.force_authenticate(user)
-    resp = api.post(f"/api/v1/tenants/{tenant.pk}/kubeconfig/", body, format="json")
-    assert resp.status_code == 200, resp.content
-    path = tmp_path / f"{user.username}-{tenant.name}.kubeconfig"
-    path.write_bytes(resp.content)
-    return str(path), resp
 
 
 def test_approved_medium_tenant_becomes_ready_with_every_object(celery_worker, live_cluster, kube_admin, alice, carol, team_a, medium):
@@ -88,8 +78,7 @@ def test_small_tier_gets_a_flow_schema_and_auto_approval(celery_worker, live_clu
 def test_kubeconfig_works_and_is_limited(celery_worker, live_cluster, kubectl, alice, carol, team_a, medium, tmp_path):
     tenant = _approved(alice=alice, carol=carol, team_a=team_a, tier=medium, cluster=live_cluster)
     wait_status(tenant, "ready")
-    path, resp = _kubeconfig(alice, tenant, tmp_path, lifetime_seconds=900)
-    config = yaml.safe_load(resp.content)
+    path, config = fetch_kubeconfig(alice, tenant, tmp_path, lifetime_seconds=900)
     assert config["clusters"][0]["cluster"]["server"] == live_cluster.public_endpoint
     assert config["contexts"][0]["context"]["namespace"] == tenant.namespace
     ns = tenant.namespace
@@ -122,7 +111,7 @@ def test_viewer_gets_read_only_kubeconfig_and_outsider_gets_404(celery_worker, l
                                                                    team_a, medium, tmp_path):
     tenant = _approved(alice=alice, carol=carol, team_a=team_a, tier=medium, cluster=live_cluster)
     wait_status(tenant, "ready")
-    path, _ = _kubeconfig(vera, tenant, tmp_path)
+    path, _ = fetch_kubeconfig(vera, tenant, tmp_path, lifetime_seconds=None)
     assert kubectl("auth", "can-i", "list", "pods", "-n", tenant.namespace, kubeconfig=path).stdout.strip() == "yes"
     assert kubectl("auth", "can-i", "create", "pods", "-n", tenant.namespace, kubeconfig=path).stdout.strip() == "no"
     assert kubectl("auth", "can-i", "get", "secrets", "-n", tenant.namespace, kubeconfig=path).stdout.strip() == "no"
