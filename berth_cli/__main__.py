@@ -1,0 +1,3 @@
+from berth_cli.main import main
+
+main()

@@ -1,0 +1,581 @@
+"""The `berth` command: Click commands that each call the REST API and print the answer."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from berth_cli import __version__, oidc, tenantsfile, wait
+from berth_cli import config as configuration
+from berth_cli import kubeconfig as kubeconfigs
+from berth_cli import plan as plans
+from berth_cli.client import Api, Credential, api_from, is_uuid, object_path, tls_verify
+from berth_cli.errors import CliError, Exit
+from berth_cli.output import Column, date_of, dump, field, moment_of, output_option, printable, show, table
+
+TENANT_COLUMNS: list[Column] = [
+    ("NAME", field("name")),
+    ("TEAM", field("team")),
+    ("CLUSTER", field("cluster")),
+    ("KIND", field("kind")),
+    ("TIER", field("tier")),
+    ("STATUS", field("status")),
+    ("EXPIRES", date_of("expires_at")),
+    ("NAMESPACE", field("namespace")),
+]
+REQUEST_COLUMNS: list[Column] = [
+    ("ID", field("id")),
+    ("ACTION", field("action")),
+    ("TEAM", field("team")),
+    ("CLUSTER", field("cluster")),
+    ("NAME", field("name")),
+    ("TIER", field("tier")),
+    ("STATUS", field("status")),
+    ("BY", field("requested_by")),
+    ("CREATED", moment_of("created_at")),
+    ("PURPOSE", field("purpose")),
+]
+AUDIT_COLUMNS: list[Column] = [
+    ("AT", moment_of("at")),
+    ("ACTOR", field("actor_name")),
+    ("TEAM", field("team")),
+    ("ACTION", field("action")),
+    ("OBJECT", lambda e: f"{e.get('object_type')} {e.get('object_id')}"),
+]
+_DURATION = re.compile(r"(\d+)([smhdw])")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_REQUEST_PREFIX = re.compile(r"[0-9a-f-]{6,36}")
+
+
+class BerthGroup(click.Group):
+    """Turns a CliError anywhere below into a message on stderr and its exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CliError as error:
+            click.echo(f"berth: {printable(error.message)}", err=True)
+            for line in error.details:
+                click.echo(f"  {printable(line)}", err=True)
+            ctx.exit(int(error.code))
+
+
+class Session:
+    """The command's context: the config file and, on first use, the API with the caller's credential."""
+
+    def __init__(self, config_path: Path | None, url: str | None) -> None:
+        self.config = configuration.load(config_path)
+        self.url = url
+        self._api: Api | None = None
+
+    @property
+    def api(self) -> Api:
+        if self._api is None:
+            self._api = api_from(self.config, self.url)
+        return self._api
+
+
+pass_session = click.make_pass_decorator(Session)
+
+
+@click.group(cls=BerthGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="berth")
+@click.option("--url", envvar="BERTH_URL", help="The portal, e.g. https://berth.example.com [env BERTH_URL].")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="BERTH_CONFIG",
+    help="Config file [env BERTH_CONFIG; default ~/.config/berth/config.yaml].",
+)
+@click.pass_context
+def cli(ctx: click.Context, url: str | None, config_path: Path | None) -> None:
+    """Berth from the command line: tenants, requests, kubeconfigs, the audit trail, and tenants as code.
+
+    Credentials: BERTH_TOKEN (a portal API token), or `berth login` (a token, or OIDC sign-in in the browser).
+
+    \b
+    Exit codes:
+      0 ok                    5 not found (or not yours)
+      1 error (network, 5xx)  6 invalid input (API field errors, tenants file)
+      2 usage                 7 conflict (no longer possible)
+      3 not signed in         8 --wait: failed, rejected or cancelled
+      4 forbidden             9 --wait: timed out
+                             10 berth diff: there are changes
+    """
+    ctx.obj = Session(config_path, url)
+
+
+# --- Signing in --------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--token-stdin", is_flag=True, help="Read a portal API token from stdin and keep it in the config.")
+@click.option("--oidc", "use_oidc", is_flag=True, help="Sign in through the OIDC provider in a browser (PKCE).")
+@click.option("--issuer", help="OIDC issuer URL (kept in the config).")
+@click.option("--client-id", help=f"OIDC client id [default {configuration.DEFAULT_CLIENT_ID}].")
+@click.option(
+    "--oidc-ca-file",
+    type=click.Path(exists=True, dir_okay=False, resolve_path=True),
+    help="CA bundle for the provider.",
+)
+@click.option("--resource", help="Resource indicator for the API's access token (e.g. urn:berth:api).")
+@click.option(
+    "--ca-file", type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="CA bundle for the portal's TLS."
+)
+@click.option("--no-browser", is_flag=True, help="Print the sign-in URL instead of opening a browser.")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, help="Loopback port for the callback (0: any).")
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds to wait for the sign-in.")
+@pass_session
+def login(
+    session: Session,
+    token_stdin: bool,
+    use_oidc: bool,
+    issuer: str | None,
+    client_id: str | None,
+    oidc_ca_file: str | None,
+    resource: str | None,
+    ca_file: str | None,
+    no_browser: bool,
+    port: int,
+    timeout: float,
+) -> None:
+    """Keep the portal URL and your credentials in the config file (mode 0600)."""
+    config = session.config
+    config.url = session.url or config.url
+    config.ca_file = ca_file or config.ca_file
+    if token_stdin and use_oidc:
+        raise CliError("choose one: --token-stdin or --oidc", Exit.USAGE)
+    if not token_stdin and not use_oidc and config.oidc is None:
+        raise CliError("say how to sign in: --token-stdin or --oidc --issuer URL", Exit.USAGE)
+    if token_stdin:
+        config.token = sys.stdin.readline().strip()
+        config.oidc = None
+        if not config.token:
+            raise CliError("no token on stdin", Exit.USAGE)
+    else:
+        settings = config.oidc or configuration.OidcSettings(issuer="")
+        settings.issuer = (issuer or settings.issuer).rstrip("/")
+        if not settings.issuer:
+            raise CliError("--issuer is needed for the first OIDC sign-in", Exit.USAGE)
+        settings.client_id = client_id or settings.client_id
+        settings.ca_file = oidc_ca_file or settings.ca_file
+        settings.resource = resource if resource is not None else settings.resource
+        config.oidc = oidc.login(settings, open_browser=not no_browser, port=port, timeout=timeout)
+        config.token = ""
+    # Only credentials the portal accepts are kept.
+    me = Api(config.url, Credential(config=config, token=config.token), verify=tls_verify(config)).get("/api/v1/me/")
+    configuration.save(config)
+    click.echo(f"Signed in to {config.url} as {printable(me.get('username'))}.", err=True)
+
+
+@cli.command()
+@pass_session
+def logout(session: Session) -> None:
+    """Forget the stored token or OIDC sign-in, revoking the refresh token (the portal URL and issuer stay)."""
+    config = session.config
+    config.token = ""
+    if config.oidc is not None:
+        if not oidc.revoke(config.oidc):
+            click.echo("berth: the provider did not confirm revoking the refresh token", err=True)
+        config.oidc.access_token = config.oidc.refresh_token = ""
+        config.oidc.expires_at = 0.0
+    configuration.save(config)
+    click.echo("Signed out.", err=True)
+
+
+@cli.command()
+@output_option
+@pass_session
+def whoami(session: Session, fmt: str) -> None:
+    """Who the credentials belong to: teams, roles and platform roles."""
+    me = session.api.get("/api/v1/me/")
+    if fmt != "table":
+        dump(me, fmt)
+        return
+    teams = ", ".join(f"{m['team']} ({m['role']})" for m in me.get("teams") or []) or "none"
+    table(
+        [{**me, "teams": teams, "platform_roles": ", ".join(me.get("platform_roles") or []) or "none"}],
+        [("USER", field("username")), ("TEAMS", field("teams")), ("PLATFORM ROLES", field("platform_roles"))],
+    )
+
+
+# --- Reading ---------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--team", help="Only this team's tenants.")
+@click.option("--status", multiple=True, help="Only tenants in this status (repeatable).")
+@click.option("--cluster", help="Only tenants on this cluster.")
+@output_option
+@pass_session
+def tenants(session: Session, team: str | None, status: tuple[str, ...], cluster: str | None, fmt: str) -> None:
+    """The tenants you can see."""
+    rows = session.api.all("/api/v1/tenants/", team=team, status=list(status) or None, cluster=cluster)
+    show(rows, fmt, TENANT_COLUMNS, empty="No tenants.")
+
+
+@cli.command()
+@click.option("--team", help="Only this team's requests.")
+@click.option("--status", type=click.Choice(["pending", "approved", "rejected", "cancelled"]))
+@click.option("--action", type=click.Choice(["create", "change_tier", "extend", "delete"]))
+@output_option
+@pass_session
+def requests(session: Session, team: str | None, status: str | None, action: str | None, fmt: str) -> None:
+    """Requests you can see (approvers: every team's)."""
+    rows = session.api.all("/api/v1/requests/", team=team, status=status, action=action)
+    show(rows, fmt, REQUEST_COLUMNS, empty="No requests.")
+
+
+def parse_since(text: str, now: dt.datetime | None = None) -> str:
+    """``30m``, ``2h``, ``7d``, ``1w`` ago, or an ISO date or date-time; as the ISO date-time the API filters on."""
+    now = now or dt.datetime.now(dt.UTC)
+    match = _DURATION.fullmatch(text.strip())
+    if match:
+        moment = now - dt.timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    else:
+        try:
+            moment = dt.datetime.fromisoformat(text.strip())
+        except ValueError:
+            raise CliError(f"--since {text!r}: use 30m, 2h, 7d, 1w or an ISO date/time", Exit.USAGE) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=dt.UTC)
+    return moment.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+@cli.command()
+@click.option("--since", default="24h", show_default=True, help="How far back: 30m, 2h, 7d, 1w, or an ISO date/time.")
+@click.option("--until", "until_", help="Up to this ISO date/time.")
+@click.option("--team", help="Only this team's events.")
+@click.option("--actor", help="Only this person's events.")
+@click.option("--action", help="Actions starting with this, e.g. tenant. or request.approve.")
+@click.option("--limit", type=click.IntRange(1, 100000), default=1000, show_default=True)
+@output_option
+@pass_session
+def audit(
+    session: Session,
+    since: str,
+    until_: str | None,
+    team: str | None,
+    actor: str | None,
+    action: str | None,
+    limit: int,
+    fmt: str,
+) -> None:
+    """The audit trail you may read, newest first."""
+    rows = session.api.all(
+        "/api/v1/audit-events/",
+        limit=limit,
+        since=parse_since(since),
+        until=parse_since(until_) if until_ else None,
+        team=team,
+        actor=actor,
+        action=action,
+    )
+    show(rows, fmt, AUDIT_COLUMNS, empty="No audit events in that window.")
+
+
+# --- Requests ------------------------------------------------------------------------------------------
+
+
+def find_tenant(api: Api, ref: str, *, team: str | None = None, live_only: bool = True) -> dict[str, Any]:
+    """A tenant by id, by name, or by ``cluster/name``; USAGE when the name is ambiguous."""
+    if is_uuid(ref):
+        tenant: dict[str, Any] = api.get(object_path("tenants", ref))
+        return tenant
+    cluster, _, name = ref.rpartition("/")
+    candidates = [
+        t
+        for t in api.each("/api/v1/tenants/", team=team, cluster=cluster or None)
+        if t["name"] == name and (not live_only or t["status"] in plans.LIVE)
+    ]
+    if not candidates:
+        raise CliError(f"no tenant {ref!r} that you can see", Exit.NOT_FOUND)
+    if len(candidates) > 1:
+        where = ", ".join(f"{t['team']} on {t['cluster']}" for t in candidates)
+        raise CliError(f"{ref!r} is ambiguous ({where}): say CLUSTER/NAME or --team", Exit.USAGE)
+    return candidates[0]
+
+
+def find_request(api: Api, ref: str, *, status: str | None = "pending") -> str:
+    """A request id from the full id or a unique prefix of it (among ``status`` requests)."""
+    if is_uuid(ref):
+        return ref
+    ref = ref.lower()
+    if not _REQUEST_PREFIX.fullmatch(ref):
+        raise CliError(f"{ref!r} is not a request id (or at least 6 of its first characters)", Exit.USAGE)
+    matches: list[str] = [r["id"] for r in api.each("/api/v1/requests/", status=status) if r["id"].startswith(ref)]
+    if not matches:
+        raise CliError(f"no {status or ''} request starting with {ref!r}".replace("  ", " "), Exit.NOT_FOUND)
+    if len(matches) > 1:
+        raise CliError(f"{ref!r} matches {len(matches)} requests; give more of the id", Exit.USAGE)
+    return matches[0]
+
+
+def show_request(request: dict[str, Any], fmt: str) -> None:
+    if fmt == "table":
+        table([request], REQUEST_COLUMNS)
+    else:
+        dump(request, fmt)
+
+
+@cli.group(cls=BerthGroup)
+def request() -> None:
+    """Create, approve, reject or cancel a request."""
+
+
+_ACTIONS = {"create": "create", "change-tier": "change_tier", "extend": "extend", "delete": "delete"}
+
+
+@request.command("create")
+@click.option("--action", type=click.Choice(list(_ACTIONS)), default="create", show_default=True)
+@click.option("--team", help="create: the team the tenant is for.")
+@click.option("--name", help="create: the tenant's name (a DNS label).")
+@click.option("--cluster", help="create: the cluster.")
+@click.option("--tier", help="create, change-tier: the tier.")
+@click.option("--kind", default="namespace", show_default=True, help="create: namespace, vcluster, …")
+@click.option("--tenant", "tenant_ref", help="change-tier, extend, delete: the tenant (NAME, CLUSTER/NAME or id).")
+@click.option("--expires", type=click.DateTime(["%Y-%m-%d"]), help="create, extend: expiry date (YYYY-MM-DD).")
+@click.option("--purpose", default="", help="Why (shown to approvers).")
+@click.option("--idempotency-key", default="", help="Re-running with the same key returns the first request.")
+@click.option("--wait", "wait_", is_flag=True, help="Wait until it is carried out, showing progress on stderr.")
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds --wait waits at most.")
+@output_option
+@pass_session
+def request_create(
+    session: Session,
+    action: str,
+    team: str | None,
+    name: str | None,
+    cluster: str | None,
+    tier: str | None,
+    kind: str,
+    tenant_ref: str | None,
+    expires: dt.datetime | None,
+    purpose: str,
+    idempotency_key: str,
+    wait_: bool,
+    timeout: float,
+    fmt: str,
+) -> None:
+    """Ask for a tenant, or for a change to one (approvals and budgets apply)."""
+    api = session.api
+    body: dict[str, Any] = {"action": _ACTIONS[action], "purpose": purpose}
+    if action == "create":
+        body.update({"team": team, "name": name, "cluster": cluster, "tier": tier, "kind": kind})
+    else:
+        if not tenant_ref:
+            raise CliError(f"--action {action} needs --tenant", Exit.USAGE)
+        body["tenant"] = find_tenant(api, tenant_ref, team=team)["id"]
+        if tier:
+            body["tier"] = tier
+    if expires is not None:
+        body["requested_expiry"] = expires.date().isoformat()
+    created = api.post(
+        "/api/v1/requests/", {k: v for k, v in body.items() if v is not None}, idempotency_key=idempotency_key
+    )
+    if not wait_:
+        show_request(created, fmt)
+        return
+    if fmt == "table":
+        show_request(created, fmt)
+    done = wait.until_done(api, created["id"], timeout=timeout, label=f"{created['action']} {created['name']}")
+    final = api.get(object_path("requests", created["id"]))
+    if fmt != "table":
+        dump({"request": final, "tenant": done if "namespace" in done else None}, fmt)
+    elif "namespace" in done:
+        table([done], TENANT_COLUMNS)
+
+
+@request.command("approve")
+@click.argument("request_id")
+@click.option("--comment", default="", help="Shown to the requester.")
+@output_option
+@pass_session
+def request_approve(session: Session, request_id: str, comment: str, fmt: str) -> None:
+    """Approve a pending request (approvers and platform admins; never your own)."""
+    path = object_path("requests", find_request(session.api, request_id), "approve")
+    show_request(session.api.post(path, {"comment": comment}), fmt)
+
+
+@request.command("reject")
+@click.argument("request_id")
+@click.option("--reason", required=True, help="Why (shown to the requester).")
+@output_option
+@pass_session
+def request_reject(session: Session, request_id: str, reason: str, fmt: str) -> None:
+    """Reject a pending request, saying why."""
+    path = object_path("requests", find_request(session.api, request_id), "reject")
+    show_request(session.api.post(path, {"reason": reason}), fmt)
+
+
+@request.command("cancel")
+@click.argument("request_id")
+@output_option
+@pass_session
+def request_cancel(session: Session, request_id: str, fmt: str) -> None:
+    """Cancel a pending request (its requester, or a team owner)."""
+    path = object_path("requests", find_request(session.api, request_id), "cancel")
+    show_request(session.api.post(path), fmt)
+
+
+# --- Kubeconfig -------------------------------------------------------------------------------------------
+
+
+@cli.command("kubeconfig")
+@click.argument("tenant_ref", metavar="TENANT")
+@click.option("--team", help="The tenant's team, when its name is not unique.")
+@click.option("--lifetime", type=int, help="Credential lifetime in seconds (600 up to the tier's maximum).")
+@click.option(
+    "--merge-into",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Merge into this kubeconfig (e.g. ~/.kube/config) instead of printing it.",
+)
+@click.option("--set-current", is_flag=True, help="With --merge-into: make the tenant's context the current one.")
+@pass_session
+def kubeconfig(
+    session: Session,
+    tenant_ref: str,
+    team: str | None,
+    lifetime: int | None,
+    merge_into: Path | None,
+    set_current: bool,
+) -> None:
+    """A fresh short-lived kubeconfig for TENANT (NAME, CLUSTER/NAME or id); every issue is audited."""
+    tenant = find_tenant(session.api, tenant_ref, team=team)
+    body = {} if lifetime is None else {"lifetime_seconds": lifetime}
+    response = session.api.call("POST", object_path("tenants", tenant["id"], "kubeconfig"), json=body)
+    if merge_into is None:
+        click.echo(response.text, nl=False)
+        return
+    context = kubeconfigs.merge_into(merge_into.expanduser(), response.text, set_current=set_current)
+    click.echo(f"Context {printable(context)} merged into {merge_into}.", err=True)
+
+
+# --- Tenants as code --------------------------------------------------------------------------------------
+
+
+def _file_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "-f",
+        "--filename",
+        "path",
+        required=True,
+        type=click.Path(dir_okay=False, allow_dash=True),
+        help="The tenants file (format berth.dev/v1; - reads stdin).",
+    )(function)
+
+
+def _prune_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--prune", is_flag=True, help="Decommission the file's teams' tenants that the file does not list."
+    )(function)
+
+
+def load_plan(session: Session, path: str, prune: bool) -> plans.Plan:
+    data = sys.stdin.buffer.read(tenantsfile.MAX_BYTES + 1) if path == "-" else _read(path)
+    tenants_file = tenantsfile.parse(data, "<stdin>" if path == "-" else path)
+    state = plans.fetch_state(session.api, tenants_file)
+    return plans.make_plan(tenants_file, state, prune=prune)
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(tenantsfile.MAX_BYTES + 1)
+    except OSError as error:
+        raise CliError(f"cannot read {path}: {error.strerror}", Exit.USAGE) from None
+
+
+_SIGNS = {"create": "+", "change_tier": "~", "extend": "~", "delete": "-", "cancel": "-"}
+
+
+def print_plan(plan: plans.Plan) -> None:
+    def where(line: int | None) -> str:
+        return f"  (line {line})" if line else ""
+
+    for change in plan.changes:
+        click.echo(
+            f"{_SIGNS[change.action]} {change.action:<12} {printable(change.target):<40} {printable(change.detail)}"
+            + where(change.line)
+        )
+    for note in plan.notes:
+        target = printable(f"{note.team}/{note.cluster}/{note.name}")
+        click.echo(f"= {note.status:<12} {target:<40} {printable(note.detail)}{where(note.line)}")
+    counts = {kind: sum(1 for c in plan.changes if c.action == kind) for kind in _SIGNS}
+    click.echo(
+        f"Plan: {counts['create']} to create, {counts['change_tier'] + counts['extend']} to change, "
+        f"{counts['delete'] + counts['cancel']} to remove, {len(plan.notes)} left as they are."
+    )
+
+
+@cli.command("diff")
+@_file_option
+@_prune_option
+@output_option
+@pass_session
+def diff(session: Session, path: str, prune: bool, fmt: str) -> None:
+    """Show what `berth apply` would change; exit 10 when there is something to change, 0 when none."""
+    plan = load_plan(session, path, prune)
+    if fmt == "table":
+        print_plan(plan)
+    else:
+        dump(plan.as_dict(), fmt)
+    if plan.changes:
+        sys.exit(int(Exit.CHANGES))
+
+
+@cli.command("apply")
+@_file_option
+@_prune_option
+@click.option("--wait", "wait_", is_flag=True, help="Wait until every change is carried out (tenants ready).")
+@click.option("--timeout", type=float, default=900.0, show_default=True, help="Seconds --wait waits at most.")
+@output_option
+@pass_session
+def apply(session: Session, path: str, prune: bool, wait_: bool, timeout: float, fmt: str) -> None:
+    """Make the file's teams match the file, through ordinary requests (approvals and budgets apply)."""
+    plan = load_plan(session, path, prune)
+    people = fmt == "table"
+    if people:
+        print_plan(plan)
+
+    def report(outcome: plans.Outcome) -> None:
+        if people:
+            request = outcome.request or {}
+            said = f"request {request.get('id')} {request.get('status')}" if request else outcome.result
+            if outcome.error is not None:
+                said = f"failed: {outcome.error.message} {'; '.join(outcome.error.details)}"
+            elif outcome.result == "deferred":
+                said = "deferred: waits for the decision on this tenant's open request; run apply again"
+            click.echo(f"{outcome.change.action} {printable(outcome.change.target)}: {printable(said)}", err=True)
+
+    outcomes = plans.apply(session.api, plan, report)
+    waited = _wait_all(session.api, outcomes, timeout) if wait_ else {}
+    if not people:
+        dump({**plan.as_dict(), "outcomes": [o.as_dict() for o in outcomes], "waited": waited}, fmt)
+    failed = [o.error for o in outcomes if o.error is not None]
+    if failed:
+        sys.exit(int(failed[0].code))
+
+
+def _wait_all(api: Api, outcomes: list[plans.Outcome], timeout: float) -> dict[str, str]:
+    deadline = time.monotonic() + timeout
+    done: dict[str, str] = {}
+    for outcome in outcomes:
+        if outcome.request is None or outcome.result == "cancelled":
+            continue
+        remaining = max(deadline - time.monotonic(), 0.0)
+        final = wait.until_done(api, outcome.request["id"], timeout=remaining, label=outcome.change.target)
+        done[outcome.change.target] = str(final.get("status"))
+    return done
+
+
+def main() -> None:
+    cli(prog_name="berth")
