@@ -2,6 +2,7 @@
 
 Nothing here needs a container engine, a database or Django's test database.
 """
+
 from __future__ import annotations
 
 import ast
@@ -66,8 +67,10 @@ def _settings_calls() -> tuple[set[str], set[str]]:
         func = node.func
         if isinstance(func, ast.Name) and func.id == "secret":
             secrets.add(first.value)
-        elif isinstance(func, ast.Name) and func.id == "env" or (
-            isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "env"
+        elif (
+            isinstance(func, ast.Name)
+            and func.id == "env"
+            or (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "env")
         ):
             method = func.attr if isinstance(func, ast.Attribute) else "__call__"
             if method.startswith("read_env"):
@@ -92,6 +95,7 @@ def required_secret_settings() -> set[str]:
 
 
 # --- The compose file, through a real compose implementation -------------------------------------
+
 
 @lru_cache(maxsize=1)
 def compose_command() -> tuple[str, ...] | None:
@@ -126,7 +130,11 @@ def compose_config(*overlays: Path, env: dict[str, str] | None = None) -> dict:
     run_env.update(env or {})
     done = subprocess.run(
         [*command, "--project-directory", str(ROOT), *files, "config"],
-        cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        env=run_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, f"{' '.join(command)} config failed:\n{done.stderr}"
     return yaml.safe_load(done.stdout)
@@ -142,7 +150,7 @@ def service_env(service: dict) -> dict[str, str]:
 def service_depends_on(service: dict) -> dict[str, str]:
     deps = service.get("depends_on") or {}
     if isinstance(deps, list):
-        return {name: "service_started" for name in deps}
+        return dict.fromkeys(deps, "service_started")
     return {name: (spec or {}).get("condition", "service_started") for name, spec in deps.items()}
 
 
@@ -152,8 +160,13 @@ def service_ports(service: dict) -> list[tuple[str, int | None, int]]:
     for port in service.get("ports") or []:
         if isinstance(port, dict):  # compose v2: long syntax
             published = port.get("published")
-            ports.append((port.get("host_ip") or "", int(published) if published not in (None, "") else None,
-                          int(port["target"])))
+            ports.append(
+                (
+                    port.get("host_ip") or "",
+                    int(published) if published not in (None, "") else None,
+                    int(port["target"]),
+                )
+            )
             continue
         spec = str(port).split("/", 1)[0]
         parts = spec.rsplit(":", 2)
@@ -204,6 +217,7 @@ def url_host_port(url: str) -> tuple[str, int | None]:
 
 
 # --- Running manage.py / Python with a clean, production-like environment -----------------------
+
 
 def clean_env(extra: dict[str, str]) -> dict[str, str]:
     """A minimal environment: nothing from this test run's settings leaks into the child."""

@@ -3,6 +3,7 @@
 The required environment is derived from portal/settings.py itself: a new ``env.str("X")``
 without a default, or a new ``secret("X")``, fails here until the compose file sets it.
 """
+
 from __future__ import annotations
 
 import json
@@ -149,7 +150,8 @@ def test_oidc_endpoints_point_at_keycloak(services, realm):
         for key in FRONTCHANNEL:
             assert env[key].startswith(f"{frontend}{realm_base}/protocol/openid-connect/"), f"{key}={env[key]}"
         assert env["OIDC_RP_CLIENT_ID"] in {c["clientId"] for c in realm["clients"]}
-        assert env.get("OIDC_API_AUDIENCE", env["OIDC_RP_CLIENT_ID"]) == "berth-portal"
+        assert env["OIDC_API_AUDIENCE"] == "berth-api" != env["OIDC_RP_CLIENT_ID"]
+        assert set(env["OIDC_API_CLIENTS"].split(",")) <= {c["clientId"] for c in realm["clients"]}
         public_url = env["BERTH_PUBLIC_URL"]
         assert public_url.rstrip("/") in env["DJANGO_CSRF_TRUSTED_ORIGINS"].split(",")
         assert url_host_port(public_url)[0] in env["DJANGO_ALLOWED_HOSTS"].split(",")

@@ -1,6 +1,7 @@
 """The portal image: Dockerfile, .dockerignore, entrypoint, gunicorn config and the build's
 collectstatic step, checked without building anything; and `manage.py check --deploy`.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,6 +29,7 @@ RUNTIME_TARGETS = ("web", "worker")
 
 
 # --- A small Dockerfile reader ------------------------------------------------------------------
+
 
 def instructions(text: str) -> list[tuple[str, str]]:
     """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
@@ -99,6 +101,7 @@ def steps(stages: list[dict], name: str, keyword: str) -> list[str]:
 
 # --- Dockerfile ---------------------------------------------------------------------------------
 
+
 def test_targets_exist_and_web_is_the_default(dockerfile):
     _, stages = dockerfile
     names = [s["name"] for s in stages]
@@ -150,8 +153,11 @@ def test_only_runtime_dependencies_are_installed_with_the_constraints(dockerfile
     assert "optional-dependencies" not in install and "[test]" not in install
     # And what it installs is pinned: every runtime dependency has an exact version in constraints.txt.
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    pinned = {re.split(r"==", line)[0].strip().lower().replace("_", "-")
-              for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line}
+    pinned = {
+        re.split(r"==", line)[0].strip().lower().replace("_", "-")
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if "==" in line
+    }
     for dep in deps:
         name = re.match(r"[A-Za-z0-9_.-]+", dep).group(0).lower().replace("_", "-")
         assert name in pinned, f"{name} has no exact version in constraints.txt"
@@ -212,12 +218,22 @@ def test_entrypoint_reads_the_database_password_file(tmp_path):
     password = tmp_path / "postgres_password"
     password.write_text("s3cret pass\n")
     show = ["sh", "-c", 'printf "%s" "$PGPASSWORD"']
-    done = subprocess.run([str(ENTRYPOINT), *show], env={"PATH": os.environ["PATH"], "PGPASSWORD_FILE": str(password)},
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [str(ENTRYPOINT), *show],
+        env={"PATH": os.environ["PATH"], "PGPASSWORD_FILE": str(password)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "s3cret pass"
-    missing = subprocess.run([str(ENTRYPOINT), "true"], env={"PATH": os.environ["PATH"], "PGPASSWORD_FILE": str(tmp_path / "nope")},
-                             capture_output=True, text=True, timeout=30)
+    missing = subprocess.run(
+        [str(ENTRYPOINT), "true"],
+        env={"PATH": os.environ["PATH"], "PGPASSWORD_FILE": str(tmp_path / "nope")},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert missing.returncode == 78 and "not readable" in missing.stderr
     plain = subprocess.run([str(ENTRYPOINT), "sh", "-c", "exit 7"], env={"PATH": os.environ["PATH"]}, timeout=30)
     assert plain.returncode == 7, "the entrypoint execs the command and passes its status on"
@@ -246,18 +262,25 @@ def test_gunicorn_accepts_the_config_and_loads_the_portal():
     """`gunicorn --check-config` with the web service's compose environment: config and app load."""
     web = compose_config()["services"]["web"]
     env = clean_env(compose_env_on_this_machine(web))
-    done = subprocess.run([os.path.join(os.path.dirname(sys.executable), "gunicorn"), "--check-config",
-                           "--config", str(GUNICORN_CONF)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "gunicorn"), "--check-config", "--config", str(GUNICORN_CONF)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 # --- The build's collectstatic step, run here -------------------------------------------------
 
+
 def test_the_build_collectstatic_step_works_without_database_or_secrets(dockerfile, tmp_path):
     """The exact environment the Dockerfile gives collectstatic, and nothing else."""
     _, stages = dockerfile
     run = next(r for r in steps(stages, "web", "RUN") if "manage.py collectstatic" in r)
-    command = run[run.index("DJANGO_DEBUG="):]
+    command = run[run.index("DJANGO_DEBUG=") :]
     words = shlex.split(command.split("&&")[0])
     assignments = dict(w.split("=", 1) for w in words if re.match(r"^[A-Z_]+=", w))
     argv = [w for w in words if not re.match(r"^[A-Z_]+=", w)]
@@ -271,20 +294,23 @@ def test_the_build_collectstatic_step_works_without_database_or_secrets(dockerfi
 
 # --- The portal core's deploy check ---------------------------------------------------------------
 
+
 def test_manage_py_check_deploy_has_no_warnings():
     """Acceptance criterion of the portal core: `check --deploy` is clean in a production-like setup."""
-    env = clean_env({
-        "DJANGO_DEBUG": "false",
-        "DJANGO_SECRET_KEY": "deploy-check-" + "k7Qp2xZr9LmN4vBt8WcY6dHs3JfG5aE1" * 2,
-        "OIDC_RP_CLIENT_SECRET": "deploy-check-client-secret",
-        "DJANGO_ALLOWED_HOSTS": "berth.example.com",
-        "DJANGO_CSRF_TRUSTED_ORIGINS": "https://berth.example.com",
-        "BERTH_PUBLIC_URL": "https://berth.example.com",
-        "DATABASE_URL": "postgres://berth@db.example.invalid:5432/berth",
-        "DJANGO_SECURE_SSL_REDIRECT": "true",
-        "DJANGO_SECURE_HSTS_SECONDS": "31536000",
-        "EMAIL_URL": "smtp://mail.example.invalid:25",
-    })
+    env = clean_env(
+        {
+            "DJANGO_DEBUG": "false",
+            "DJANGO_SECRET_KEY": "deploy-check-" + "k7Qp2xZr9LmN4vBt8WcY6dHs3JfG5aE1" * 2,
+            "OIDC_RP_CLIENT_SECRET": "deploy-check-client-secret",
+            "DJANGO_ALLOWED_HOSTS": "berth.example.com",
+            "DJANGO_CSRF_TRUSTED_ORIGINS": "https://berth.example.com",
+            "BERTH_PUBLIC_URL": "https://berth.example.com",
+            "DATABASE_URL": "postgres://berth@db.example.invalid:5432/berth",
+            "DJANGO_SECURE_SSL_REDIRECT": "true",
+            "DJANGO_SECURE_HSTS_SECONDS": "31536000",
+            "EMAIL_URL": "smtp://mail.example.invalid:25",
+        }
+    )
     done = run_python(["manage.py", "check", "--deploy", "--fail-level", "WARNING"], env)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output

@@ -4,6 +4,7 @@ Group convention: one top-level Keycloak group per groups-claim value. Keycloak 
 group names, and the Group Membership mapper with full.path=false puts the plain name in the
 claim, so a member of the group "team-payments:owner" gets groups=["team-payments:owner"].
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,14 @@ EXPECTED_MEMBERSHIP = {
     "dave": ["berth-admins"],
     "erin": [],
 }
-REQUIRED_GROUPS = {"team-payments", "team-payments:owner", "team-search:owner", "team-search:viewer",
-                   "berth-admins", "berth-approvers"}
+REQUIRED_GROUPS = {
+    "team-payments",
+    "team-payments:owner",
+    "team-search:owner",
+    "team-search:viewer",
+    "berth-admins",
+    "berth-approvers",
+}
 # Client scopes Keycloak itself creates during the import although the file defines clientScopes.
 CREATED_BY_IMPORT = {"offline_access"}
 
@@ -98,8 +105,14 @@ def test_tokens_carry_groups_and_the_api_audience(realm, client_id):
     assert "groups" in client(realm, client_id)["defaultClientScopes"]
     audience = [m for m in mappers(realm, client_id) if m["protocolMapper"] == "oidc-audience-mapper"]
     assert audience, f"{client_id}: no audience mapper"
-    assert any(m["config"].get("included.client.audience") == "berth-portal"
-               and m["config"].get("access.token.claim") == "true" for m in audience)
+    # The API's own audience, in access tokens only: an ID token (aud = its client) must never pass.
+    assert any(
+        m["config"].get("included.custom.audience") == "berth-api"
+        and m["config"].get("access.token.claim") == "true"
+        and m["config"].get("id.token.claim") == "false"
+        for m in audience
+    )
+    assert not any(m["config"].get("included.client.audience") for m in audience)
     # The realm defines its client scopes, so Keycloak adds none of the built-in ones: sub, name and
     # email must come from scopes in this file.
     assert "oidc-sub-mapper" in types

@@ -1,0 +1,73 @@
+{{/*
+The alert rules (a Prometheus rule file's `groups`), for the PrometheusRule and the rules ConfigMap alike.
+tests/deploy renders them and runs `promtool test rules` against tests/deploy/alerts_test.yaml. The metrics are
+listed in docs/deployment.md (Monitoring).
+*/}}
+{{- define "berth.alertGroups" -}}
+{{- $a := .Values.monitoring.alerts -}}
+{{- $extra := $a.labels | default dict -}}
+- name: berth
+  rules:
+    - alert: BerthProvisioningStuck
+      # The oldest tenant waiting in approved or provisioning: the worker is down, the queue is lost (the sweep
+      # re-sends after BERTH_STUCK_AFTER_SECONDS) or the cluster never becomes ready.
+      expr: max by (status) (berth_tenant_oldest_seconds{status=~"approved|provisioning"}) > {{ $a.provisioningStuckSeconds }}
+      for: 5m
+      labels:
+        severity: warning
+        {{- with $extra }}{{ toYaml . | nindent 8 }}{{ end }}
+      annotations:
+        summary: A tenant has been {{ "{{ $labels.status }}" }} for {{ "{{ $value | humanizeDuration }}" }}.
+        description: >-
+          Provisioning has not finished. Look at the tenant's status reason in the portal, the worker logs and the
+          provision queue's length.
+    - alert: BerthProvisioningFailing
+      # Runs that marked a tenant failed, out of runs that ended (ready or failed), over 30 minutes.
+      expr: >-
+        sum(rate(berth_provision_runs_total{result="failed"}[30m]))
+        / sum(rate(berth_provision_runs_total{result=~"ready|failed"}[30m])) > {{ $a.failureRatio }}
+      for: 10m
+      labels:
+        severity: critical
+        {{- with $extra }}{{ toYaml . | nindent 8 }}{{ end }}
+      annotations:
+        summary: '{{ "{{ $value | humanizePercentage }}" }} of provisioning runs fail.'
+        description: >-
+          Failed tenants carry the cluster's refusal as their status reason. A sudden rise usually means the
+          cluster's credential, RBAC or an admission policy changed.
+    - alert: BerthQueueBacklog
+      expr: max by (queue) (berth_celery_queue_length) > {{ $a.queueBacklog }}
+      for: 10m
+      labels:
+        severity: warning
+        {{- with $extra }}{{ toYaml . | nindent 8 }}{{ end }}
+      annotations:
+        summary: '{{ "{{ $value }}" }} messages wait in Celery queue {{ "{{ $labels.queue }}" }}.'
+        description: >-
+          The workers consuming this queue are down, too few or stuck. Scale the queue's worker Deployment or
+          look at its logs.
+    - alert: BerthReconcileRepairsSpiking
+      # Reconcile repairs what was edited or deleted by hand: many repairs mean someone is fighting Berth.
+      expr: sum by (cluster) (increase(berth_reconcile_repairs_total[1h])) > {{ $a.reconcileRepairsPerHour }}
+      for: 5m
+      labels:
+        severity: warning
+        {{- with $extra }}{{ toYaml . | nindent 8 }}{{ end }}
+      annotations:
+        summary: Reconcile repaired {{ "{{ $value | humanize }}" }} objects on cluster {{ "{{ $labels.cluster }}" }} in an hour.
+        description: >-
+          Something changes or deletes Berth's objects (quotas, limits, network policies, RBAC). The audit trail
+          lists each repair; the cluster's audit log says who made the change.
+    - alert: BerthIsolationReportFailing
+      # A ready tenant whose own credentials could do something they must not (or a check could not run).
+      expr: berth_tenant_isolation_passed == 0
+      for: {{ $a.isolationFailingFor }}
+      labels:
+        severity: critical
+        {{- with $extra }}{{ toYaml . | nindent 8 }}{{ end }}
+      annotations:
+        summary: The isolation report of tenant {{ "{{ $labels.namespace }}" }} on {{ "{{ $labels.cluster }}" }} fails.
+        description: >-
+          The tenant's page lists the failed checks. A guard (admission policy), quota or RBAC object may have been
+          removed or changed on the cluster.
+{{- end -}}

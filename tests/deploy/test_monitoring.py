@@ -1,0 +1,164 @@
+"""The chart's alert rules and Grafana dashboard, checked by the real promtool.
+
+The rules are rendered by the real helm (so what ships is what is tested) and unit-tested with
+`promtool test rules` against tests/deploy/alerts_test.yaml: each alert fires on its condition, with its labels
+and text, and stays quiet just short of it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.deploy.chart import CHART, RELEASE, by_kind, named, render
+
+ALERTS_TEST = Path(__file__).with_name("alerts_test.yaml")
+DASHBOARD = CHART / "files" / "grafana-dashboard.json"
+TRIAL = CHART / "ci" / "trial-values.yaml"
+PRODUCTION = CHART / "ci" / "production-values.yaml"
+ALERTS = {
+    "BerthProvisioningStuck",
+    "BerthProvisioningFailing",
+    "BerthQueueBacklog",
+    "BerthReconcileRepairsSpiking",
+    "BerthIsolationReportFailing",
+}
+
+
+def _rules_file(helm_bin: Path, *sets: str) -> str:
+    configmap = named(render(helm_bin, TRIAL, *sets), "ConfigMap", f"{RELEASE}-alerts")
+    return configmap["data"]["berth-alerts.yaml"]
+
+
+def _promtool(promtool_bin: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(promtool_bin), *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_rules_are_valid(helm_bin, promtool_bin, tmp_path):
+    (tmp_path / "berth-alerts.yaml").write_text(_rules_file(helm_bin))
+    done = _promtool(promtool_bin, "check", "rules", "berth-alerts.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"SUCCESS: {len(ALERTS)} rules found" in done.stdout
+
+
+def test_each_alert_fires_on_its_condition_and_not_before(helm_bin, promtool_bin, tmp_path):
+    (tmp_path / "berth-alerts.yaml").write_text(_rules_file(helm_bin))
+    shutil.copy(ALERTS_TEST, tmp_path / ALERTS_TEST.name)
+    done = _promtool(promtool_bin, "test", "rules", ALERTS_TEST.name, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    tested = {
+        t["alertname"] for case in yaml.safe_load(ALERTS_TEST.read_text())["tests"] for t in case["alert_rule_test"]
+    }
+    assert tested == ALERTS
+
+
+def test_the_rule_tests_can_fail(helm_bin, promtool_bin, tmp_path):
+    """Guards the guard: a threshold out of reach makes promtool report the alert that no longer fires."""
+    (tmp_path / "berth-alerts.yaml").write_text(_rules_file(helm_bin, "monitoring.alerts.queueBacklog=1000"))
+    shutil.copy(ALERTS_TEST, tmp_path / ALERTS_TEST.name)
+    done = _promtool(promtool_bin, "test", "rules", ALERTS_TEST.name, cwd=tmp_path)
+    assert done.returncode != 0
+    assert "BerthQueueBacklog" in done.stdout + done.stderr
+
+
+def test_thresholds_and_labels_come_from_the_values(helm_bin):
+    rules = yaml.safe_load(
+        _rules_file(
+            helm_bin,
+            "monitoring.alerts.provisioningStuckSeconds=1800",
+            "json:monitoring.alerts.failureRatio=0.5",
+            "monitoring.alerts.queueBacklog=500",
+            "monitoring.alerts.reconcileRepairsPerHour=7",
+            "monitoring.alerts.isolationFailingFor=1h",
+            "monitoring.alerts.labels.team=platform",
+        )
+    )["groups"][0]["rules"]
+    by_name = {r["alert"]: r for r in rules}
+    assert by_name["BerthProvisioningStuck"]["expr"].endswith("> 1800")
+    assert by_name["BerthProvisioningFailing"]["expr"].endswith("> 0.5")
+    assert by_name["BerthQueueBacklog"]["expr"].endswith("> 500")
+    assert by_name["BerthReconcileRepairsSpiking"]["expr"].endswith("> 7")
+    assert by_name["BerthIsolationReportFailing"]["for"] == "1h"
+    assert all(r["labels"]["team"] == "platform" and r["labels"]["severity"] for r in rules)
+
+
+def test_prometheus_rule_ships_the_same_rules(helm_bin):
+    objs = render(helm_bin, PRODUCTION)
+    rule = by_kind(objs, "PrometheusRule")[0]
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    groups = rule["spec"]["groups"]
+    assert {r["alert"] for r in groups[0]["rules"]} == ALERTS
+    shipped = yaml.safe_load(_rules_file(helm_bin, "monitoring.alerts.labels.team=platform"))["groups"]
+    assert groups == shipped
+
+
+def _dashboard() -> dict:
+    return json.loads(DASHBOARD.read_text())
+
+
+def _exprs(dashboard: dict) -> list[str]:
+    return [t["expr"] for p in dashboard["panels"] for t in p.get("targets") or []]
+
+
+def test_dashboard_is_well_formed():
+    dashboard = _dashboard()
+    assert dashboard["uid"] == "berth-portal" and dashboard["title"] == "Berth"
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids)), "panel ids must be unique"
+    variables = {v["name"] for v in dashboard["templating"]["list"]}
+    assert variables == {"datasource", "cluster"}
+    for panel in dashboard["panels"]:
+        if panel["type"] != "row":
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
+            assert panel["targets"], panel["title"]
+    assert len(_exprs(dashboard)) >= 15
+
+
+def test_every_dashboard_query_is_valid_promql(promtool_bin, tmp_path):
+    """promtool parses each query (Grafana's variables replaced by what they stand for)."""
+    substitutions = {"$__rate_interval": "5m", "$cluster": ".*"}
+    rules = []
+    for index, expr in enumerate(_exprs(_dashboard())):
+        for variable, value in substitutions.items():
+            expr = expr.replace(variable, value)
+        assert "$" not in expr, f"unknown variable in {expr}"
+        rules.append({"record": f"berth:dashboard_query_{index}", "expr": expr})
+    (tmp_path / "queries.yaml").write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
+    done = _promtool(promtool_bin, "check", "rules", "queries.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_dashboard_shows_what_each_alert_watches():
+    queries = " ".join(_exprs(_dashboard()))
+    for metric in (
+        "berth_tenant_oldest_seconds",
+        "berth_provision_runs_total",
+        "berth_celery_queue_length",
+        "berth_reconcile_repairs_total",
+        "berth_tenant_isolation_passed",
+    ):
+        assert re.search(rf"\b{metric}\b", queries), metric
+
+
+def test_dashboard_configmap_carries_the_file_for_grafanas_sidecar(helm_bin):
+    configmap = named(render(helm_bin, PRODUCTION), "ConfigMap", f"{RELEASE}-dashboard")
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(configmap["data"]["berth.json"]) == _dashboard()
+
+
+@pytest.mark.parametrize("values", [TRIAL, PRODUCTION], ids=["trial", "production"])
+def test_monitoring_objects_are_opt_in(helm_bin, values):
+    objs = render(
+        helm_bin,
+        values,
+        "monitoring.prometheusRule.enabled=false",
+        "monitoring.rulesConfigMap.enabled=false",
+        "monitoring.grafanaDashboard.enabled=false",
+    )
+    assert not by_kind(objs, "PrometheusRule") and not by_kind(objs, "ConfigMap")
