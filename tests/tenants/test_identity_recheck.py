@@ -1,0 +1,125 @@
+"""Groups re-checked with the real dev OIDC provider between sign-ins: what the provider takes away, Berth does.
+
+Alice signs in through the provider (offline_access gives the portal a refresh token, kept sealed); then the
+provider changes her groups, or forgets her, and a re-check (the beat task's, or the one an API token
+triggers when her identity is stale) carries that into Berth.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from devcluster.oidc import SCOPES
+from tenants import identity, services
+from tenants.models import ApiToken, AuditEvent, Membership, User
+from tenants.sealing import unseal
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def provider(settings, oidc_provider):
+    env = oidc_provider.portal_env()
+    for key in ("OIDC_OP_ISSUER", "OIDC_OP_TOKEN_ENDPOINT", "OIDC_OP_USER_ENDPOINT", "OIDC_OP_JWKS_ENDPOINT"):
+        setattr(settings, key, env[key])
+    settings.OIDC_RP_CLIENT_ID, settings.OIDC_RP_CLIENT_SECRET = env["OIDC_RP_CLIENT_ID"], env["OIDC_RP_CLIENT_SECRET"]
+    settings.OIDC_VERIFY_SSL = env["OIDC_CA_BUNDLE"]
+    identity.jwks_client.cache_clear()
+    yield oidc_provider
+    identity.jwks_client.cache_clear()
+
+
+@pytest.fixture
+def signed_in_alice(provider, oidc_tokens) -> User:
+    """Alice after a browser sign-in: synced from her verified ID token, her refresh token kept sealed."""
+    tokens = oidc_tokens("alice", scope=SCOPES + " offline_access")
+    user = services.user_sync_from_claims(claims=identity.verify_id_token(tokens["id_token"]))
+    services.user_record_idp_session(user=user, refresh_token=tokens["refresh_token"])
+    user.refresh_from_db()
+    return user
+
+
+@pytest.fixture
+def forget_alice(provider) -> Iterator[None]:
+    entry = provider.remove_user("alice")
+    yield
+    provider.add_user("alice", entry)
+
+
+def teams(user: User) -> dict[str, str]:
+    return dict(Membership.objects.filter(user=user).values_list("team__slug", "role"))
+
+
+def test_the_refresh_token_is_kept_sealed(signed_in_alice):
+    stored = User.objects.get(pk=signed_in_alice.pk).idp_refresh_token
+    assert stored and unseal(stored) and unseal(stored) not in stored
+
+
+def test_a_group_removed_at_the_provider_takes_the_team_and_its_tokens_away(signed_in_alice, set_oidc_groups):
+    alice = signed_in_alice
+    assert teams(alice) == {"team-payments": "owner"}
+    team_token, _ = services.api_token_create(
+        actor=alice, name="ci", expires_in_days=1, team=alice.memberships.get().team
+    )
+    personal, _ = services.api_token_create(actor=alice, name="me", expires_in_days=1)
+    set_oidc_groups("alice", ["team-search"])
+    assert services.user_recheck(user=alice) == "confirmed"
+    assert teams(alice) == {"team-search": "member"}
+    assert ApiToken.objects.get(pk=team_token.pk).revoked_at is not None
+    assert ApiToken.objects.get(pk=personal.pk).revoked_at is None
+    assert AuditEvent.objects.filter(action="membership.remove", actor=alice).exists()
+
+
+def test_a_user_who_lost_every_group_is_deactivated_and_their_tokens_revoked(signed_in_alice, set_oidc_groups):
+    token, plaintext = services.api_token_create(actor=signed_in_alice, name="ci", expires_in_days=1)
+    set_oidc_groups("alice", [])
+    assert services.user_recheck(user=signed_in_alice) == "deactivated"
+    assert not User.objects.get(pk=signed_in_alice.pk).is_active
+    assert ApiToken.objects.get(pk=token.pk).revoked_at is not None
+    assert APIClient().get("/api/v1/me/", HTTP_AUTHORIZATION=f"Token {plaintext}").status_code == 401
+    event = AuditEvent.objects.get(action="user.deactivated")
+    assert "no longer puts this user in any Berth group" in event.after["reason"]
+
+
+def test_a_user_the_provider_no_longer_knows_is_deactivated(signed_in_alice, forget_alice):
+    assert services.user_recheck(user=signed_in_alice) == "deactivated"
+    user = User.objects.get(pk=signed_in_alice.pk)
+    assert not user.is_active and user.idp_refresh_token == ""
+    assert "no longer knows" in AuditEvent.objects.get(action="user.deactivated").after["reason"]
+
+
+def test_an_unreachable_provider_changes_nothing(signed_in_alice, settings):
+    settings.OIDC_OP_TOKEN_ENDPOINT = "https://127.0.0.1:9/token"
+    assert services.user_recheck(user=signed_in_alice) == "unreachable"
+    assert User.objects.get(pk=signed_in_alice.pk).is_active and teams(signed_in_alice)
+
+
+def test_an_api_token_of_a_stale_identity_is_rechecked_before_it_is_trusted(signed_in_alice, set_oidc_groups, settings):
+    _, plaintext = services.api_token_create(actor=signed_in_alice, name="ci", expires_in_days=1)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {plaintext}")
+    assert client.get("/api/v1/me/").status_code == 200
+    User.objects.filter(pk=signed_in_alice.pk).update(identity_checked_at=timezone.now() - dt.timedelta(hours=2))
+    set_oidc_groups("alice", ["team-search:viewer"])
+    body = client.get("/api/v1/me/").json()  # the token's use triggers the re-check first
+    assert body["teams"] == [{"team": "team-search", "role": "viewer"}]
+    # With the provider out of reach, a stale identity's tokens stop working until a re-check succeeds.
+    User.objects.filter(pk=signed_in_alice.pk).update(identity_checked_at=timezone.now() - dt.timedelta(hours=2))
+    settings.OIDC_OP_TOKEN_ENDPOINT = "https://127.0.0.1:9/token"
+    refused = client.get("/api/v1/me/")
+    assert refused.status_code == 401 and "sign in to the portal again" in refused.json()["detail"]
+
+
+def test_the_periodic_recheck_takes_only_users_due(signed_in_alice, bob, set_oidc_groups, settings):
+    assert services.users_recheck_due() == {}  # alice was confirmed at sign-in; bob has no provider session
+    User.objects.filter(pk=signed_in_alice.pk).update(
+        identity_checked_at=timezone.now() - dt.timedelta(minutes=settings.BERTH_IDENTITY_RECHECK_MINUTES + 1)
+    )
+    set_oidc_groups("alice", ["team-payments:owner", "berth-approvers"])
+    assert services.users_recheck_due() == {"confirmed": 1}
+    assert User.objects.get(pk=signed_in_alice.pk).is_approver
