@@ -17,6 +17,7 @@ help:
 	@echo "make test     install what is missing and run the whole suite"
 	@echo "make cluster  run the dev control plane in the foreground"
 	@echo "make bench    provisioning benchmark against the dev control plane"
+	@echo "make lint     ruff (format check and lint) and mypy with django-stubs"
 
 # --- Installing what is missing ---------------------------------------------
 system-deps:
@@ -32,18 +33,31 @@ system-deps:
 $(VENV)/.installed: pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -r <($(PY) -c "import tomllib;d=tomllib.load(open('pyproject.toml','rb'))['project'];print('\n'.join(d['dependencies']+d['optional-dependencies']['test']))")
+	$(PY) -m pip install -q -c constraints.txt -r <($(PY) -c "import tomllib;d=tomllib.load(open('pyproject.toml','rb'))['project'];o=d['optional-dependencies'];print('\n'.join(d['dependencies']+o['test']+o['lint']))")
+	# The `berth` command line, editable: .venv/bin/berth runs this checkout's berth_cli/.
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	@touch $@
 
 python-deps: $(VENV)/.installed
 
 devcluster:
 	@./devcluster/build.sh >/dev/null
+	@./devcluster/build.sh helm >/dev/null
+	@./devcluster/build.sh promtool >/dev/null
+	@./devcluster/build.sh crds >/dev/null
 
 oidc-deps:
 	@test -d devcluster/oidc/node_modules || (cd devcluster/oidc && npm ci --no-audit --no-fund --loglevel=error)
 
 deps: system-deps python-deps devcluster oidc-deps
+
+# --- Lint and types (the same checks as .pre-commit-config.yaml) -------------
+LINT_PATHS := portal tenants worker devcluster bench tests berth_cli manage.py
+
+lint: python-deps
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/mypy $(LINT_PATHS)
 
 # --- Tests -------------------------------------------------------------------
 test: deps

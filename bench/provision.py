@@ -13,7 +13,7 @@ Cluster row, and a real `celery -A portal worker` process (prefork pool, concurr
 What it measures (see bench/README.md for how to read the figures):
   1. Berth: for each N, submit N medium-tier requests (they need approval), approve each as a
      different user, and read approve → ready per tenant from the database
-     (Tenant.ready_at - Request.decided_at), split into queue wait (approve → the worker's
+     (Tenant.ready_at - TenantRequest.decided_at), split into queue wait (approve → the worker's
      `tenant.provisioning` audit event) and provisioning (→ ready).
   2. Baseline: the same rendered manifests (worker.manifests.namespace_tenant → to_yaml), each
      moved into a fresh namespace, applied with `kubectl apply --server-side`.
@@ -25,6 +25,7 @@ What it measures (see bench/README.md for how to read the figures):
 
 Progress goes to stderr, the tables to stdout.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -86,7 +87,7 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def _raise_keyboard_interrupt(signum, frame):  # noqa: ANN001
+def _raise_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
@@ -125,18 +126,27 @@ def seed(cp: ControlPlane, total_tenants: int) -> dict[str, Any]:
     assert not tier.auto_approve, f"tier {TIER} is expected to need approval"
     room = total_tenants + 5
     team = Team.objects.create(
-        slug="team-bench", name="Bench", oidc_group="team-bench",
-        budget_cpu_millis=tier.cpu_limit_millis * room, budget_memory_mib=tier.memory_limit_mib * room,
-        budget_storage_gib=tier.storage_gib * room, budget_tenants=room,
+        slug="team-bench",
+        name="Bench",
+        oidc_group="team-bench",
+        budget_cpu_millis=tier.cpu_limit_millis * room,
+        budget_memory_mib=tier.memory_limit_mib * room,
+        budget_storage_gib=tier.storage_gib * room,
+        budget_tenants=room,
     )
     # No e-mail addresses: notifications have no recipients, so nothing is "sent" while measuring.
     requester = User.objects.create(username="bench-owner", oidc_subject="sub-bench-owner")
     Membership.objects.create(user=requester, team=team, role=Membership.Role.OWNER)
     approver = User.objects.create(username="bench-approver", oidc_subject="sub-bench-approver", is_approver=True)
     cluster = Cluster.objects.create(
-        name="bench", display_name="Bench dev control plane", api_url=cp.api_url, ca_pem=cp.ca_cert_pem,
-        credential_ref=f"kubeconfig:{cp.kubeconfig_path}", public_endpoint=cp.api_url,
-        namespace_prefix=NAMESPACE_PREFIX, kinds=["namespace"],
+        name="bench",
+        display_name="Bench dev control plane",
+        api_url=cp.api_url,
+        ca_pem=cp.ca_cert_pem,
+        credential_ref=f"kubeconfig:{cp.kubeconfig_path}",
+        public_endpoint=cp.api_url,
+        namespace_prefix=NAMESPACE_PREFIX,
+        kinds=["namespace"],
     )
     cluster.tiers.set(Tier.objects.filter(name__in=["small", "medium", "large"]))
     return {"team": team, "requester": requester, "approver": approver, "cluster": cluster, "tier": tier}
@@ -145,8 +155,15 @@ def seed(cp: ControlPlane, total_tenants: int) -> dict[str, Any]:
 class Worker:
     """`celery -A portal worker` in its own session, logging to a file."""
 
-    def __init__(self, env: dict[str, str], log_path: Path, *, pool: str = "prefork", hub_tick: float = 0.0,
-                 heartbeat: bool = False):
+    def __init__(
+        self,
+        env: dict[str, str],
+        log_path: Path,
+        *,
+        pool: str = "prefork",
+        hub_tick: float = 0.0,
+        heartbeat: bool = False,
+    ):
         self.log_path = log_path
         self.heartbeat = heartbeat
         self.env = {**os.environ, **env, "PYTHONPATH": str(ROOT), "LOG_LEVEL": "INFO"}
@@ -157,13 +174,32 @@ class Worker:
             self.env["BERTH_BENCH_HUB_TICK"] = str(hub_tick)
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 60.0) -> "Worker":
+    def start(self, timeout: float = 60.0) -> Worker:
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", self.app, "worker", f"--pool={self.pool}", f"--concurrency={WORKER_CONCURRENCY}",
-             "--without-gossip", "--without-mingle", *([] if self.heartbeat else ["--without-heartbeat"]),
-             "-l", "INFO", "-n", f"bench-{os.getpid()}@%h"],
-            cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                self.app,
+                "worker",
+                f"--pool={self.pool}",
+                f"--concurrency={WORKER_CONCURRENCY}",
+                "--without-gossip",
+                "--without-mingle",
+                *([] if self.heartbeat else ["--without-heartbeat"]),
+                "-l",
+                "INFO",
+                "-n",
+                f"bench-{os.getpid()}@%h",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
         deadline = time.monotonic() + timeout
         while b"ready." not in self.log_path.read_bytes():
@@ -204,23 +240,30 @@ class Worker:
 
 def run_berth_batch(ctx: dict, batch: int, n: int, worker: Worker) -> dict:
     from tenants import services
-    from tenants.models import AuditEvent, Request, Tenant
+    from tenants.models import AuditEvent, Tenant, TenantRequest
 
     names = [f"b{batch}-{i:03d}" for i in range(n)]
     requests = []
     t = time.monotonic()
     for name in names:
-        requests.append(services.request_submit(
-            actor=ctx["requester"], action=Request.Action.CREATE, team=ctx["team"], tier=ctx["tier"],
-            cluster=ctx["cluster"], name=name, purpose="provisioning benchmark",
-        ))
+        requests.append(
+            services.request_submit(
+                actor=ctx["requester"],
+                action=TenantRequest.Action.CREATE,
+                team=ctx["team"],
+                tier=ctx["tier"],
+                cluster=ctx["cluster"],
+                name=name,
+                purpose="provisioning benchmark",
+            )
+        )
     submit_s = time.monotonic() - t
-    assert all(r.status == Request.Status.PENDING for r in requests), "requests were auto-approved"
+    assert all(r.status == TenantRequest.Status.PENDING for r in requests), "requests were auto-approved"
 
     decided = {}
     t = time.monotonic()
     for req in requests:  # a different user (an approver) decides, as the product requires
-        req = services.request_approve(request=req, actor=ctx["approver"], comment="bench")
+        req = services.request_approve(tenant_request=req, actor=ctx["approver"], comment="bench")
         decided[str(req.tenant_id)] = req.decided_at
     approve_s = time.monotonic() - t
 
@@ -244,7 +287,9 @@ def run_berth_batch(ctx: dict, batch: int, n: int, worker: Worker) -> dict:
     ready = {str(r["pk"]): r for r in rows if r["status"] == "ready"}
     started = {
         e["object_id"]: e["at"]
-        for e in AuditEvent.objects.filter(action="tenant.provisioning", object_id__in=ids).order_by("at").values("object_id", "at")
+        for e in AuditEvent.objects.filter(action="tenant.provisioning", object_id__in=ids)
+        .order_by("at")
+        .values("object_id", "at")
     }
     latency, queue, prov = [], [], []
     for tid, row in ready.items():
@@ -264,11 +309,24 @@ def run_berth_batch(ctx: dict, batch: int, n: int, worker: Worker) -> dict:
             say("isolation checks did not all finish; going on")
             break
         time.sleep(0.25)
-    last_report = Tenant.objects.filter(pk__in=list(ready)).order_by("-isolation_report_at").values_list("isolation_report_at", flat=True).first()
+    last_report = (
+        Tenant.objects.filter(pk__in=list(ready))
+        .order_by("-isolation_report_at")
+        .values_list("isolation_report_at", flat=True)
+        .first()
+    )
     drained = (last_report - first_approve).total_seconds() if last_report else math.nan
     return {
-        "n": n, "ready": len(ready), "failed": len(failed), "latency": latency, "queue": queue, "prov": prov,
-        "wall": wall, "submit_s": submit_s, "approve_s": approve_s, "drained": drained,
+        "n": n,
+        "ready": len(ready),
+        "failed": len(failed),
+        "latency": latency,
+        "queue": queue,
+        "prov": prov,
+        "wall": wall,
+        "submit_s": submit_s,
+        "approve_s": approve_s,
+        "drained": drained,
         "tenant_ids": list(ready),
     }
 
@@ -321,8 +379,11 @@ def kubectl_argv(cp: ControlPlane, cache_dir: Path, *args: str) -> list[str]:
 def run_kubectl_batch(cp: ControlPlane, cache_dir: Path, files: list[Path], concurrency: int) -> dict:
     def apply(path: Path) -> float:
         t = time.monotonic()
-        done = subprocess.run(kubectl_argv(cp, cache_dir, "apply", "--server-side", "--field-manager=bench", "-f", str(path)),
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            kubectl_argv(cp, cache_dir, "apply", "--server-side", "--field-manager=bench", "-f", str(path)),
+            capture_output=True,
+            text=True,
+        )
         took = time.monotonic() - t
         if done.returncode != 0:
             raise RuntimeError(f"kubectl apply -f {path.name} failed: {done.stderr.strip()}")
@@ -340,7 +401,7 @@ def run_kubectl_batch(cp: ControlPlane, cache_dir: Path, files: list[Path], conc
 def measure_requests(ctx: dict, samples: int) -> dict:
     """Provision a few extra tenants in this process (the worker never hears of them) and count requests."""
     from tenants import dispatch, services
-    from tenants.models import Request
+    from tenants.models import TenantRequest
     from worker import kube, provisioning
     from worker.kube import Kube
 
@@ -349,13 +410,13 @@ def measure_requests(ctx: dict, samples: int) -> dict:
     waits: list[tuple[float, int]] = []
     orig_call, orig_wait, orig_send = Kube._call, kube.wait_until, dispatch.send
 
-    def counted_call(self, method, path, **kw):  # noqa: ANN001
+    def counted_call(self, method, path, **kw):
         what = kw.get("what") or f"{method} {path}"
         verb, _, obj = what.partition(" ")
         by_call[phase["name"]][f"{verb} {obj.split('/')[0]}"] += 1
         return orig_call(self, method, path, **kw)
 
-    def timed_wait(check, **kw):  # noqa: ANN001
+    def timed_wait(check, **kw):
         polls = 0
 
         def counting_check():
@@ -373,9 +434,16 @@ def measure_requests(ctx: dict, samples: int) -> dict:
     Kube._call, kube.wait_until, dispatch.send = counted_call, timed_wait, (lambda task, *args: True)
     try:
         for i in range(samples):
-            req = services.request_submit(actor=ctx["requester"], action=Request.Action.CREATE, team=ctx["team"],
-                                          tier=ctx["tier"], cluster=ctx["cluster"], name=f"rq-{i:02d}", purpose="request count")
-            req = services.request_approve(request=req, actor=ctx["approver"], comment="bench")
+            req = services.request_submit(
+                actor=ctx["requester"],
+                action=TenantRequest.Action.CREATE,
+                team=ctx["team"],
+                tier=ctx["tier"],
+                cluster=ctx["cluster"],
+                name=f"rq-{i:02d}",
+                purpose="request count",
+            )
+            req = services.request_approve(tenant_request=req, actor=ctx["approver"], comment="bench")
             tid = str(req.tenant_id)
             k = kube.for_cluster(ctx["cluster"])
             phase["name"] = "first"
@@ -397,8 +465,14 @@ def measure_requests(ctx: dict, samples: int) -> dict:
                 raise RuntimeError(f"no-op reconcile of rq-{i:02d} returned {result!r}")
     finally:
         Kube._call, kube.wait_until, dispatch.send = orig_call, orig_wait, orig_send
-    return {"first": first, "noop": noop, "first_s": first_s, "noop_s": noop_s, "wait_first": wait_first,
-            "by_call": {k: {c: v / samples for c, v in sorted(cnt.items())} for k, cnt in by_call.items()}}
+    return {
+        "first": first,
+        "noop": noop,
+        "first_s": first_s,
+        "noop_s": noop_s,
+        "wait_first": wait_first,
+        "by_call": {k: {c: v / samples for c, v in sorted(cnt.items())} for k, cnt in by_call.items()},
+    }
 
 
 # --- 4. Quota controller lag -----------------------------------------------------------------------
@@ -455,15 +529,36 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Berth provisioning benchmark against the dev control plane.")
     parser.add_argument("--sizes", default="1,10,100", help="comma-separated batch sizes N (default 1,10,100)")
     parser.add_argument("--quick", action="store_true", help="N = 1,10 only")
-    parser.add_argument("--kubectl-concurrency", type=int, default=WORKER_CONCURRENCY,
-                        help=f"parallel kubectl applies in the baseline (default {WORKER_CONCURRENCY}, like the worker)")
-    parser.add_argument("--request-samples", type=int, default=3, help="tenants provisioned in-process to count API requests")
-    parser.add_argument("--pool", choices=["threads", "prefork"], default="prefork", help="worker pool (default prefork, as in production)")
-    parser.add_argument("--hub-tick", type=float, default=0.0, metavar="S",
-                        help="experiment: wake the worker's event loop every S seconds (bench/tick_app.py; celery#6941)")
-    parser.add_argument("--with-heartbeat", action="store_true",
-                        help="start the worker without --without-heartbeat (as devcluster/demo.py and docker-compose do)")
-    parser.add_argument("--keep-logs", action="store_true", help="keep the worker log and rendered files (path printed)")
+    parser.add_argument(
+        "--kubectl-concurrency",
+        type=int,
+        default=WORKER_CONCURRENCY,
+        help=f"parallel kubectl applies in the baseline (default {WORKER_CONCURRENCY}, like the worker)",
+    )
+    parser.add_argument(
+        "--request-samples", type=int, default=3, help="tenants provisioned in-process to count API requests"
+    )
+    parser.add_argument(
+        "--pool",
+        choices=["threads", "prefork"],
+        default="prefork",
+        help="worker pool (default prefork, as in production)",
+    )
+    parser.add_argument(
+        "--hub-tick",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="experiment: wake the worker's event loop every S seconds (bench/tick_app.py; celery#6941)",
+    )
+    parser.add_argument(
+        "--with-heartbeat",
+        action="store_true",
+        help="start the worker without --without-heartbeat (as devcluster/demo.py and docker-compose do)",
+    )
+    parser.add_argument(
+        "--keep-logs", action="store_true", help="keep the worker log and rendered files (path printed)"
+    )
     args = parser.parse_args(argv)
     if args.kubectl_concurrency < 1:
         parser.error("--kubectl-concurrency must be at least 1")
@@ -515,8 +610,9 @@ def main(argv: list[str] | None = None) -> int:
         ctx = seed(cp, total)
 
         t = time.monotonic()
-        worker = Worker(env, work_dir / "celery-worker.log", pool=args.pool, hub_tick=args.hub_tick,
-                        heartbeat=args.with_heartbeat)
+        worker = Worker(
+            env, work_dir / "celery-worker.log", pool=args.pool, hub_tick=args.hub_tick, heartbeat=args.with_heartbeat
+        )
         stack.callback(worker.stop)
         worker.start()
         setup["celery worker"] = time.monotonic() - t
@@ -536,23 +632,45 @@ def main(argv: list[str] | None = None) -> int:
                 warm = render_for_kubectl(ctx, res["tenant_ids"][:1], 0, files_dir)[0]
                 run_kubectl_batch(cp, cache_dir, [warm], 1)
                 warm.unlink()
-            say(f"N={n}: kubectl apply --server-side baseline ({len(files)} files, {args.kubectl_concurrency} at a time) ...")
-            kres = run_kubectl_batch(cp, cache_dir, files, args.kubectl_concurrency) if files else {"latency": [], "wall": math.nan}
+            say(
+                f"N={n}: kubectl apply --server-side baseline ({len(files)} files, {args.kubectl_concurrency} at a time) ..."
+            )
+            kres = (
+                run_kubectl_batch(cp, cache_dir, files, args.kubectl_concurrency)
+                if files
+                else {"latency": [], "wall": math.nan}
+            )
             sweep_s, sweep_counts, ready_total = time_sweep()
 
             lat = res["latency"]
-            berth_rows.append([
-                str(n), f"{res['ready']}/{n}", fmt(p50(lat)), fmt(pct(lat, 95)), fmt(max(lat, default=math.nan)),
-                fmt(p50(res["queue"])), fmt(p50(res["prov"])), fmt(res["wall"], 1),
-                fmt(60 * res["ready"] / res["wall"], 0) if res["wall"] > 0 else "-",
-                fmt(res["approve_s"], 1), fmt(res["drained"], 1),
-            ])
+            berth_rows.append(
+                [
+                    str(n),
+                    f"{res['ready']}/{n}",
+                    fmt(p50(lat)),
+                    fmt(pct(lat, 95)),
+                    fmt(max(lat, default=math.nan)),
+                    fmt(p50(res["queue"])),
+                    fmt(p50(res["prov"])),
+                    fmt(res["wall"], 1),
+                    fmt(60 * res["ready"] / res["wall"], 0) if res["wall"] > 0 else "-",
+                    fmt(res["approve_s"], 1),
+                    fmt(res["drained"], 1),
+                ]
+            )
             klat = kres["latency"]
             ratio = p50(lat) / p50(klat) if klat and lat else math.nan
-            kubectl_rows.append([
-                str(n), fmt(p50(klat)), fmt(pct(klat, 95)), fmt(max(klat, default=math.nan)), fmt(kres["wall"], 1),
-                fmt(60 * len(klat) / kres["wall"], 0) if klat else "-", fmt(ratio, 1),
-            ])
+            kubectl_rows.append(
+                [
+                    str(n),
+                    fmt(p50(klat)),
+                    fmt(pct(klat, 95)),
+                    fmt(max(klat, default=math.nan)),
+                    fmt(kres["wall"], 1),
+                    fmt(60 * len(klat) / kres["wall"], 0) if klat else "-",
+                    fmt(ratio, 1),
+                ]
+            )
             sweep_rows.append([str(n), str(ready_total), fmt(sweep_s * 1000, 1), str(sweep_counts)])
 
         say(f"counting API requests on {args.request_samples} tenants provisioned in-process ...")
@@ -564,36 +682,73 @@ def main(argv: list[str] | None = None) -> int:
         print("Berth provisioning benchmark")
         tick = f", event-loop tick {args.hub_tick}s (bench/tick_app.py)" if args.hub_tick > 0 else ""
         tick += ", heartbeat on" if args.with_heartbeat else ", --without-heartbeat"
-        print(f"machine: {os.cpu_count()} CPUs; worker: celery {args.pool} x{WORKER_CONCURRENCY}{tick}; tier: {TIER} (approval needed)")
+        print(
+            f"machine: {os.cpu_count()} CPUs; worker: celery {args.pool} x{WORKER_CONCURRENCY}{tick}; tier: {TIER} (approval needed)"
+        )
         print("set-up: " + ", ".join(f"{k} {v:.1f}s" for k, v in setup.items()))
         print()
         print("1. Berth approve -> ready (seconds; ready_at - decided_at, from the database)")
-        print(table(["N", "ready", "p50", "p95", "max", "queue p50", "provision p50", "wall", "tenants/min",
-                     "approve loop", "isolation drained"], berth_rows))
+        print(
+            table(
+                [
+                    "N",
+                    "ready",
+                    "p50",
+                    "p95",
+                    "max",
+                    "queue p50",
+                    "provision p50",
+                    "wall",
+                    "tenants/min",
+                    "approve loop",
+                    "isolation drained",
+                ],
+                berth_rows,
+            )
+        )
         print("   queue = approve -> worker starts (tenant.provisioning); provision = that -> ready;")
         print("   wall = first approval -> last ready; isolation drained = first approval -> last isolation report.")
         print()
-        print(f"2. Baseline: kubectl apply --server-side of the same manifests, fresh namespace each, "
-              f"{args.kubectl_concurrency} at a time (seconds per apply)")
+        print(
+            f"2. Baseline: kubectl apply --server-side of the same manifests, fresh namespace each, "
+            f"{args.kubectl_concurrency} at a time (seconds per apply)"
+        )
         print(table(["N", "p50", "p95", "max", "wall", "tenants/min", "Berth p50 / kubectl p50"], kubectl_rows))
         print("   kubectl does not wait for the quota controller; Berth does (see 4).")
         print()
         if req:
             print(f"3. Kubernetes API requests per tenant (in-process, {args.request_samples} tenants, Kube.requests)")
             wf = req["wait_first"]
-            print(table(["", "requests (min/mean/max)", "seconds p50", "is_ready polls p50", "wait-for-ready s p50"], [
-                ["first provision", f"{min(req['first'])}/{statistics.mean(req['first']):.1f}/{max(req['first'])}",
-                 fmt(p50(req["first_s"])), fmt(p50([p for _, p in wf]), 0), fmt(p50([w for w, _ in wf]))],
-                ["no-op reconcile", f"{min(req['noop'])}/{statistics.mean(req['noop']):.1f}/{max(req['noop'])}",
-                 fmt(p50(req["noop_s"])), "-", "-"],
-            ]))
+            print(
+                table(
+                    ["", "requests (min/mean/max)", "seconds p50", "is_ready polls p50", "wait-for-ready s p50"],
+                    [
+                        [
+                            "first provision",
+                            f"{min(req['first'])}/{statistics.mean(req['first']):.1f}/{max(req['first'])}",
+                            fmt(p50(req["first_s"])),
+                            fmt(p50([p for _, p in wf]), 0),
+                            fmt(p50([w for w, _ in wf])),
+                        ],
+                        [
+                            "no-op reconcile",
+                            f"{min(req['noop'])}/{statistics.mean(req['noop']):.1f}/{max(req['noop'])}",
+                            fmt(p50(req["noop_s"])),
+                            "-",
+                            "-",
+                        ],
+                    ],
+                )
+            )
             for phase, calls in req["by_call"].items():
                 label = "first provision" if phase == "first" else "no-op reconcile"
                 print(f"   {label}: " + ", ".join(f"{c} x{v:g}" for c, v in calls.items()))
             print()
         print("4. Quota controller lag: apply ResourceQuota -> status.hard filled (10 samples, 10 ms polling)")
-        print(f"   p50 {fmt(p50(lags) * 1000, 0)} ms, p95 {fmt(pct(lags, 95) * 1000, 0)} ms, max {fmt(max(lags, default=math.nan) * 1000, 0)} ms"
-              f" (provisioning polls is_ready every {0.5:.1f}s: worker.kube.wait_until's default interval)")
+        print(
+            f"   p50 {fmt(p50(lags) * 1000, 0)} ms, p95 {fmt(pct(lags, 95) * 1000, 0)} ms, max {fmt(max(lags, default=math.nan) * 1000, 0)} ms"
+            f" (provisioning polls is_ready every {0.5:.1f}s: worker.kube.wait_until's default interval)"
+        )
         print()
         print("5. worker.tasks.sweep() after each N (median of 5 calls)")
         print(table(["N", "ready tenants in DB", "sweep ms", "last counts"], sweep_rows))

@@ -5,6 +5,7 @@ An experiment, not product code: with the threads pool, a finished task's late a
 freed prefetch slot) is only processed when the worker's event loop wakes up, which with
 --without-heartbeat can take seconds (celery/celery#6941). A short repeating timer wakes it.
 """
+
 import os
 
 from celery import signals

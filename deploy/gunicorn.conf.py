@@ -3,6 +3,7 @@
 Every value can be changed through the environment, so the compose file and a
 Kubernetes Deployment use the same image and the same file.
 """
+
 import multiprocessing
 import os
 
@@ -42,4 +43,6 @@ access_log_format = '%(h)s %({x-forwarded-for}i)s %(l)s %(u)s %(t)s "%(r)s" %(s)
 # Set this to the reverse proxy's address or network, e.g. "10.0.0.0/8"; "*" only when
 # nothing but the proxy can reach port 8000. Django trusts X-Forwarded-Proto as well
 # (SECURE_PROXY_SSL_HEADER), so the proxy must always overwrite that header.
-forwarded_allow_ips = os.environ.get("GUNICORN_FORWARDED_ALLOW_IPS", os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1"))
+forwarded_allow_ips = os.environ.get(
+    "GUNICORN_FORWARDED_ALLOW_IPS", os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
+)

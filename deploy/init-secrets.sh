@@ -2,6 +2,7 @@
 # Create the compose secrets from deploy/secrets/*.example, once (existing files are kept).
 #
 #   django_secret_key      a fresh random key (the example is only a placeholder)
+#   berth_secrets_key      a fresh random key: seals the provider refresh tokens Berth keeps
 #   postgres_password      a fresh random password (read by both PostgreSQL and the portal)
 #   oidc_rp_client_secret  copied: it must equal the berth-portal client secret in
 #                          deploy/keycloak/berth-realm.json
@@ -20,7 +21,7 @@ for example in *.example; do
         continue
     fi
     case "$name" in
-        django_secret_key|postgres_password) random > "$name" ;;
+        django_secret_key|berth_secrets_key|postgres_password) random > "$name" ;;
         *) cp "$example" "$name" ;;
     esac
     chmod 0644 "$name"

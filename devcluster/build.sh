@@ -1,44 +1,118 @@
 #!/usr/bin/env bash
-# Builds the dev control plane's upstream binaries (kube-apiserver,
-# kube-controller-manager, kubectl, etcd) from the Go module proxy at the
-# release pinned in gobuild/go.mod. Output and Go's build cache live under
-# BERTH_CACHE (default ~/.cache/berth) so a second build on the same machine is
-# a stamp check, and a changed pin rebuilds only what changed.
+# Builds the dev tools from the Go module proxy, each at the release pinned in its own Go module:
+#
+#   build.sh [kubernetes]   kube-apiserver, kube-controller-manager, kubectl, etcd   (gobuild/)
+#   build.sh helm           helm                                                    (gobuild-helm/)
+#   build.sh promtool       promtool, which tests the chart's alert rules           (gobuild-prometheus/)
+#   build.sh crds           the CRDs of the chart's optional monitoring objects (PrometheusRule, ServiceMonitor)
+#
+# and prints the directory holding them as its last line. One module per tool, so helm's or
+# Prometheus's dependency versions never move the Kubernetes pins. Output and Go's build cache live under
+# BERTH_CACHE (default ~/.cache/berth): a second build on the same machine is a stamp check, and a changed
+# pin rebuilds only its own tool.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
-K8S_VERSION="$(awk '$1=="k8s.io/kubernetes"{print $2; exit}' "$here/gobuild/go.mod")"
 cache="${BERTH_CACHE:-$HOME/.cache/berth}"
-out="$cache/devcluster/$K8S_VERSION/bin"
-stamp="$out/.stamp"
-want="$(cat "$here/gobuild/go.mod" "$here/gobuild/go.sum" "$here/build.sh" "$here"/gobuild/cmd/*/*.go | sha256sum | cut -d' ' -f1)"
+target="${1:-kubernetes}"
 
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+# pinned <module dir> <module path>: the version of <module path> that <module dir>/go.mod requires.
+pinned() { awk -v m="$2" '$1==m{print $2; exit} $1=="require" && $2==m{print $3; exit}' "$here/$1/go.mod"; }
+
+# inputs_hash <module dir>: everything the build reads from this checkout (the module, its sources, this script).
+inputs_hash() {
+  (cd "$here" && find "$1" -type f \( -name go.mod -o -name go.sum -o -name '*.go' \) | LC_ALL=C sort |
+    xargs cat build.sh) | sha256sum | cut -d' ' -f1
+}
+
+# build <module dir> <output name> <version> <ldflags> <go build args...>: builds into a directory keyed by the
+# inputs' hash, so checkouts with different pins (branches, worktrees) never rebuild each other's binaries; Go's
+# build cache is shared, so a second set is mostly a relink. Prints the directory.
+build() {
+  local dir="$1" name="$2" version="$3" ldflags="$4"
+  shift 4
+  local want out stamp start
+  want="$(inputs_hash "$dir")"
+  out="$cache/devcluster/$name-$version-${want:0:12}/bin"
+  stamp="$out/.stamp"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    echo "$out"
+    return
+  fi
+  command -v go >/dev/null || { echo "devcluster: Go is required (https://go.dev/dl)" >&2; exit 1; }
+  mkdir -p "$out"
+  start=$(date +%s)
+  echo "devcluster: building $name $version into $out (cold builds take a while on 2 cores)" >&2
+  (cd "$here/$dir" && GOCACHE="$cache/go-build" GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 \
+    go build -trimpath -ldflags "$ldflags" -o "$out/" "$@")
+  echo "$want" > "$stamp"
+  echo "devcluster: built $name in $(( $(date +%s) - start ))s" >&2
   echo "$out"
-  exit 0
-fi
+}
 
-command -v go >/dev/null || { echo "devcluster: Go is required (https://go.dev/dl)" >&2; exit 1; }
-export GOCACHE="$cache/go-build"
-export GOFLAGS="-mod=mod -buildvcs=false"
-export CGO_ENABLED=0
-mkdir -p "$out"
+build_kubernetes() {
+  local version major minor ldflags pkg
+  version="$(pinned gobuild k8s.io/kubernetes)"
+  major="${version#v}"; minor="${major#*.}"; major="${major%%.*}"; minor="${minor%%.*}"
+  ldflags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  build gobuild kubernetes "$version" "$ldflags" \
+    k8s.io/kubernetes/cmd/kube-apiserver \
+    k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kubectl \
+    ./cmd/etcd
+}
 
-major="${K8S_VERSION#v}"; minor="${major#*.}"; major="${major%%.*}"; minor="${minor%%.*}"
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-done
+build_helm() {
+  # The version flags of helm's own Makefile: `helm version`, and the Kubernetes version `helm lint` and
+  # `helm template` assume (client-go v0.X.Y is Kubernetes 1.X).
+  local version client_go k8s_minor ldflags pkg
+  version="$(pinned gobuild-helm helm.sh/helm/v3)"
+  client_go="$(pinned gobuild-helm k8s.io/client-go)"
+  k8s_minor="$(cut -d. -f2 <<<"$client_go")"
+  ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$version -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
+  done
+  build gobuild-helm helm "$version" "$ldflags" helm.sh/helm/v3/cmd/helm
+}
 
-cd "$here/gobuild"
-start=$(date +%s)
-echo "devcluster: building Kubernetes $K8S_VERSION and etcd into $out (cold builds take a while on 2 cores)" >&2
-go build -trimpath -ldflags "$ldflags" -o "$out/" \
-  k8s.io/kubernetes/cmd/kube-apiserver \
-  k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kubectl \
-  ./cmd/etcd
-echo "$want" > "$stamp"
-echo "devcluster: built in $(( $(date +%s) - start ))s" >&2
-echo "$out"
+build_promtool() {
+  # remove_all_sd: Prometheus's own build tag for leaving out service discovery, which rule tests never use
+  # (and some of whose client libraries the module proxy no longer serves).
+  local version ldflags pkg="github.com/prometheus/common/version"
+  version="$(pinned gobuild-prometheus github.com/prometheus/prometheus)"
+  ldflags="-s -w -X $pkg.Version=$version -X $pkg.Branch=release -X $pkg.BuildDate=19700101-00:00:00"
+  build gobuild-prometheus promtool "$version" "$ldflags" -tags remove_all_sd \
+    github.com/prometheus/prometheus/cmd/promtool
+}
+
+build_crds() {
+  # Nothing to compile: prometheus-operator's CRDs, from its Go module (verified against the Go checksum
+  # database), so the server-side dry run of the rendered chart knows PrometheusRule and ServiceMonitor.
+  local module=github.com/prometheus-operator/prometheus-operator version=v0.85.0 want out dir
+  want="$(sha256sum < "$here/build.sh" | cut -d' ' -f1)"
+  out="$cache/devcluster/crds-$version-${want:0:12}"
+  if [[ -f "$out/.stamp" && "$(cat "$out/.stamp")" == "$want" ]]; then
+    echo "$out"
+    return
+  fi
+  command -v go >/dev/null || { echo "devcluster: Go is required (https://go.dev/dl)" >&2; exit 1; }
+  mkdir -p "$out"
+  dir="$(cd "$cache" && GOFLAGS=-mod=mod go mod download -json "$module@$version" | awk -F'"' '$2=="Dir"{print $4}')"
+  [[ -n "$dir" ]] || { echo "devcluster: could not download $module@$version" >&2; exit 1; }
+  cp "$dir"/example/prometheus-operator-crd/monitoring.coreos.com_{prometheusrules,servicemonitors}.yaml "$out/"
+  echo "$want" > "$out/.stamp"
+  echo "$out"
+}
+
+case "$target" in
+  kubernetes) build_kubernetes ;;
+  helm) build_helm ;;
+  promtool) build_promtool ;;
+  crds) build_crds ;;
+  *) echo "usage: $0 [kubernetes|helm|promtool|crds]" >&2; exit 2 ;;
+esac

@@ -3,6 +3,7 @@
 Everything binds to 127.0.0.1; data (database, OIDC keys) persists under $BERTH_CACHE/demo.
 Ctrl-C stops it all.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from devcluster import servers
 from devcluster.launcher import ControlPlane, OIDCIssuer
-from devcluster.oidc import DEMO_PORT, KUBECTL_CLIENT_ID, OidcProvider
+from devcluster.oidc import API_RESOURCE, DEMO_PORT, KUBECTL_CLIENT_ID, OidcProvider
 from devcluster.pki import CertificateAuthority
 from devcluster.process import Component
 
@@ -23,8 +24,13 @@ ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("BERTH_CACHE", Path.home() / ".cache" / "berth")) / "demo"
 WEB_PORT = int(os.environ.get("BERTH_DEMO_PORT", "8000"))
 LOGINS = [
-    ("alice", "owner of team-payments"), ("amir", "member of team-payments"), ("bob", "owner of team-search"),
-    ("vera", "viewer in team-search"), ("carol", "approver"), ("dave", "platform admin"), ("erin", "in no team"),
+    ("alice", "owner of team-payments"),
+    ("amir", "member of team-payments"),
+    ("bob", "owner of team-search"),
+    ("vera", "viewer in team-search"),
+    ("carol", "approver"),
+    ("dave", "platform admin"),
+    ("erin", "in no team"),
 ]
 
 
@@ -50,36 +56,94 @@ def main() -> int:
         redis = stack.enter_context(servers.redis_server())
         ca = CertificateAuthority("berth-demo-ca")
         cert, key = ca.issue_serving_cert(["127.0.0.1", "localhost"])
-        provider = stack.enter_context(OidcProvider(cert_pem=cert, key_pem=key, ca_cert_pem=ca.cert_pem, port=DEMO_PORT,
-                                                    data_dir=CACHE / "oidc"))
-        plane = stack.enter_context(ControlPlane(ca=ca, oidc_issuers=[OIDCIssuer(url=provider.issuer, audience=KUBECTL_CLIENT_ID)]))
+        provider = stack.enter_context(
+            OidcProvider(cert_pem=cert, key_pem=key, ca_cert_pem=ca.cert_pem, port=DEMO_PORT, data_dir=CACHE / "oidc")
+        )
+        plane = stack.enter_context(
+            ControlPlane(ca=ca, oidc_issuers=[OIDCIssuer(url=provider.issuer, audience=KUBECTL_CLIENT_ID)])
+        )
         env = {
-            **os.environ, **provider.portal_env(),
-            "DJANGO_SETTINGS_MODULE": "portal.settings", "DJANGO_DEBUG": "true",
+            **os.environ,
+            **provider.portal_env(),
+            "DJANGO_SETTINGS_MODULE": "portal.settings",
+            "DJANGO_DEBUG": "true",
             "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-            "CELERY_BROKER_URL": redis.url, "EMAIL_URL": "consolemail://",
-            "BERTH_PUBLIC_URL": f"http://127.0.0.1:{WEB_PORT}", "BERTH_SWEEP_SECONDS": "30", "BERTH_RECONCILE_SECONDS": "120",
+            "CELERY_BROKER_URL": redis.url,
+            "EMAIL_URL": "consolemail://",
+            "BERTH_PUBLIC_URL": f"http://127.0.0.1:{WEB_PORT}",
+            "BERTH_SWEEP_SECONDS": "30",
+            "BERTH_RECONCILE_SECONDS": "120",
         }
         _run(env, "migrate", "--no-input", "-v0")
-        _run(env, "seed_demo", "--api-url", plane.api_url, "--kubeconfig", str(plane.kubeconfig_path),
-             "--ca-file", str(plane.ca_file), "--oidc-issuer", provider.issuer)
-        _spawn(stack, env, "worker", [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=prefork", "--concurrency=4", "-l", "INFO"])
-        _spawn(stack, env, "beat", [sys.executable, "-m", "celery", "-A", "portal", "beat", "-l", "INFO",
-                                    "--schedule", str(CACHE / "celerybeat-schedule")])
-        web = _spawn(stack, env, "web", [sys.executable, "manage.py", "runserver", f"127.0.0.1:{WEB_PORT}", "--noreload"])
+        _run(
+            env,
+            "seed_demo",
+            "--api-url",
+            plane.api_url,
+            "--kubeconfig",
+            str(plane.kubeconfig_path),
+            "--ca-file",
+            str(plane.ca_file),
+            "--oidc-issuer",
+            provider.issuer,
+        )
+        _spawn(
+            stack,
+            env,
+            "worker",
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "portal",
+                "worker",
+                "--pool=prefork",
+                "--concurrency=4",
+                "-l",
+                "INFO",
+            ],
+        )
+        _spawn(
+            stack,
+            env,
+            "beat",
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "portal",
+                "beat",
+                "-l",
+                "INFO",
+                "--schedule",
+                str(CACHE / "celerybeat-schedule"),
+            ],
+        )
+        web = _spawn(
+            stack, env, "web", [sys.executable, "manage.py", "runserver", f"127.0.0.1:{WEB_PORT}", "--noreload"]
+        )
         servers.wait_port(WEB_PORT, web, timeout=60)
-        print(f"""
+        print(
+            f"""
 Berth is running ({time.monotonic() - started:.0f}s to start). Open http://127.0.0.1:{WEB_PORT}/
 
 Sign in through the dev OpenID Connect provider ({provider.issuer}); password = username + "-pass":
-""" + "\n".join(f"  {user:<6} {user}-pass   {role}" for user, role in LOGINS) + f"""
+"""
+            + "\n".join(f"  {user:<6} {user}-pass   {role}" for user, role in LOGINS)
+            + f"""
 
 API docs:       http://127.0.0.1:{WEB_PORT}/api/docs/
+CLI:            .venv/bin/berth --url http://127.0.0.1:{WEB_PORT} login --oidc --issuer {provider.issuer} \\
+                  --oidc-ca-file {provider.ca_file} --resource {API_RESOURCE}
 Admin:          http://127.0.0.1:{WEB_PORT}/admin/ (sign in as dave first)
 Dev cluster:    {plane.api_url}  admin kubeconfig: {plane.kubeconfig_path}
 Logs:           {CACHE}/{{web,worker,beat}}.log  (mail is printed to web.log and worker.log)
 Ctrl-C stops everything.
-""", flush=True)
+""",
+            flush=True,
+        )
         try:
             while web.exited() is None:
                 time.sleep(1)

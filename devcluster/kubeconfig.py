@@ -27,10 +27,14 @@ def kubeconfig(
     """A single-context kubeconfig; give either a bearer token or a client cert and key."""
     if (token is None) == (client_cert_pem is None):
         raise ValueError("give exactly one of token or client_cert_pem")
-    credentials: dict[str, str] = {"token": token} if token is not None else {
-        "client-certificate-data": _b64(client_cert_pem or ""),
-        "client-key-data": _b64(client_key_pem or ""),
-    }
+    credentials: dict[str, str] = (
+        {"token": token}
+        if token is not None
+        else {
+            "client-certificate-data": _b64(client_cert_pem or ""),
+            "client-key-data": _b64(client_key_pem or ""),
+        }
+    )
     context: dict[str, str] = {"cluster": cluster_name, "user": user}
     if namespace:
         context["namespace"] = namespace

@@ -7,7 +7,8 @@ or from a shell: `python -m devcluster.launcher` (runs until Ctrl-C / SIGTERM).
 
 There is no scheduler and no kubelet, so Pods are admitted and then stay
 Pending. Binaries come from `devcluster/build.sh` (instant once built) or from
-the directory named by BERTH_DEVCLUSTER_BIN.
+the directory named by BERTH_DEVCLUSTER_BIN. The same script builds `helm` and
+`promtool`: `helm_binary()` and `promtool_binary()` find them.
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ from devcluster.process import Component, ComponentFailed, wait_until
 
 BUILD_SCRIPT = Path(__file__).resolve().parent / "build.sh"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
+# build.sh's targets: the binaries each one builds, and the variable naming a directory to use instead.
+TARGETS: dict[str, tuple[tuple[str, ...], str]] = {
+    "kubernetes": (BINARIES, "BERTH_DEVCLUSTER_BIN"),
+    "helm": (("helm",), "BERTH_DEVCLUSTER_HELM_BIN"),
+    "promtool": (("promtool",), "BERTH_DEVCLUSTER_PROMTOOL_BIN"),
+}
 
 ADMISSION_PLUGINS = (
     "NamespaceLifecycle,LimitRanger,ServiceAccount,ResourceQuota,PodSecurity,PodNodeSelector,"
@@ -55,7 +62,10 @@ CONTROLLERS = (
 )
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
 IN_CLUSTER_NAMES = (
-    "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
 )
 ADMIN_USER = "berth-admin"
 FRONT_PROXY_CLIENT = "front-proxy-client"
@@ -104,21 +114,40 @@ def _as_issuer(spec: IssuerSpec) -> OIDCIssuer:
     return spec if isinstance(spec, OIDCIssuer) else OIDCIssuer(**spec)
 
 
-def find_bin_dir() -> Path:
-    """BERTH_DEVCLUSTER_BIN if set, else whatever build.sh builds (or already built)."""
-    configured = os.environ.get("BERTH_DEVCLUSTER_BIN")
-    if configured:
-        bin_dir = Path(configured)
-    else:
-        # stderr is inherited so a cold build shows its progress.
-        result = subprocess.run([str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True)
-        if result.returncode != 0:
-            raise ControlPlaneError(f"{BUILD_SCRIPT} failed with exit code {result.returncode}")
-        bin_dir = Path(result.stdout.strip().splitlines()[-1])
-    missing = [name for name in BINARIES if not os.access(bin_dir / name, os.X_OK)]
+def _build(target: str) -> Path:
+    """The directory ``build.sh <target>`` builds into (or built into already)."""
+    # stderr is inherited so a cold build shows its progress.
+    result = subprocess.run([str(BUILD_SCRIPT), target], stdout=subprocess.PIPE, text=True)
+    if result.returncode != 0:
+        raise ControlPlaneError(f"{BUILD_SCRIPT} {target} failed with exit code {result.returncode}")
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def find_bin_dir(target: str = "kubernetes") -> Path:
+    """The directory holding ``target``'s binaries (see TARGETS): the directory its variable names if set,
+    else whatever ``build.sh <target>`` builds (or already built)."""
+    binaries, variable = TARGETS[target]
+    configured = os.environ.get(variable)
+    bin_dir = Path(configured) if configured else _build(target)
+    missing = [name for name in binaries if not os.access(bin_dir / name, os.X_OK)]
     if missing:
         raise ControlPlaneError(f"{bin_dir} lacks {', '.join(missing)}")
     return bin_dir
+
+
+def helm_binary() -> Path:
+    """A real helm (helm.sh/helm/v3 at devcluster/gobuild-helm's pin), built on first use."""
+    return find_bin_dir("helm") / "helm"
+
+
+def promtool_binary() -> Path:
+    """A real promtool (Prometheus at devcluster/gobuild-prometheus's pin), built on first use."""
+    return find_bin_dir("promtool") / "promtool"
+
+
+def monitoring_crds() -> list[Path]:
+    """prometheus-operator's PrometheusRule and ServiceMonitor CRDs (build.sh crds), for dry runs of the chart."""
+    return sorted(_build("crds").glob("*.yaml"))
 
 
 def free_port() -> int:
@@ -225,9 +254,14 @@ class ControlPlane:
     ) -> Path:
         """A kubeconfig for this API server with a bearer token or a client certificate."""
         config = kubeconfig(
-            server=self.api_url, ca_pem=self.ca_cert_pem, user=user, token=token,
-            client_cert_pem=client_cert_pem, client_key_pem=client_key_pem,
-            namespace=namespace, cluster_name=self.name,
+            server=self.api_url,
+            ca_pem=self.ca_cert_pem,
+            user=user,
+            token=token,
+            client_cert_pem=client_cert_pem,
+            client_key_pem=client_key_pem,
+            namespace=namespace,
+            cluster_name=self.name,
         )
         return write_kubeconfig(Path(path), config)
 
@@ -304,26 +338,46 @@ class ControlPlane:
 
         etcd = self._component("etcd", self._etcd_argv(bin_dir, etcd_port, etcd_peer_port))
         etcd_client = self._tls_context("apiserver-etcd-client")
-        wait_until(lambda: _https_get(etcd_port, "/health", etcd_client) is not None,
-                   timeout=START_TIMEOUT, watched=[etcd], what="etcd /health")
+        wait_until(
+            lambda: _https_get(etcd_port, "/health", etcd_client) is not None,
+            timeout=START_TIMEOUT,
+            watched=[etcd],
+            what="etcd /health",
+        )
 
         apiserver = self._component("kube-apiserver", self._apiserver_argv(bin_dir, etcd_port))
         admin = self._tls_context("admin")
-        wait_until(lambda: _https_get(self.apiserver_port, "/readyz", admin) == (200, b"ok"),
-                   timeout=START_TIMEOUT, watched=[etcd, apiserver], what="kube-apiserver /readyz")
+        wait_until(
+            lambda: _https_get(self.apiserver_port, "/readyz", admin) == (200, b"ok"),
+            timeout=START_TIMEOUT,
+            watched=[etcd, apiserver],
+            what="kube-apiserver /readyz",
+        )
         write_kubeconfig(self.kubeconfig_path, self._client_kubeconfig("admin", ADMIN_USER))
-        write_kubeconfig(self._dir / "controller-manager.kubeconfig",
-                         self._client_kubeconfig("controller-manager", "system:kube-controller-manager"))
+        write_kubeconfig(
+            self._dir / "controller-manager.kubeconfig",
+            self._client_kubeconfig("controller-manager", "system:kube-controller-manager"),
+        )
 
-        controller_manager = self._component("kube-controller-manager", self._controller_manager_argv(bin_dir, kcm_port))
+        controller_manager = self._component(
+            "kube-controller-manager", self._controller_manager_argv(bin_dir, kcm_port)
+        )
         everything = [etcd, apiserver, controller_manager]
         verify_only = ssl.create_default_context(cadata=self.ca_cert_pem)
-        wait_until(lambda: _https_get(kcm_port, "/healthz", verify_only) == (200, b"ok"),
-                   timeout=START_TIMEOUT, watched=everything, what="kube-controller-manager /healthz")
+        wait_until(
+            lambda: _https_get(kcm_port, "/healthz", verify_only) == (200, b"ok"),
+            timeout=START_TIMEOUT,
+            watched=everything,
+            what="kube-controller-manager /healthz",
+        )
         # Ready means usable: Pods are refused until their namespace has a default ServiceAccount.
         default_sa = "/api/v1/namespaces/default/serviceaccounts/default"
-        wait_until(lambda: (_https_get(self.apiserver_port, default_sa, admin) or (0,))[0] == 200,
-                   timeout=START_TIMEOUT, watched=everything, what="the default ServiceAccount")
+        wait_until(
+            lambda: (_https_get(self.apiserver_port, default_sa, admin) or (0,))[0] == 200,
+            timeout=START_TIMEOUT,
+            watched=everything,
+            what="the default ServiceAccount",
+        )
 
     def _component(self, name: str, argv: list[str]) -> Component:
         component = Component(name, argv, self._dir / "logs" / f"{name}.log")
@@ -363,7 +417,10 @@ class ControlPlane:
 
     def _client_kubeconfig(self, pair: str, user: str) -> dict:
         return kubeconfig(
-            server=self.api_url, ca_pem=self.ca_cert_pem, user=user, cluster_name=self.name,
+            server=self.api_url,
+            ca_pem=self.ca_cert_pem,
+            user=user,
+            cluster_name=self.name,
             client_cert_pem=self._pki_path(f"{pair}.crt").read_text(),
             client_key_pem=self._pki_path(f"{pair}.key").read_text(),
         )
@@ -393,12 +450,20 @@ class ControlPlane:
             str(bin_dir / "etcd"),
             f"--name={self.name}",
             f"--data-dir={self._dir / 'etcd'}",
-            f"--listen-client-urls={client_url}", f"--advertise-client-urls={client_url}",
-            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
-            f"--initial-cluster={self.name}={peer_url}", "--initial-cluster-state=new",
+            f"--listen-client-urls={client_url}",
+            f"--advertise-client-urls={client_url}",
+            f"--listen-peer-urls={peer_url}",
+            f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster={self.name}={peer_url}",
+            "--initial-cluster-state=new",
             # Loopback is shared by every local user, so etcd demands client certificates.
-            f"--cert-file={cert}", f"--key-file={key}", f"--trusted-ca-file={ca}", "--client-cert-auth",
-            f"--peer-cert-file={cert}", f"--peer-key-file={key}", f"--peer-trusted-ca-file={ca}",
+            f"--cert-file={cert}",
+            f"--key-file={key}",
+            f"--trusted-ca-file={ca}",
+            "--client-cert-auth",
+            f"--peer-cert-file={cert}",
+            f"--peer-key-file={key}",
+            f"--peer-trusted-ca-file={ca}",
             "--peer-client-cert-auth",
             # Throwaway data: durability costs seconds per test run for nothing.
             "--unsafe-no-fsync",
@@ -412,10 +477,12 @@ class ControlPlane:
             f"--etcd-cafile={self.ca_file}",
             f"--etcd-certfile={pki('apiserver-etcd-client.crt')}",
             f"--etcd-keyfile={pki('apiserver-etcd-client.key')}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
             f"--secure-port={self.apiserver_port}",
             f"--cert-dir={self._dir / 'apiserver-certs'}",
-            f"--tls-cert-file={pki('apiserver.crt')}", f"--tls-private-key-file={pki('apiserver.key')}",
+            f"--tls-cert-file={pki('apiserver.crt')}",
+            f"--tls-private-key-file={pki('apiserver.key')}",
             f"--client-ca-file={self.ca_file}",
             f"--authentication-config={self.authentication_config_path}",
             "--authorization-mode=Node,RBAC",
@@ -448,7 +515,8 @@ class ControlPlane:
             f"--kubeconfig={kubeconfig_file}",
             f"--authentication-kubeconfig={kubeconfig_file}",
             f"--authorization-kubeconfig={kubeconfig_file}",
-            "--bind-address=127.0.0.1", f"--secure-port={port}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
             f"--cert-dir={self._dir / 'controller-manager-certs'}",
             f"--tls-cert-file={self._pki_path('controller-manager-serving.crt')}",
             f"--tls-private-key-file={self._pki_path('controller-manager-serving.key')}",
@@ -485,8 +553,10 @@ class ControlPlane:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             metrics = self._metrics()
-            if any(line.startswith("apiserver_authentication_config_controller_last_config_info")
-                   and applied in line for line in metrics.splitlines()):
+            if any(
+                line.startswith("apiserver_authentication_config_controller_last_config_info") and applied in line
+                for line in metrics.splitlines()
+            ):
                 return
             if self._authentication_reload_failures() > failures_before:
                 break
@@ -500,7 +570,9 @@ class ControlPlane:
         return answer[1].decode() if answer and answer[0] == 200 else ""
 
     def _authentication_reload_failures(self) -> float:
-        pattern = re.compile(r'^apiserver_authentication_config_controller_automatic_reloads_total\{[^}]*status="failure"[^}]*\} (\S+)$')
+        pattern = re.compile(
+            r'^apiserver_authentication_config_controller_automatic_reloads_total\{[^}]*status="failure"[^}]*\} (\S+)$'
+        )
         return sum(float(m.group(1)) for line in self._metrics().splitlines() if (m := pattern.match(line)))
 
 
@@ -530,7 +602,9 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.copyfile(kubeconfig_path, args.kubeconfig_out)
                 os.chmod(args.kubeconfig_out, 0o600)
                 kubeconfig_path = args.kubeconfig_out
-            print(f"devcluster: ready in {control_plane.start_to_ready_seconds:.1f}s (Ctrl-C stops it)", file=sys.stderr)
+            print(
+                f"devcluster: ready in {control_plane.start_to_ready_seconds:.1f}s (Ctrl-C stops it)", file=sys.stderr
+            )
             print(f"API server: {control_plane.api_url}")
             print(f"kubeconfig: {kubeconfig_path}")
             print(f"data dir:   {control_plane.data_dir}")

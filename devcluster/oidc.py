@@ -44,10 +44,13 @@ DEMO_CLIENTS: list[dict[str, Any]] = json.loads((PROVIDER_DIR / "clients.json").
 PORTAL_CLIENT_ID = "berth-portal"
 PORTAL_CLIENT_SECRET = next(c["client_secret"] for c in DEMO_CLIENTS if c["client_id"] == PORTAL_CLIENT_ID)
 KUBECTL_CLIENT_ID = "kubectl"
+# The `berth` command line: a public client, PKCE, callback on http://127.0.0.1:<any port>/callback.
+CLI_CLIENT_ID = "berth-cli"
 # A token request naming API_RESOURCE gets a JWT access token for the portal's
 # API: aud = API_AUDIENCE, iss = the issuer, signed RS256 with a key in the JWKS.
 API_RESOURCE = "urn:berth:api"
-API_AUDIENCE = PORTAL_CLIENT_ID
+# The API's own audience, never a client id: an ID token (aud = its client) must not pass as an access token.
+API_AUDIENCE = "berth-api"
 API_SCOPE = "berth:api"
 SCOPES = "openid profile email groups"
 
@@ -87,7 +90,10 @@ def ensure_node_modules() -> None:
             return
         result = subprocess.run(
             [npm, "ci", "--no-audit", "--no-fund"],
-            cwd=PROVIDER_DIR, capture_output=True, text=True, timeout=_NPM_TIMEOUT_SECONDS,
+            cwd=PROVIDER_DIR,
+            capture_output=True,
+            text=True,
+            timeout=_NPM_TIMEOUT_SECONDS,
         )
     if result.returncode != 0:
         raise OidcProviderError(f"npm ci failed in {PROVIDER_DIR}:\n{result.stdout}\n{result.stderr}")
@@ -108,7 +114,7 @@ class OidcProvider:
     kube-apiserver trusts the provider; or pass nothing, and a throwaway CA and
     serving certificate are made here. Either way `ca_file` verifies the provider.
 
-    clients: oidc-provider client metadata; default DEMO_CLIENTS (berth-portal, kubectl).
+    clients: oidc-provider client metadata; default DEMO_CLIENTS (berth-portal, kubectl, berth-cli).
     users_file: edited in place by set_user_groups; default a copy of the demo users.
     port: default any free port. data_dir: default a temporary directory,
     removed by stop(); holds config, keys, users, TLS files and provider.log.
@@ -176,11 +182,19 @@ class OidcProvider:
             "oidc-provider", [node, str(PROVIDER_DIR / "server.mjs"), str(config_file)], data_dir / "provider.log"
         )
         self._component.start()
-        wait_until(ready_file.exists, timeout=self._startup_timeout, watched=[self._component],
-                   what="the OIDC provider to listen")
+        wait_until(
+            ready_file.exists,
+            timeout=self._startup_timeout,
+            watched=[self._component],
+            what="the OIDC provider to listen",
+        )
         self._issuer = json.loads(ready_file.read_text())["issuer"]
-        wait_until(self._discovery_answers, timeout=self._startup_timeout, watched=[self._component],
-                   what="OIDC discovery to answer")
+        wait_until(
+            self._discovery_answers,
+            timeout=self._startup_timeout,
+            watched=[self._component],
+            what="OIDC discovery to answer",
+        )
 
     def stop(self) -> None:
         if self._component is not None:
@@ -261,6 +275,18 @@ class OidcProvider:
         document["users"][username]["groups"] = list(groups)
         _write_atomically(self.users_file, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
+    def remove_user(self, username: str) -> dict[str, Any]:
+        """Delete a user at the provider (as an admin would); returns the entry so it can be put back."""
+        document = json.loads(self.users_file.read_text())
+        entry = document["users"].pop(username)
+        _write_atomically(self.users_file, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        return dict(entry)
+
+    def add_user(self, username: str, entry: dict[str, Any]) -> None:
+        document = json.loads(self.users_file.read_text())
+        document["users"][username] = entry
+        _write_atomically(self.users_file, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
     # -- internals -----------------------------------------------------------
 
     def _prepare_data_dir(self) -> Path:
@@ -285,7 +311,10 @@ class OidcProvider:
             "port": self._port,
             "dataDir": str(data_dir),
             "usersFile": str(self.users_file.resolve()),
-            "tls": {"certFile": str(data_dir / "tls" / "serving.crt"), "keyFile": str(data_dir / "tls" / "serving.key")},
+            "tls": {
+                "certFile": str(data_dir / "tls" / "serving.crt"),
+                "keyFile": str(data_dir / "tls" / "serving.key"),
+            },
             "clients": self.clients,
             "api": {"resource": API_RESOURCE, "audience": API_AUDIENCE, "scope": API_SCOPE},
         }
@@ -313,9 +342,12 @@ def _print_demo_banner(provider: OidcProvider) -> None:
     print(f"CA file:      {provider.ca_file}")
     print(f"Log:          {provider.log_path}")
     print(f"Users file:   {provider.users_file} (edits apply at the next sign-in)")
-    print(f"Portal:       client_id={PORTAL_CLIENT_ID} client_secret={PORTAL_CLIENT_SECRET} "
-          f"scope='{SCOPES}' redirect http://127.0.0.1:<any port>/oidc/callback/")
+    print(
+        f"Portal:       client_id={PORTAL_CLIENT_ID} client_secret={PORTAL_CLIENT_SECRET} "
+        f"scope='{SCOPES}' redirect http://127.0.0.1:<any port>/oidc/callback/"
+    )
     print(f"kubectl:      client_id={KUBECTL_CLIENT_ID} (public, PKCE) redirect http://localhost:8000 or :18000")
+    print(f"berth CLI:    client_id={CLI_CLIENT_ID} (public, PKCE) redirect http://127.0.0.1:<any port>/callback")
     print(f"API tokens:   resource={API_RESOURCE} -> JWT with aud={API_AUDIENCE}")
     print("Sign-ins:")
     for username, user in provider.users().items():
@@ -329,9 +361,15 @@ def _print_demo_banner(provider: OidcProvider) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devcluster.oidc", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, default=DEMO_PORT, help=f"HTTPS port on {HOST} (default {DEMO_PORT}; 0 = any)")
-    parser.add_argument("--data-dir", type=Path, default=_default_demo_dir(),
-                        help="keys, users, TLS files and log (default $BERTH_CACHE/oidc)")
+    parser.add_argument(
+        "--port", type=int, default=DEMO_PORT, help=f"HTTPS port on {HOST} (default {DEMO_PORT}; 0 = any)"
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=_default_demo_dir(),
+        help="keys, users, TLS files and log (default $BERTH_CACHE/oidc)",
+    )
     parser.add_argument("--users-file", type=Path, help="users JSON to use in place of the demo users")
     parser.add_argument("--cert", type=Path, help="serving certificate PEM (with --key and --ca)")
     parser.add_argument("--key", type=Path, help="serving key PEM")
@@ -344,8 +382,12 @@ def main(argv: list[str] | None = None) -> int:
         return path.read_text() if path else None
 
     provider = OidcProvider(
-        cert_pem=read(args.cert), key_pem=read(args.key), ca_cert_pem=read(args.ca),
-        users_file=args.users_file, port=args.port, data_dir=args.data_dir,
+        cert_pem=read(args.cert),
+        key_pem=read(args.key),
+        ca_cert_pem=read(args.ca),
+        users_file=args.users_file,
+        port=args.port,
+        data_dir=args.data_dir,
     )
     # SIGTERM ends the demo like Ctrl-C does, through the same clean stop.
     signal.signal(signal.SIGTERM, signal.default_int_handler)

@@ -67,7 +67,7 @@ class CertificateAuthority:
 
     def __init__(self, common_name: str = "berth-devcluster-ca") -> None:
         self._key = _new_ec_key()
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         subject = _name(common_name)
         self._cert = (
             x509.CertificateBuilder()
@@ -80,9 +80,15 @@ class CertificateAuthority:
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(
                 x509.KeyUsage(
-                    digital_signature=True, key_cert_sign=True, crl_sign=True,
-                    content_commitment=False, key_encipherment=False, data_encipherment=False,
-                    key_agreement=False, encipher_only=False, decipher_only=False,
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
                 ),
                 critical=True,
             )
@@ -95,9 +101,7 @@ class CertificateAuthority:
         """A TLS server certificate for `hostnames` (DNS names or IP literals): (cert_pem, key_pem)."""
         if not hostnames:
             raise ValueError("a serving certificate needs at least one hostname")
-        pair = self._issue(
-            _name(hostnames[0]), ExtendedKeyUsageOID.SERVER_AUTH, _subject_alt_names(hostnames)
-        )
+        pair = self._issue(_name(hostnames[0]), ExtendedKeyUsageOID.SERVER_AUTH, _subject_alt_names(hostnames))
         return pair.cert_pem, pair.key_pem
 
     def issue_client_cert(self, common_name: str, organizations: tuple[str, ...] = ()) -> tuple[str, str]:
@@ -121,7 +125,7 @@ class CertificateAuthority:
         sans: x509.SubjectAlternativeName | None,
     ) -> KeyPair:
         key = _new_ec_key()
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         usage_list = list(usages) if isinstance(usages, tuple) else [usages]
         builder = (
             x509.CertificateBuilder()
@@ -134,16 +138,20 @@ class CertificateAuthority:
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(
-                    digital_signature=True, key_encipherment=False, key_cert_sign=False,
-                    crl_sign=False, content_commitment=False, data_encipherment=False,
-                    key_agreement=False, encipher_only=False, decipher_only=False,
+                    digital_signature=True,
+                    key_encipherment=False,
+                    key_cert_sign=False,
+                    crl_sign=False,
+                    content_commitment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
                 ),
                 critical=True,
             )
             .add_extension(x509.ExtendedKeyUsage(usage_list), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()), critical=False
-            )
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()), critical=False)
         )
         if sans is not None:
             builder = builder.add_extension(sans, critical=False)
@@ -154,7 +162,9 @@ class CertificateAuthority:
 def new_service_account_key() -> tuple[str, str]:
     """(private_pem, public_pem). RSA, not EC: RS256 is what every consumer of ServiceAccount tokens understands."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    public_pem = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    ).decode()
+    public_pem = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
     return _key_pem(key), public_pem

@@ -39,8 +39,16 @@ class Component:
     ``stop_signal`` is what asks it to stop (PostgreSQL's fast shutdown is SIGINT); no log_path: output discarded.
     """
 
-    def __init__(self, name: str, argv: list[str], log_path: Path | None, *, cwd: Path | None = None,
-                 env: dict[str, str] | None = None, stop_signal: signal.Signals = signal.SIGTERM) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        log_path: Path | None,
+        *,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        stop_signal: signal.Signals = signal.SIGTERM,
+    ) -> None:
         self.name = name
         self.argv = argv
         self.log_path = log_path
@@ -133,9 +141,7 @@ class ComponentFailed(RuntimeError):
     def __init__(self, component: Component, reason: str) -> None:
         self.component = component
         self.log_text = component.log_tail()
-        super().__init__(
-            f"{reason}\n--- last lines of {component.log_path} ---\n{self.log_text}"
-        )
+        super().__init__(f"{reason}\n--- last lines of {component.log_path} ---\n{self.log_text}")
 
     @property
     def port_conflict(self) -> bool:

@@ -2,6 +2,7 @@
 
 Set BERTH_TEST_DATABASE_URL / BERTH_TEST_REDIS_URL to use servers you run yourself.
 """
+
 from __future__ import annotations
 
 import glob
@@ -76,13 +77,31 @@ def postgres_server(root: Path | None = None, port: int | None = None) -> Iterat
     if not (data / "PG_VERSION").exists():
         subprocess.run(
             runas + [_pg_bin("initdb"), "-D", str(data), "-U", "berth", "--auth=trust", "-E", "UTF8", "--no-sync"],
-            check=True, capture_output=True,
+            check=True,
+            capture_output=True,
         )
     options = [] if keep else ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
     # SIGINT is PostgreSQL's fast shutdown; SIGTERM would wait for every client to disconnect.
-    server = Component("postgres", runas + [_pg_bin("postgres"), "-D", str(data), "-p", str(port), "-h", "127.0.0.1",
-                                             "-k", str(root), "-c", "max_connections=200", *options],
-                       root / "postgres.log", stop_signal=signal.SIGINT)
+    server = Component(
+        "postgres",
+        runas
+        + [
+            _pg_bin("postgres"),
+            "-D",
+            str(data),
+            "-p",
+            str(port),
+            "-h",
+            "127.0.0.1",
+            "-k",
+            str(root),
+            "-c",
+            "max_connections=200",
+            *options,
+        ],
+        root / "postgres.log",
+        stop_signal=signal.SIGINT,
+    )
     server.start()
     try:
         wait_port(port, server)
@@ -91,7 +110,9 @@ def postgres_server(root: Path | None = None, port: int | None = None) -> Iterat
             if subprocess.run(psql + ["select 1"], capture_output=True).returncode == 0:
                 break
             time.sleep(0.1)
-        exists = subprocess.run(psql + ["select 1 from pg_database where datname='berth'"], capture_output=True, text=True).stdout.strip()
+        exists = subprocess.run(
+            psql + ["select 1 from pg_database where datname='berth'"], capture_output=True, text=True
+        ).stdout.strip()
         if not exists:
             subprocess.run(psql + ["create database berth"], check=True, capture_output=True)
         yield {"HOST": "127.0.0.1", "PORT": str(port), "USER": "berth", "PASSWORD": "", "NAME": "berth"}
@@ -110,10 +131,13 @@ class RedisServer:
             raise RuntimeError("redis-server not found: run `make deps` (installs Debian's redis-server)")
         self.port = port or free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.server = Component("redis-server", [self.binary, "--bind", "127.0.0.1", "--port", str(self.port),
-                                                 "--save", "", "--appendonly", "no"], None)
+        self.server = Component(
+            "redis-server",
+            [self.binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no"],
+            None,
+        )
 
-    def start(self) -> "RedisServer":
+    def start(self) -> RedisServer:
         self.server.start()
         wait_port(self.port, self.server)
         return self

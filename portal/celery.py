@@ -1,4 +1,5 @@
 """The Celery app. Imports nothing of the domain: tasks are found by name."""
+
 import os
 
 from celery import Celery

@@ -3,10 +3,13 @@
 Secrets have no default outside DEBUG; each secret may also be given as
 ``NAME_FILE`` pointing at a mounted file.
 """
+
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
+from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -14,12 +17,12 @@ env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 
-def secret(name: str, debug_default: str = "") -> str:
-    """A secret from ``NAME`` or the file named by ``NAME_FILE``; only DEBUG may fall back."""
+def secret(name: str, debug_default: str = "", *, required: bool = True) -> str:
+    """A secret from ``NAME`` or the file named by ``NAME_FILE``; only DEBUG (or an optional one) may fall back."""
     path = env.str(f"{name}_FILE", default="")
     if path:
         return Path(path).read_text().strip()
-    if DEBUG:
+    if DEBUG or not required:
         return env.str(name, default=debug_default)
     return env.str(name)
 
@@ -27,6 +30,8 @@ def secret(name: str, debug_default: str = "") -> str:
 # --- Core -------------------------------------------------------------------
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 SECRET_KEY = secret("DJANGO_SECRET_KEY", debug_default="insecure-dev-only-key-" + "x" * 40)
+# Seals secrets Berth keeps in the database (the provider's refresh tokens); default: derived from SECRET_KEY.
+BERTH_SECRETS_KEY = secret("BERTH_SECRETS_KEY", required=False)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 BERTH_PUBLIC_URL = env.str("BERTH_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
@@ -128,8 +133,11 @@ OIDC_OP_USER_ENDPOINT = env.str("OIDC_OP_USER_ENDPOINT", default="")
 OIDC_OP_JWKS_ENDPOINT = env.str("OIDC_OP_JWKS_ENDPOINT", default="")
 OIDC_OP_LOGOUT_ENDPOINT = env.str("OIDC_OP_LOGOUT_ENDPOINT", default="")
 OIDC_OP_LOGOUT_URL_METHOD = "tenants.auth.provider_logout_url"
-# Access tokens sent to the API as Bearer must carry this audience.
-OIDC_API_AUDIENCE = env.str("OIDC_API_AUDIENCE", default=OIDC_RP_CLIENT_ID)
+# Access tokens sent to the API as Bearer must carry this audience: the API's own, never a client id, or an ID
+# token issued to that client would pass (the system check berth.E001 refuses that).
+OIDC_API_AUDIENCE = env.str("OIDC_API_AUDIENCE", default="berth-api")
+# Clients whose access tokens are accepted even without the RFC 9068 "at+jwt" type (e.g. Keycloak's).
+OIDC_API_CLIENTS = env.list("OIDC_API_CLIENTS", default=[])
 OIDC_VERIFY_SSL = env.str("OIDC_CA_BUNDLE", default="") or True
 OIDC_USE_PKCE = True
 # Tokens stay out of the session table: secrets never sit in the database in plaintext.
@@ -144,6 +152,15 @@ OIDC_EXEMPT_URLS = ["login", "logout", re.compile(r"^/api/")]
 BERTH_ADMIN_GROUPS = env.list("BERTH_ADMIN_GROUPS", default=["berth-admins"])
 BERTH_APPROVER_GROUPS = env.list("BERTH_APPROVER_GROUPS", default=["berth-approvers"])
 BERTH_TEAM_GROUP_PREFIX = env.str("BERTH_TEAM_GROUP_PREFIX", default="team-")
+# Failed sign-ins and refused credentials per source address and minute before it gets 429s, and how many
+# audit rows such failures may write per minute in all (see tenants/services/auth_failures.py).
+# Every this many minutes the provider is asked again (with the person's refresh token) who each user is and
+# which groups they are in; API tokens of a user not confirmed within BERTH_IDENTITY_MAX_AGE_MINUTES are
+# refused until a re-check or sign-in succeeds. Users the provider no longer knows are deactivated.
+BERTH_IDENTITY_RECHECK_MINUTES = env.int("BERTH_IDENTITY_RECHECK_MINUTES", default=15)
+BERTH_IDENTITY_MAX_AGE_MINUTES = env.int("BERTH_IDENTITY_MAX_AGE_MINUTES", default=60)
+BERTH_AUTH_FAILURES_PER_MINUTE = env.int("BERTH_AUTH_FAILURES_PER_MINUTE", default=20)
+BERTH_AUTH_FAILURE_ROWS_PER_MINUTE = env.int("BERTH_AUTH_FAILURE_ROWS_PER_MINUTE", default=100)
 
 # --- Sessions and security headers ------------------------------------------
 SESSION_COOKIE_HTTPONLY = True
@@ -201,9 +218,6 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
-# --- Cache (throttling) -----------------------------------------------------
-CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
-
 # --- Celery -----------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/0")
 CELERY_TASK_ACKS_LATE = True
@@ -212,13 +226,41 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Enqueueing must not hang a web request when Redis is down: the sweep catches up.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "socket_timeout": 2, "socket_connect_timeout": 2}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "socket_timeout": 2,
+    "socket_connect_timeout": 2,
+}
+# Webhook deliveries have a queue of their own: a worker started without -Q consumes every queue declared
+# here, and a deployment may give "events" workers of its own (celery worker -Q events) so that slow
+# receivers never wait in line with provisioning.
+CELERY_TASK_QUEUES = [Queue("celery", routing_key="celery"), Queue("events", routing_key="events")]
+CELERY_TASK_ROUTES = {"worker.events.*": {"queue": "events"}}
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "worker.tasks.sweep", "schedule": env.float("BERTH_SWEEP_SECONDS", default=60.0)},
     "reconcile": {"task": "worker.tasks.reconcile", "schedule": env.float("BERTH_RECONCILE_SECONDS", default=300.0)},
+    "recheck-identities": {"task": "worker.tasks.recheck_identities", "schedule": 60.0},
+    "sweep-webhooks": {"task": "worker.events.sweep_webhooks", "schedule": 60.0},
 }
 # Approved or working tenants untouched for this long are re-sent by the sweep.
 BERTH_STUCK_AFTER_SECONDS = env.int("BERTH_STUCK_AFTER_SECONDS", default=90)
+
+# --- Cache -----------------------------------------------------------------
+# Shared by every web and worker process (throttles and sign-in failure counts must hold across gunicorn
+# workers), so Redis: CACHE_URL, by default database 1 of the broker's Redis. A per-process "locmemcache://"
+# suits single-process experiments only.
+CACHE_URL = env.str("CACHE_URL", default=urlsplit(CELERY_BROKER_URL)._replace(path="/1").geturl())
+
+
+def cache_config(url: str) -> dict[str, str]:
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url, "KEY_PREFIX": "berth"}
+    return env.cache_url_config(url)
+
+
+CACHES = {"default": cache_config(CACHE_URL)}
 
 # --- Email ------------------------------------------------------------------
 EMAIL_CONFIG = env.email_url("EMAIL_URL", default="consolemail://" if DEBUG else "smtp://127.0.0.1:25")
@@ -226,10 +268,36 @@ vars().update(EMAIL_CONFIG)
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Berth <berth@localhost>")
 
 # --- Product ----------------------------------------------------------------
-BERTH_RESERVED_NAMES = env.list("BERTH_RESERVED_NAMES", default=["default", "berth", "berth-system", "monitoring", "ingress-nginx", "cert-manager"])
+BERTH_RESERVED_NAMES = env.list(
+    "BERTH_RESERVED_NAMES", default=["default", "berth", "berth-system", "monitoring", "ingress-nginx", "cert-manager"]
+)
 BERTH_EXPIRY_REMINDER_DAYS = env.int("BERTH_EXPIRY_REMINDER_DAYS", default=7)
 # The helm executable the worker runs for vcluster tenants installed with helm: a name found on PATH, or a path.
 BERTH_HELM_BINARY = env.str("BERTH_HELM_BINARY", default="helm")
+
+# --- Cluster access ---------------------------------------------------------
+# With a least-privilege credential (the Helm chart's ServiceAccounts, docs/security.md) Berth holds its rights
+# inside tenant namespaces only: the worker writes a RoleBinding per entry into every namespace it creates.
+# "ClusterRole=namespace/serviceaccount", comma-separated. Empty (the default) for a cluster-admin credential.
+BERTH_NAMESPACE_GRANTS = env.list("BERTH_NAMESPACE_GRANTS", default=[])
+
+# --- Webhooks ---------------------------------------------------------------
+# Platform admins register endpoints in the admin (docs/webhooks.md). One attempt may take this long in all
+# (connect, TLS, request, answer); a failed one is retried after BERTH_WEBHOOK_RETRY_SECONDS, doubling up to
+# BERTH_WEBHOOK_RETRY_MAX_SECONDS, BERTH_WEBHOOK_MAX_ATTEMPTS times in all; at most BERTH_WEBHOOK_MAX_IN_FLIGHT
+# attempts run at once across every worker.
+BERTH_WEBHOOK_TIMEOUT_SECONDS = env.float("BERTH_WEBHOOK_TIMEOUT_SECONDS", default=15.0)
+BERTH_WEBHOOK_RETRY_SECONDS = env.float("BERTH_WEBHOOK_RETRY_SECONDS", default=5.0)
+BERTH_WEBHOOK_RETRY_MAX_SECONDS = env.float("BERTH_WEBHOOK_RETRY_MAX_SECONDS", default=3600.0)
+BERTH_WEBHOOK_MAX_ATTEMPTS = env.int("BERTH_WEBHOOK_MAX_ATTEMPTS", default=12)
+BERTH_WEBHOOK_MAX_IN_FLIGHT = env.int("BERTH_WEBHOOK_MAX_IN_FLIGHT", default=4)
+# Networks webhooks may always reach, whatever the address checks say (CIDRs, comma-separated): the operator's
+# explicit choice, e.g. an internal relay. Empty: public addresses only, and private ones per endpoint.
+BERTH_WEBHOOK_ALLOWED_NETWORKS = env.list("BERTH_WEBHOOK_ALLOWED_NETWORKS", default=[])
+# CA bundle for https receivers (empty: the system trust store).
+BERTH_WEBHOOK_CA_BUNDLE = env.str("BERTH_WEBHOOK_CA_BUNDLE", default="")
+# Delivered and given-up deliveries are kept this many days in the delivery log.
+BERTH_WEBHOOK_LOG_DAYS = env.int("BERTH_WEBHOOK_LOG_DAYS", default=30)
 
 # --- Logging ----------------------------------------------------------------
 LOGGING = {

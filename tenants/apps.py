@@ -6,4 +6,4 @@ class TenantsConfig(AppConfig):
     verbose_name = "Berth tenants"
 
     def ready(self) -> None:
-        from tenants import signals  # noqa: F401  (auth events → audit trail)
+        from tenants import checks, signals  # noqa: F401  (system checks; auth events → audit trail)

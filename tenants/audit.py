@@ -1,4 +1,5 @@
 """Writing the audit trail. Services call ``record`` inside their own transaction."""
+
 from __future__ import annotations
 
 import re
@@ -18,6 +19,9 @@ _SECRET_KEY = re.compile(
 _SECRET_VALUE = re.compile(
     r"(eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"
     r"|brt_[A-Za-z0-9_-]{16,}"
+    # Webhook signing secrets (Standard Webhooks) and Slack incoming-webhook URLs, whose path is the credential.
+    r"|whsec_[A-Za-z0-9+/=]{16,}"
+    r"|hooks\.slack\.com/services/[A-Za-z0-9/_-]+"
     r"|\bBearer\s+[A-Za-z0-9._~+/=-]{8,}"
     # The whole PEM block, not just its first line (to the end of the text when the END line is missing).
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----(?:.*?-----END [A-Z ]*PRIVATE KEY-----|.*))",
@@ -34,7 +38,7 @@ class AuditContext:
     user_agent: str = ""
 
     @classmethod
-    def from_http(cls, request: Any) -> "AuditContext":
+    def from_http(cls, request: Any) -> AuditContext:
         meta = request.META
         return cls(
             request_id=getattr(request, "request_id", "") or meta.get("HTTP_X_REQUEST_ID", "")[:64],
@@ -77,7 +81,7 @@ def record(
     actor_name: str = "",
 ) -> AuditEvent:
     if obj is not None:
-        object_type = object_type or obj._meta.model_name
+        object_type = object_type or str(getattr(obj, "audit_object_type", obj._meta.model_name))
         object_id = object_id or str(obj.pk)
     if actor is not None and not getattr(actor, "is_authenticated", False):
         actor = None

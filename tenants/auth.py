@@ -1,4 +1,5 @@
 """OpenID Connect sign-in: groups claim → teams and platform roles on every login."""
+
 from __future__ import annotations
 
 import logging
@@ -34,12 +35,23 @@ class BerthOidcBackend(OIDCAuthenticationBackend):
     def filter_users_by_claims(self, claims):
         return User.objects.filter(oidc_subject=str(claims.get("sub", "")), is_active=True)
 
+    def get_token(self, payload):
+        """The provider's tokens; the refresh token is kept (sealed) after sign-in to re-check groups later."""
+        tokens = super().get_token(payload)
+        self._refresh_token = str(tokens.get("refresh_token") or "")
+        return tokens
+
     def _sync(self, claims) -> User | None:
         ctx = AuditContext.from_http(self.request) if getattr(self, "request", None) is not None else AuditContext()
         try:
-            return services.user_sync_from_claims(claims=claims, ctx=ctx)
-        except ValidationError:
+            user = services.user_sync_from_claims(claims=claims, ctx=ctx)
+        except ValidationError as exc:
+            services.auth_failure_record(action="auth.login_refused", ctx=ctx, detail={"reason": str(exc)[:200]})
             return None
+        refresh_token = getattr(self, "_refresh_token", "")
+        if refresh_token:
+            services.user_record_idp_session(user=user, refresh_token=refresh_token)
+        return user
 
     def create_user(self, claims):
         return self._sync(claims)
@@ -51,15 +63,18 @@ class BerthOidcBackend(OIDCAuthenticationBackend):
 class AuditedCallbackView(OIDCAuthenticationCallbackView):
     def login_failure(self):
         reason = self.request.GET.get("error_description") or self.request.GET.get("error") or "rejected"
-        services.auth_record(user=None, action="auth.login_failed", ctx=AuditContext.from_http(self.request),
-                             actor_name="anonymous", detail={"reason": reason[:200]})
+        services.auth_failure_record(
+            action="auth.login_failed", ctx=AuditContext.from_http(self.request), detail={"reason": reason[:200]}
+        )
         return super().login_failure()
 
 
 def provider_logout_url(request) -> str:
     """End the session at the provider too (RP-initiated logout), then come back to the sign-in page."""
     endpoint = settings.OIDC_OP_LOGOUT_ENDPOINT
-    back = request.build_absolute_uri(settings.LOGOUT_REDIRECT_URL if settings.LOGOUT_REDIRECT_URL.startswith("/") else "/login/")
+    back = request.build_absolute_uri(
+        settings.LOGOUT_REDIRECT_URL if settings.LOGOUT_REDIRECT_URL.startswith("/") else "/login/"
+    )
     if not endpoint:
         return back
     params = {"post_logout_redirect_uri": back, "client_id": settings.OIDC_RP_CLIENT_ID}

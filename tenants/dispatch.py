@@ -3,6 +3,7 @@
 ``tenants`` never imports ``worker``. If the broker is down the job is not
 lost: the tenant's status says what is owed and the periodic sweep re-sends it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -15,14 +16,18 @@ PROVISION = "worker.tasks.provision_tenant"
 DECOMMISSION = "worker.tasks.decommission_tenant"
 ISOLATION_CHECK = "worker.tasks.check_isolation"
 REFRESH_USAGE = "worker.tasks.refresh_usage"
+RECHECK_IDENTITIES = "worker.tasks.recheck_identities"
+# On the ``events`` queue (CELERY_TASK_ROUTES): a slow webhook receiver never waits in line with provisioning.
+DELIVER_WEBHOOK = "worker.events.deliver_webhook"
+SWEEP_WEBHOOKS = "worker.events.sweep_webhooks"
 
 
-def send(task: str, *args: object) -> bool:
-    """Publish now; False (and a log line) when the broker cannot be reached."""
+def send(task: str, *args: object, countdown: float = 0.0) -> bool:
+    """Publish now (to run in ``countdown`` seconds); False (and a log line) when the broker cannot be reached."""
     from portal.celery import app
 
     try:
-        app.send_task(task, args=list(args), retry=False)
+        app.send_task(task, args=list(args), countdown=countdown or None, retry=False)
     except Exception as exc:  # any broker failure: the sweep will re-send
         logger.warning("could not enqueue %s%r: %s; the sweep will retry", task, args, type(exc).__name__)
         return False

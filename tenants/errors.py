@@ -16,5 +16,9 @@ class InvalidTransition(BerthError):
     """The object is no longer in a state that allows this (409)."""
 
 
+class IdempotencyConflict(InvalidTransition):
+    """An idempotency key came back with a different request than the one it first named (409)."""
+
+
 class ClusterUnavailable(BerthError):
     """The tenant's cluster cannot be reached or refused the portal right now (503)."""

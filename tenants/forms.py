@@ -3,17 +3,20 @@
 A service's ``ValidationError`` lands next to the field it names (``add_service_errors``);
 names no form field carries become errors at the top of the form.
 """
+
 from __future__ import annotations
 
 import datetime as dt
 import uuid
+from typing import Any, cast
 
 from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from tenants.models import Cluster, Request, Team, TenantKind, Tier
+from tenants import services
+from tenants.models import Cluster, Team, TenantKind, TenantRequest, Tier
 
 
 class DateInput(forms.DateInput):
@@ -26,6 +29,17 @@ class DateInput(forms.DateInput):
 class BerthForm(forms.Form):
     """Forms whose ``ValidationError`` may also come from a service after ``is_valid()``."""
 
+    def model_choices(self, name: str) -> forms.ModelChoiceField[Any]:
+        return cast("forms.ModelChoiceField[Any]", self.fields[name])
+
+    def queryset_of(self, name: str) -> QuerySet[Any]:
+        queryset = self.model_choices(name).queryset
+        assert queryset is not None  # every model choice field here is given one
+        return queryset
+
+    def choices(self, name: str) -> forms.ChoiceField:
+        return cast(forms.ChoiceField, self.fields[name])
+
     def add_service_errors(self, exc: ValidationError) -> None:
         if not hasattr(exc, "error_dict"):
             self.add_error(None, exc.messages)
@@ -36,6 +50,8 @@ class BerthForm(forms.Form):
 
 class IdempotentForm(BerthForm):
     """Carries a key made when the form is first shown, so a repeated post makes one request."""
+
+    action: str = ""  # the TenantRequest.Action a tenant-page form submits, if any
 
     idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)
 
@@ -62,39 +78,44 @@ class RequestCreateForm(IdempotentForm):
         help_text="Lower-case letters, digits and '-'; it becomes the namespace name (after the cluster's prefix).",
         widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false", "autocapitalize": "none"}),
     )
-    tier = TierChoiceField(queryset=Tier.objects.none(), empty_label=None, help_text="Compare the tiers in the table below.")
+    tier = TierChoiceField(
+        queryset=Tier.objects.none(), empty_label=None, help_text="Compare the tiers in the table below."
+    )
     cluster = forms.ModelChoiceField(queryset=Cluster.objects.none(), empty_label=None)
     purpose = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
         help_text="What will run here; approvers read this.",
     )
     requested_expiry = forms.DateField(
-        label="Expiry date", required=False, widget=DateInput(),
+        label="Expiry date",
+        required=False,
+        widget=DateInput(),
         help_text="Leave empty for the tier's default. The tenant is decommissioned after this day.",
     )
 
     def __init__(self, *args, teams: QuerySet[Team], tiers: QuerySet[Tier], clusters: list[Cluster], **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["team"].queryset = teams
-        self.fields["tier"].queryset = tiers
-        self.fields["cluster"].queryset = Cluster.objects.filter(pk__in=[c.pk for c in clusters])
+        self.model_choices("team").queryset = teams
+        self.model_choices("tier").queryset = tiers
+        self.model_choices("cluster").queryset = Cluster.objects.filter(pk__in=[c.pk for c in clusters])
         offered = {kind for c in clusters for kind in c.kinds}
-        self.fields["kind"].choices = [(value, label) for value, label in TenantKind.choices if value in offered]
+        self.choices("kind").choices = [(value, label) for value, label in TenantKind.choices if value in offered]
         self.fields["requested_expiry"].widget.attrs["min"] = _tomorrow()
 
 
 class ChangeTierForm(IdempotentForm):
-    action = Request.Action.CHANGE_TIER
+    action = TenantRequest.Action.CHANGE_TIER
     tier = TierChoiceField(queryset=Tier.objects.none(), label="New tier", empty_label=None)
     purpose = forms.CharField(label="Why", required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
     def __init__(self, *args, tiers: QuerySet[Tier], **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["tier"].queryset = tiers
+        self.model_choices("tier").queryset = tiers
 
 
 class ExtendForm(IdempotentForm):
-    action = Request.Action.EXTEND
+    action = TenantRequest.Action.EXTEND
     requested_expiry = forms.DateField(label="New expiry date", widget=DateInput())
     purpose = forms.CharField(label="Why", required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
@@ -104,31 +125,38 @@ class ExtendForm(IdempotentForm):
 
 
 class DeleteRequestForm(IdempotentForm):
-    action = Request.Action.DELETE
+    action = TenantRequest.Action.DELETE
     purpose = forms.CharField(label="Why", required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
 
 TENANT_REQUEST_FORMS: dict[str, tuple[str, type[IdempotentForm]]] = {
-    Request.Action.CHANGE_TIER: ("change", ChangeTierForm),
-    Request.Action.EXTEND: ("extend", ExtendForm),
-    Request.Action.DELETE: ("delete", DeleteRequestForm),
+    TenantRequest.Action.CHANGE_TIER: ("change", ChangeTierForm),
+    TenantRequest.Action.EXTEND: ("extend", ExtendForm),
+    TenantRequest.Action.DELETE: ("delete", DeleteRequestForm),
 }
 
 
 class ApproveForm(BerthForm):
-    comment = forms.CharField(label="Comment", required=False, max_length=2000,
-                              widget=forms.TextInput(attrs={"placeholder": "Optional"}))
+    comment = forms.CharField(
+        label="Comment", required=False, max_length=2000, widget=forms.TextInput(attrs={"placeholder": "Optional"})
+    )
 
 
 class RejectForm(BerthForm):
     # Optional here so the service's own message ("Say why…") is the one shown; the browser still insists.
-    reason = forms.CharField(label="Reason", required=False, max_length=2000,
-                             widget=forms.TextInput(attrs={"required": True, "placeholder": "Required"}))
+    reason = forms.CharField(
+        label="Reason",
+        required=False,
+        max_length=2000,
+        widget=forms.TextInput(attrs={"required": True, "placeholder": "Required"}),
+    )
 
 
 class DecommissionForm(BerthForm):
-    confirm_name = forms.CharField(label="Type the tenant's name to confirm",
-                                   widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}))
+    confirm_name = forms.CharField(
+        label="Type the tenant's name to confirm",
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+    )
     reason = forms.CharField(label="Reason", required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
     def __init__(self, *args, tenant_name: str, **kwargs) -> None:
@@ -149,18 +177,26 @@ class ApiTokenForm(BerthForm):
     name = forms.CharField(max_length=100, help_text="Say where it is used, e.g. “CI for payments”.")
     expires_in_days = forms.IntegerField(label="Expires after (days)", min_value=1, max_value=365, initial=30)
     team = forms.ModelChoiceField(
-        queryset=Team.objects.none(), required=False, empty_label="Personal (acts as you)",
+        queryset=Team.objects.none(),
+        required=False,
+        empty_label="Personal (acts as you)",
         help_text="A team token acts for that team only; team owners can create them.",
     )
 
     def __init__(self, *args, teams: QuerySet[Team], **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["team"].queryset = teams
+        self.model_choices("team").queryset = teams
         if not teams.exists():
             del self.fields["team"]
 
 
-LIFETIME_CHOICES = [(600, "10 minutes"), (3600, "1 hour"), (4 * 3600, "4 hours"), (8 * 3600, "8 hours"), (12 * 3600, "12 hours")]
+LIFETIME_CHOICES = [
+    (600, "10 minutes"),
+    (3600, "1 hour"),
+    (4 * 3600, "4 hours"),
+    (8 * 3600, "8 hours"),
+    (12 * 3600, "12 hours"),
+]
 
 
 class KubeconfigForm(BerthForm):
@@ -168,8 +204,9 @@ class KubeconfigForm(BerthForm):
 
     lifetime_seconds = forms.TypedChoiceField(coerce=int, label="Valid for", choices=LIFETIME_CHOICES)
 
-    def __init__(self, *args, max_seconds: int, **kwargs):
+    def __init__(self, *args, tier: Tier, **kwargs):
         super().__init__(*args, **kwargs)
-        choices = [c for c in LIFETIME_CHOICES if c[0] <= max_seconds]
-        self.fields["lifetime_seconds"].choices = choices
-        self.fields["lifetime_seconds"].initial = min(3600, choices[-1][0])
+        self.choices("lifetime_seconds").choices = [
+            c for c in LIFETIME_CHOICES if c[0] <= tier.max_credential_lifetime_seconds
+        ]
+        self.fields["lifetime_seconds"].initial = services.credential_lifetime_default(tier=tier)

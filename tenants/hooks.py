@@ -1,46 +1,80 @@
-"""Seams through which the worker lends the portal what only it can do.
+"""The seam through which the worker lends the portal what only it can do.
 
-``tenants`` never imports ``worker``; the worker app registers its functions
-here when Django starts, so pages can show a manifest preview and the API can
-hand out kubeconfigs while the domain stays testable without a cluster.
+``tenants`` never imports ``worker``. The worker app registers one object that
+implements ``WorkerHooks`` when Django starts (``worker.apps``), so pages can show a
+manifest preview, the admin can check cluster settings and the API can hand out
+kubeconfigs, while the domain stays testable without a cluster.
 """
+
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
-_registry: dict[str, Callable[..., Any]] = {}
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-
-def register(name: str, fn: Callable[..., Any]) -> None:
-    _registry[name] = fn
-
-
-def _get(name: str) -> Callable[..., Any]:
-    try:
-        return _registry[name]
-    except KeyError:
-        raise LookupError(f"No {name} is registered: is the 'worker' app installed?") from None
+    from tenants.models import Cluster, Tenant, Tier
 
 
-def manifest_preview(tenant: Any, *, tier: Any = None) -> str | None:
-    """YAML of what provisioning would apply, or None when no renderer is installed."""
-    fn = _registry.get("manifest_preview")
-    return fn(tenant, tier=tier) if fn else None
+@dataclass(frozen=True)
+class KubeconfigGrant:
+    """One context of a kubeconfig: which tenant, with which role, for how long."""
+
+    tenant: Tenant
+    role: str  # "edit" or "view"
+    lifetime_seconds: int
 
 
-def cluster_config_errors(cluster: Any) -> dict[str, str]:
-    """Problems with a Cluster's kinds and settings, by kind; empty when none or no checker is installed."""
-    fn = _registry.get("cluster_config_errors")
-    return fn(cluster) if fn else {}
+@dataclass(frozen=True)
+class ClusterLookup:
+    """What a quick look at a cluster found; empty or None where it could not be asked (the worker checks again)."""
+
+    identity: str = ""  # the physical API server's id (its kube-system namespace's UID)
+    name_exists: bool | None = None  # whether the tenant's top-level object already exists there
 
 
-def issue_kubeconfig(tenant: Any, *, role: str, lifetime_seconds: int) -> str:
-    """A kubeconfig YAML with a fresh short-lived credential for ``tenant``."""
-    return _get("issue_kubeconfig")(tenant, role=role, lifetime_seconds=lifetime_seconds)
+class WorkerHooks(Protocol):
+    def manifest_preview(self, tenant: Tenant, *, tier: Tier | None = None) -> str:
+        """YAML of what provisioning would apply (without live cluster facts)."""
+        ...
+
+    def cluster_config_errors(self, cluster: Cluster) -> dict[str, str]:
+        """Problems with a Cluster's kinds and per-kind settings, by kind; empty when none."""
+        ...
+
+    def cluster_lookup(self, cluster: Cluster, *, kind: str = "", namespace: str = "") -> ClusterLookup:
+        """A quick look (seconds at most) at the cluster: its identity and, for a kind and name, whether the
+        tenant's top-level object already exists. Never raises: what could not be read stays unknown."""
+        ...
+
+    def issue_kubeconfig(self, grant: KubeconfigGrant) -> str:
+        """A kubeconfig YAML with a fresh short-lived credential (raises ClusterUnavailable)."""
+        ...
+
+    def issue_merged_kubeconfig(self, grants: Sequence[KubeconfigGrant]) -> str:
+        """One kubeconfig with a context per grant (raises ClusterUnavailable)."""
+        ...
 
 
-def issue_merged_kubeconfig(grants: list[tuple[Any, str, int]]) -> str:
-    """One kubeconfig with a context per (tenant, role, lifetime in seconds)."""
-    return _get("issue_merged_kubeconfig")(grants)
+_installed: WorkerHooks | None = None
 
+
+def install(hooks: WorkerHooks) -> None:
+    """Called once, by the worker app's ``ready()``."""
+    global _installed
+    if _installed is not None and type(_installed) is not type(hooks):
+        raise RuntimeError(f"Worker hooks are already installed ({type(_installed).__name__}).")
+    _installed = hooks
+
+
+def installed() -> WorkerHooks | None:
+    """The worker's hooks, or None in a portal without the worker app (previews and checks are then skipped)."""
+    return _installed
+
+
+def worker() -> WorkerHooks:
+    """The worker's hooks; LookupError when the worker app is not installed."""
+    if _installed is None:
+        raise LookupError("No worker hooks are installed: is the 'worker' app in INSTALLED_APPS?")
+    return _installed

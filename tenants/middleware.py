@@ -1,4 +1,5 @@
 """Request ids for the audit trail, and OIDC session refresh for pages only."""
+
 from __future__ import annotations
 
 import re

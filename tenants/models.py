@@ -3,15 +3,20 @@
 Models hold data and invariants the database can enforce; every state change
 goes through ``tenants.services``.
 """
+
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 
 import pgtrigger
 from django.contrib.auth.models import AbstractUser
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
+
+from tenants.validation import ingress_domain_template_errors
 
 
 class User(AbstractUser):
@@ -21,10 +26,19 @@ class User(AbstractUser):
     display_name = models.CharField(max_length=255, blank=True)
     is_platform_admin = models.BooleanField(default=False)
     is_approver = models.BooleanField(default=False)
+    # When the provider last confirmed who this person is and which groups they are in (a sign-in, a
+    # bearer token with groups, or a re-check with the refresh token); API tokens need it to be recent.
+    identity_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # The provider's refresh token, sealed (tenants.sealing): how Berth re-checks groups without the person.
+    idp_refresh_token = models.TextField(blank=True, editable=False)
 
     @property
     def can_decide(self) -> bool:
         return self.is_platform_admin or self.is_approver
+
+    @property
+    def platform_roles(self) -> list[str]:
+        return [role for role, has in (("admin", self.is_platform_admin), ("approver", self.is_approver)) if has]
 
     def __str__(self) -> str:
         return self.display_name or self.username
@@ -78,10 +92,12 @@ class TenantKind(models.TextChoices):
 
 
 # What a requester should know about each kind; shown next to the choice in the UI and the API.
-KIND_NOTES = {
+KIND_NOTES: dict[str, str] = {
     TenantKind.NAMESPACE: "A namespace on a shared cluster: quotas, network policies and namespaced admin rights.",
-    TenantKind.VCLUSTER: "Your own Kubernetes API inside an isolated host namespace: CRDs, ClusterRoles and operators are yours.",
-    TenantKind.VIRTUALCLUSTER: "The upstream multi-tenancy VirtualCluster project is archived and unmaintained; prefer vcluster.",
+    TenantKind.VCLUSTER: "Your own Kubernetes API inside an isolated host namespace: "
+    "CRDs, ClusterRoles and operators are yours.",
+    TenantKind.VIRTUALCLUSTER: "The upstream multi-tenancy VirtualCluster project is archived and unmaintained; "
+    "prefer vcluster.",
     TenantKind.HYPERSHIFT: "A hosted control plane with its own worker nodes from a NodePool (OpenShift / HyperShift).",
     TenantKind.KCP: "A kcp workspace: a Kubernetes-like API for CRDs and controllers. kcp runs no pods.",
 }
@@ -132,6 +148,20 @@ class Tier(models.Model):
     allowed_priority_classes = models.JSONField(default=list, blank=True, help_text="Empty: none allowed.")
     allowed_storage_classes = models.JSONField(default=list, blank=True, help_text="Empty: any storage class.")
     api_fairness = models.CharField(max_length=20, choices=ApiFairness.choices, default=ApiFairness.NONE, blank=True)
+    # Escape classes the cluster-wide guards close (worker/guards.py); a tier may open one where a platform allows it.
+    allow_external_ips = models.BooleanField(
+        default=False, help_text="Allow Services with externalIPs (CVE-2020-8554: they can intercept traffic)."
+    )
+    allow_external_name = models.BooleanField(
+        default=False, help_text="Allow ExternalName Services (CVE-2021-25740: they can point at other namespaces)."
+    )
+    allow_manual_endpoints = models.BooleanField(
+        default=False, help_text="Let tenants write Endpoints and EndpointSlices themselves (CVE-2021-25740)."
+    )
+    allow_any_ingress_host = models.BooleanField(
+        default=False,
+        help_text="Allow Ingress hosts outside the tenant's domains on the cluster (first come, first served).",
+    )
     # Lifecycle.
     max_credential_lifetime_seconds = models.PositiveIntegerField(default=3600, validators=[MinValueValidator(600)])
     default_expiry_days = models.PositiveIntegerField(default=30, validators=[MinValueValidator(1)])
@@ -143,13 +173,42 @@ class Tier(models.Model):
     class Meta:
         ordering = ["order", "name"]
         constraints = [
-            models.CheckConstraint(condition=Q(cpu_limit_millis__gte=models.F("cpu_request_millis")), name="tier_cpu_limit_gte_request"),
-            models.CheckConstraint(condition=Q(memory_limit_mib__gte=models.F("memory_request_mib")), name="tier_memory_limit_gte_request"),
-            models.CheckConstraint(condition=Q(max_credential_lifetime_seconds__gte=600), name="tier_credential_lifetime_floor"),
+            models.CheckConstraint(
+                condition=Q(cpu_limit_millis__gte=models.F("cpu_request_millis")), name="tier_cpu_limit_gte_request"
+            ),
+            models.CheckConstraint(
+                condition=Q(memory_limit_mib__gte=models.F("memory_request_mib")), name="tier_memory_limit_gte_request"
+            ),
+            models.CheckConstraint(
+                condition=Q(max_credential_lifetime_seconds__gte=600), name="tier_credential_lifetime_floor"
+            ),
         ]
 
     def __str__(self) -> str:
         return self.display_name
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """What tenants take from a team's budget: their tiers' limits, summed."""
+
+    cpu_millis: int = 0
+    memory_mib: int = 0
+    storage_gib: int = 0
+    tenants: int = 0
+
+    @classmethod
+    def of(cls, tier: Tier, count: int = 1) -> Allocation:
+        return cls(tier.cpu_limit_millis * count, tier.memory_limit_mib * count, tier.storage_gib * count, count)
+
+    def astuple(self) -> tuple[int, int, int, int]:
+        return (self.cpu_millis, self.memory_mib, self.storage_gib, self.tenants)
+
+    def __add__(self, other: Allocation) -> Allocation:
+        return Allocation(*(a + b for a, b in zip(self.astuple(), other.astuple(), strict=True)))
+
+    def __sub__(self, other: Allocation) -> Allocation:
+        return Allocation(*(a - b for a, b in zip(self.astuple(), other.astuple(), strict=True)))
 
 
 class Cluster(models.Model):
@@ -163,16 +222,29 @@ class Cluster(models.Model):
     ca_pem = models.TextField(blank=True, help_text="PEM CA bundle of the API server (public).")
     credential_ref = models.CharField(
         max_length=500,
-        help_text="Where the worker finds its credential: 'kubeconfig:/path', 'env:VAR' (a kubeconfig in an env var) or 'incluster'.",
+        help_text="Where the worker finds its credential: 'kubeconfig:/path', 'env:VAR' (a kubeconfig in an env var) "
+        "or 'incluster'.",
     )
     public_endpoint = models.URLField(help_text="The API URL handed to tenants in their kubeconfig.")
-    namespace_prefix = models.CharField(max_length=20, blank=True, help_text="Prefix added to tenant names on this cluster.")
+    namespace_prefix = models.CharField(
+        max_length=20, blank=True, help_text="Prefix added to tenant names on this cluster."
+    )
     access_mode = models.CharField(max_length=5, choices=AccessMode.choices, default=AccessMode.TOKEN)
     oidc_issuer_url = models.URLField(blank=True)
     oidc_client_id = models.CharField(max_length=200, blank=True)
-    oidc_groups_prefix = models.CharField(max_length=40, blank=True, help_text="The API server's OIDC groups prefix, e.g. 'oidc:'.")
-    oidc_extra_scopes = models.CharField(max_length=200, blank=True, default="groups", help_text="Scopes kubelogin asks for besides openid.")
+    oidc_groups_prefix = models.CharField(
+        max_length=40, blank=True, help_text="The API server's OIDC groups prefix, e.g. 'oidc:'."
+    )
+    oidc_extra_scopes = models.CharField(
+        max_length=200, blank=True, default="groups", help_text="Scopes kubelogin asks for besides openid."
+    )
     ingress_namespace = models.CharField(max_length=63, blank=True)
+    ingress_domains = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='DNS suffixes a tenant\'s Ingress hosts must lie under, e.g. ["{namespace}.apps.example.com"]; '
+        "{namespace} keeps each tenant's apart. Empty: tenants get no Ingress hosts unless their tier allows any.",
+    )
     monitoring_links = models.JSONField(
         default=list,
         blank=True,
@@ -180,11 +252,15 @@ class Cluster(models.Model):
     )
     kinds = models.JSONField(default=list, help_text='Tenancy kinds offered, e.g. ["namespace", "vcluster"].')
     virtual_config = models.JSONField(
-        default=dict, blank=True,
+        default=dict,
+        blank=True,
         help_text="Settings per virtual-cluster kind, keyed by kind (see docs/virtual-clusters.md), "
-                  'e.g. {"vcluster": {"installer": "helm", "chart_version": "0.30.1"}}.',
+        'e.g. {"vcluster": {"installer": "helm", "chart_version": "0.30.1"}}.',
     )
     tiers = models.ManyToManyField(Tier, related_name="clusters", blank=True)
+    # Which physical API server this record points at (its kube-system namespace's UID), read when the cluster
+    # is saved or first used: records that point at one server share one namespace space.
+    physical_id = models.CharField(max_length=100, blank=True, editable=False)
     is_active = models.BooleanField(default=True)
 
     class Meta:
@@ -192,6 +268,9 @@ class Cluster(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(access_mode__in=["token", "oidc"]), name="cluster_access_mode_valid"),
         ]
+
+    def __str__(self) -> str:
+        return self.display_name
 
     def clean(self) -> None:
         """Refuse kinds and virtual-cluster settings the worker could not use (the admin form shows why)."""
@@ -203,13 +282,18 @@ class Cluster(models.Model):
             raise ValidationError({"kinds": 'A list of kinds, e.g. ["namespace", "vcluster"].'})
         unknown = sorted(set(self.kinds) - set(TenantKind.values))
         if unknown:
-            raise ValidationError({"kinds": f"Unknown kind(s) {', '.join(unknown)}; choose from {', '.join(TenantKind.values)}."})
-        errors = hooks.cluster_config_errors(self)
+            raise ValidationError(
+                {"kinds": f"Unknown kind(s) {', '.join(unknown)}; choose from {', '.join(TenantKind.values)}."}
+            )
+        domain_errors = ingress_domain_template_errors(self.ingress_domains)
+        if domain_errors:
+            raise ValidationError({"ingress_domains": domain_errors})
+        worker = hooks.installed()
+        errors = worker.cluster_config_errors(self) if worker else {}
         if errors:
-            raise ValidationError({"virtual_config": [f"{kind}: {message}" for kind, message in sorted(errors.items())]})
-
-    def __str__(self) -> str:
-        return self.display_name
+            raise ValidationError(
+                {"virtual_config": [f"{kind}: {message}" for kind, message in sorted(errors.items())]}
+            )
 
 
 class TenantStatus(models.TextChoices):
@@ -258,8 +342,17 @@ class Tenant(models.Model):
     quota_usage_at = models.DateTimeField(null=True, blank=True)
     isolation_report = models.JSONField(default=dict, blank=True)
     isolation_report_at = models.DateTimeField(null=True, blank=True)
-    generation = models.PositiveIntegerField(default=1, help_text="Bumped when what should exist on the cluster changes.")
+    generation = models.PositiveIntegerField(
+        default=1, help_text="Bumped when what should exist on the cluster changes."
+    )
     applied_generation = models.PositiveIntegerField(default=0)
+    # The cluster's physical_id when the tenant was placed: one namespace, one tenant, per physical API server.
+    cluster_identity = models.CharField(max_length=100, blank=True, editable=False)
+    # What Berth created for the tenant ("Kind/namespace/name" → UID): decommission deletes only these.
+    owned_uids = models.JSONField(default=dict, blank=True, editable=False)
+    # The number of the tenant's last event sent to webhooks: taken under the row's lock, so per tenant the
+    # numbers follow the order in which the changes committed (receivers may rely on it).
+    event_sequence = models.PositiveBigIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -271,6 +364,11 @@ class Tenant(models.Model):
                 condition=Q(status__in=[s.value for s in LIVE_STATUSES]),
                 name="tenant_namespace_unique_live_per_cluster",
             ),
+            models.UniqueConstraint(
+                fields=["cluster_identity", "namespace"],
+                condition=Q(status__in=[s.value for s in LIVE_STATUSES]) & ~Q(cluster_identity=""),
+                name="tenant_namespace_unique_live_per_physical_cluster",
+            ),
         ]
         indexes = [models.Index(fields=["status", "status_changed_at"])]
 
@@ -278,7 +376,12 @@ class Tenant(models.Model):
         return f"{self.name} ({self.cluster.name})"
 
 
-class Request(models.Model):
+class TenantRequest(models.Model):
+    """A team's ask to create, change, extend or delete a tenant; decided by an approver or a tier's auto-approval."""
+
+    # Audit rows and pages have always called these "request"; the model's new name does not change that.
+    audit_object_type = "request"
+
     class Action(models.TextChoices):
         CREATE = "create", "Create"
         CHANGE_TIER = "change_tier", "Change tier"
@@ -304,23 +407,34 @@ class Request(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     requested_by = models.ForeignKey(User, on_delete=models.PROTECT, related_name="requests_made")
     created_at = models.DateTimeField(auto_now_add=True)
-    decided_by = models.ForeignKey(User, on_delete=models.PROTECT, null=True, blank=True, related_name="requests_decided")
+    decided_by = models.ForeignKey(
+        User, on_delete=models.PROTECT, null=True, blank=True, related_name="requests_decided"
+    )
     decided_at = models.DateTimeField(null=True, blank=True)
     decision_comment = models.TextField(blank=True)
     auto_approved = models.BooleanField(default=False)
     idempotency_key = models.CharField(max_length=64, blank=True)
+    # A key means one request per (person, credential, team): a CI token's keys never answer for a browser's.
+    idempotency_scope = models.CharField(max_length=40, blank=True)
+    idempotency_digest = models.CharField(max_length=64, blank=True, help_text="SHA-256 of what the key first asked.")
 
     class Meta:
         ordering = ["-created_at"]
         constraints = [
-            models.CheckConstraint(condition=Q(status__in=["pending", "approved", "rejected", "cancelled"]), name="request_status_valid"),
-            models.CheckConstraint(condition=Q(action__in=["create", "change_tier", "extend", "delete"]), name="request_action_valid"),
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "approved", "rejected", "cancelled"]), name="request_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(action__in=["create", "change_tier", "extend", "delete"]), name="request_action_valid"
+            ),
             # At most one open request per tenant: two approvals can never race on one tenant.
-            models.UniqueConstraint(fields=["tenant"], condition=Q(status="pending"), name="request_one_pending_per_tenant"),
             models.UniqueConstraint(
-                fields=["requested_by", "idempotency_key"],
+                fields=["tenant"], condition=Q(status="pending"), name="request_one_pending_per_tenant"
+            ),
+            models.UniqueConstraint(
+                fields=["requested_by", "idempotency_scope", "team", "idempotency_key"],
                 condition=~Q(idempotency_key=""),
-                name="request_idempotency_key_unique",
+                name="request_idempotency_key_unique_per_scope",
             ),
         ]
 
@@ -332,8 +446,14 @@ class ApiToken(models.Model):
     """A portal API token: only its SHA-256 is stored; the plaintext is shown once."""
 
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="api_tokens")
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, null=True, blank=True, related_name="api_tokens",
-                             help_text="Set for automation tokens that act for one team only.")
+    team = models.ForeignKey(
+        Team,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="api_tokens",
+        help_text="Set for automation tokens that act for one team only.",
+    )
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=12, unique=True)
     digest = models.CharField(max_length=64)
@@ -349,6 +469,107 @@ class ApiToken(models.Model):
         return f"{self.name} ({self.prefix}…)"
 
 
+class EventType(models.TextChoices):
+    """What people hear about (tenants.notifications): by email, and by webhook to the endpoints that subscribed."""
+
+    REQUEST_SUBMITTED = "request.submitted", "A request waits for a decision"
+    REQUEST_DECIDED = "request.decided", "A request was approved, rejected or cancelled"
+    TENANT_READY = "tenant.ready", "A tenant is ready"
+    TENANT_FAILED = "tenant.failed", "A tenant failed"
+    TENANT_EXPIRING = "tenant.expiring", "A tenant expires soon"
+    TENANT_DECOMMISSIONED = "tenant.decommissioned", "A tenant was decommissioned"
+    TENANT_DRIFT_REPAIRED = "tenant.drift_repaired", "Drift was repaired on a tenant"
+    TENANT_ISOLATION_FAILED = "tenant.isolation_failed", "A tenant's isolation report failed"
+    PING = "ping", "A test event sent by a platform admin"
+
+
+class WebhookEndpoint(models.Model):
+    """Where Berth posts signed events: for one team's tenants, or for every team's when ``team`` is empty.
+
+    The URL and the signing secret are sealed (tenants.sealing): a Slack webhook URL is a credential by itself.
+    """
+
+    class Format(models.TextChoices):
+        JSON = "json", "Berth JSON (versioned, signed)"
+        SLACK = "slack", "Slack incoming webhook"
+
+    name = models.CharField(max_length=100)
+    team = models.ForeignKey(
+        Team,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="webhook_endpoints",
+        help_text="Empty: events of every team.",
+    )
+    url_sealed = models.TextField(editable=False)
+    # scheme://host[:port] only: lists, logs and the audit trail never show the path, which may hold a secret.
+    url_origin = models.CharField(max_length=300, editable=False)
+    format = models.CharField(max_length=10, choices=Format.choices, default=Format.JSON)
+    events = models.JSONField(default=list, help_text='Event types to send, e.g. ["tenant.ready"].')
+    secret_sealed = models.TextField(editable=False)
+    allow_private_network = models.BooleanField(
+        default=False,
+        help_text="Allow private addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) for this URL. "
+        "Loopback, link-local (cloud metadata) and multicast stay refused.",
+    )
+    is_active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(User, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(format__in=["json", "slack"]), name="webhook_format_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.url_origin})"
+
+
+class WebhookDelivery(models.Model):
+    """One event for one endpoint, and how sending it went. Sent in ``sequence`` order per endpoint and tenant."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DELIVERED = "delivered", "Delivered"
+        FAILED = "failed", "Failed (given up)"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries")
+    event_id = models.UUIDField(help_text="The same for every endpoint and every attempt (webhook-id).")
+    event = models.CharField(max_length=40, choices=EventType.choices)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    sequence = models.PositiveBigIntegerField(default=0, help_text="The tenant's event number; grows with each event.")
+    payload = models.JSONField(help_text="The body, rendered for the endpoint's format when the event happened.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    response_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    last_error = models.CharField(max_length=300, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True, help_text="How long the last attempt took.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "webhook deliveries"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "delivered", "failed"]), name="webhook_delivery_status_valid"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["endpoint", "tenant", "status", "sequence"], name="webhook_delivery_queue"),
+            models.Index(fields=["status", "next_attempt_at"], name="webhook_delivery_due"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} to {self.endpoint_id} ({self.status})"
+
+
 @pgtrigger.register(
     pgtrigger.Protect(name="audit_append_only", operation=pgtrigger.Update | pgtrigger.Delete),
 )
@@ -356,9 +577,13 @@ class AuditEvent(models.Model):
     """Append-only: the database refuses UPDATE and DELETE on this table."""
 
     at = models.DateTimeField(auto_now_add=True, db_index=True)
-    actor = models.ForeignKey(User, on_delete=models.DO_NOTHING, null=True, blank=True, db_constraint=False, related_name="+")
+    actor = models.ForeignKey(
+        User, on_delete=models.DO_NOTHING, null=True, blank=True, db_constraint=False, related_name="+"
+    )
     actor_name = models.CharField(max_length=255)
-    team = models.ForeignKey(Team, on_delete=models.DO_NOTHING, null=True, blank=True, db_constraint=False, related_name="+")
+    team = models.ForeignKey(
+        Team, on_delete=models.DO_NOTHING, null=True, blank=True, db_constraint=False, related_name="+"
+    )
     object_type = models.CharField(max_length=40)
     object_id = models.CharField(max_length=64, blank=True)
     action = models.CharField(max_length=60, db_index=True)

@@ -1,4 +1,5 @@
 """Reads, always scoped to the caller. Another team's objects are simply absent (404)."""
+
 from __future__ import annotations
 
 import re
@@ -9,13 +10,14 @@ from django.db.models.functions import Coalesce
 
 from tenants.models import (
     LIVE_STATUSES,
+    Allocation,
     ApiToken,
     AuditEvent,
     Cluster,
     Membership,
-    Request,
     Team,
     Tenant,
+    TenantRequest,
     TenantStatus,
     Tier,
     User,
@@ -50,18 +52,18 @@ def tenants_visible_to(*, user: User) -> QuerySet[Tenant]:
     return qs if _sees_everything(user) else qs.filter(team__memberships__user=user)
 
 
-def requests_visible_to(*, user: User) -> QuerySet[Request]:
-    qs = Request.objects.select_related("team", "tier", "cluster", "tenant", "requested_by", "decided_by")
+def requests_visible_to(*, user: User) -> QuerySet[TenantRequest]:
+    qs = TenantRequest.objects.select_related("team", "tier", "cluster", "tenant", "requested_by", "decided_by")
     return qs if _sees_everything(user) else qs.filter(team__memberships__user=user)
 
 
-def requests_awaiting_decision(*, user: User) -> QuerySet[Request]:
+def requests_awaiting_decision(*, user: User) -> QuerySet[TenantRequest]:
     """The approval queue: pending requests the user may decide (never their own)."""
     if not user.can_decide:
-        return Request.objects.none()
+        return TenantRequest.objects.none()
     return (
         requests_visible_to(user=user)
-        .filter(status=Request.Status.PENDING)
+        .filter(status=TenantRequest.Status.PENDING)
         .exclude(requested_by=user)
         .order_by("created_at")
     )
@@ -90,13 +92,15 @@ def api_tokens_of(*, user: User) -> QuerySet[ApiToken]:
 
 
 def namespace_taken(*, cluster: Cluster, namespace: str) -> bool:
-    return Tenant.objects.filter(cluster=cluster, namespace=namespace, status__in=LIVE_STATUSES).exists()
+    """Whether a live tenant holds ``namespace`` on ``cluster`` or on another record of the same API server."""
+    same_server = Q(cluster=cluster)
+    if cluster.physical_id:
+        same_server |= Q(cluster_identity=cluster.physical_id)
+    return Tenant.objects.filter(same_server, namespace=namespace, status__in=LIVE_STATUSES).exists()
 
 
-def team_allocation(*, team: Team):
+def team_allocation(*, team: Team) -> Allocation:
     """The sum of the tier allocations of the team's live tenants."""
-    from tenants.services import Allocation
-
     totals = Tenant.objects.filter(team=team, status__in=LIVE_STATUSES).aggregate(
         cpu=Sum("tier__cpu_limit_millis"),
         memory=Sum("tier__memory_limit_mib"),
@@ -117,18 +121,18 @@ _ALLOCATION_SUMS = {
 def with_allocation(teams: QuerySet[Team]) -> QuerySet[Team]:
     """``teams`` annotated with what their live tenants use, so a list of budgets costs one query."""
     live = Tenant.objects.filter(team=OuterRef("pk"), status__in=LIVE_STATUSES).order_by().values("team")
-    return teams.annotate(**{
-        name: Coalesce(Subquery(live.annotate(total=agg).values("total"), output_field=IntegerField()), 0)
-        for name, agg in _ALLOCATION_SUMS.items()
-    })
+    return teams.annotate(
+        **{
+            name: Coalesce(Subquery(live.annotate(total=agg).values("total"), output_field=IntegerField()), 0)
+            for name, agg in _ALLOCATION_SUMS.items()
+        }
+    )
 
 
 def team_budget(*, team: Team) -> dict:
     """Used, total and remaining budget, for the request form and the API."""
-    if hasattr(team, "used_tenants"):
-        from tenants.services import Allocation
-
-        used = Allocation(team.used_cpu_millis, team.used_memory_mib, team.used_storage_gib, team.used_tenants)
+    if hasattr(team, "used_tenants"):  # annotated by with_allocation
+        used = Allocation(*(getattr(team, name) for name in _ALLOCATION_SUMS))
     else:
         used = team_allocation(team=team)
     rows = [
@@ -156,9 +160,17 @@ def approver_emails() -> list[str]:
     )
 
 
+def platform_admin_emails() -> list[str]:
+    return list(
+        User.objects.filter(is_platform_admin=True, is_active=True).exclude(email="").values_list("email", flat=True)
+    )
+
+
 def team_emails(*, team: Team) -> list[str]:
     emails = list(
-        Membership.objects.filter(team=team, role__in=["owner", "member"]).exclude(user__email="").values_list("user__email", flat=True)
+        Membership.objects.filter(team=team, role__in=["owner", "member"])
+        .exclude(user__email="")
+        .values_list("user__email", flat=True)
     )
     if team.contact_email:
         emails.append(team.contact_email)
@@ -166,7 +178,9 @@ def team_emails(*, team: Team) -> list[str]:
 
 
 def team_owner_emails(*, team: Team) -> list[str]:
-    emails = list(Membership.objects.filter(team=team, role="owner").exclude(user__email="").values_list("user__email", flat=True))
+    emails = list(
+        Membership.objects.filter(team=team, role="owner").exclude(user__email="").values_list("user__email", flat=True)
+    )
     return sorted(set(emails + ([team.contact_email] if team.contact_email else [])))
 
 
@@ -178,8 +192,10 @@ _LINK_PLACEHOLDER = re.compile(r"\{(namespace|tenant|team|cluster)\}")
 def monitoring_links(*, tenant: Tenant) -> list[dict]:
     """The cluster's monitoring URL templates filled in for this tenant (http/https only)."""
     values = {
-        "namespace": quote(tenant.namespace), "tenant": quote(tenant.name),
-        "team": quote(tenant.team.slug), "cluster": quote(tenant.cluster.name),
+        "namespace": quote(tenant.namespace),
+        "tenant": quote(tenant.name),
+        "team": quote(tenant.team.slug),
+        "cluster": quote(tenant.cluster.name),
     }
     links = []
     for entry in tenant.cluster.monitoring_links or []:
@@ -208,8 +224,12 @@ def teams_where_owner(*, user: User) -> QuerySet[Team]:
 
 def tenants_expiring(*, before) -> QuerySet[Tenant]:
     """Ready tenants that expire before ``before`` and whose owners were not reminded yet."""
-    return Tenant.objects.filter(status=TenantStatus.READY, expires_at__lt=before, expiry_reminded_at__isnull=True).select_related("team", "cluster")
+    return Tenant.objects.filter(
+        status=TenantStatus.READY, expires_at__lt=before, expiry_reminded_at__isnull=True
+    ).select_related("team", "cluster")
 
 
 def tenants_expired(*, now) -> QuerySet[Tenant]:
-    return Tenant.objects.filter(status__in=[TenantStatus.READY, TenantStatus.FAILED], expires_at__lt=now).select_related("team", "tier", "cluster")
+    return Tenant.objects.filter(
+        status__in=[TenantStatus.READY, TenantStatus.FAILED], expires_at__lt=now
+    ).select_related("team", "tier", "cluster")

@@ -1,4 +1,5 @@
 """Sign-in and sign-out land in the audit trail (failed sign-in: tenants.auth.AuditedCallbackView)."""
+
 from django.contrib.auth.signals import user_logged_in, user_logged_out
 from django.dispatch import receiver
 
@@ -17,4 +18,6 @@ def _logged_in(sender, request, user, **kwargs) -> None:
 
 @receiver(user_logged_out)
 def _logged_out(sender, request, user, **kwargs) -> None:
-    services.auth_record(user=user, action="auth.logout", ctx=_ctx(request), actor_name=getattr(user, "username", "") or "anonymous")
+    services.auth_record(
+        user=user, action="auth.logout", ctx=_ctx(request), actor_name=getattr(user, "username", "") or "anonymous"
+    )

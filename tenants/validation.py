@@ -1,4 +1,5 @@
 """Pure checks of user input that need no database."""
+
 from __future__ import annotations
 
 import re
@@ -17,9 +18,37 @@ def tenant_name_errors(name: str, *, prefix: str, reserved: list[str]) -> list[s
     full = prefix + name
     errors = []
     if len(full) > 63:
-        errors.append(f"'{full}' is {len(full)} characters; at most 63 are allowed including the cluster's prefix '{prefix}'.")
+        errors.append(
+            f"'{full}' is {len(full)} characters; at most 63 are allowed including the cluster's prefix '{prefix}'."
+        )
     if name in reserved or full in reserved:
         errors.append(f"'{name}' is reserved.")
     if full.startswith(RESERVED_PREFIXES) or name.startswith(RESERVED_PREFIXES):
         errors.append("Names starting with 'kube-' or 'openshift-' are reserved.")
+    return errors
+
+
+DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+DOMAIN_PLACEHOLDERS = ("namespace", "tenant", "team")
+
+
+def ingress_domain_template_errors(templates: object) -> list[str]:
+    """Why ``templates`` cannot be a cluster's Ingress domain templates; empty when they can.
+
+    Each template must name ``{namespace}`` (namespaces are unique on a cluster, so each tenant's
+    domain is its own) and render to a DNS name.
+    """
+    if not isinstance(templates, list) or not all(isinstance(t, str) for t in templates):
+        return ['A list of DNS suffix templates, e.g. ["{namespace}.apps.example.com"].']
+    errors = []
+    for template in templates:
+        try:
+            rendered = template.format(**dict.fromkeys(DOMAIN_PLACEHOLDERS, "sample"))
+        except (KeyError, IndexError, ValueError):
+            errors.append(f"{template!r} may use only {', '.join('{' + p + '}' for p in DOMAIN_PLACEHOLDERS)}.")
+            continue
+        if "{namespace}" not in template:
+            errors.append(f"{template!r} must contain {{namespace}}, so no two tenants share a domain.")
+        elif not DNS_SUBDOMAIN.fullmatch(rendered):
+            errors.append(f"{template!r} does not make a DNS name (lower-case letters, digits, '-' and '.').")
     return errors

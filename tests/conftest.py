@@ -1,4 +1,5 @@
 """Test-wide set-up: a real PostgreSQL and Redis for the run, started before Django connects."""
+
 from __future__ import annotations
 
 import os
@@ -8,7 +9,15 @@ import pytest
 
 from devcluster import servers
 
-pytest_plugins = ["tests.plugins.kube", "tests.plugins.oidc", "tests.plugins.worker", "tests.fixtures"]
+pytest_plugins = [
+    "tests.plugins.kube",
+    "tests.plugins.oidc",
+    "tests.plugins.worker",
+    "tests.plugins.portal",
+    "tests.plugins.tools",
+    "tests.plugins.webhooks",
+    "tests.fixtures",
+]
 
 _stack = ExitStack()
 _redis: servers.RedisServer | None = None
@@ -36,9 +45,15 @@ def pytest_configure(config) -> None:
         broker = _redis.url
     settings.CELERY_BROKER_URL = broker
     os.environ["CELERY_BROKER_URL"] = broker
+    # Throttles and failure counts live in the run's Redis, shared with the worker and live servers.
+    cache_url = f"{broker.rsplit('/', 1)[0]}/1"
+    from portal.settings import cache_config
+
+    settings.CACHES["default"] = cache_config(cache_url)
+    os.environ["CACHE_URL"] = cache_url
     from portal.celery import app
 
-    app.conf.broker_url = broker
+    app.conf.update(broker_url=broker)
 
 
 def pytest_unconfigure(config) -> None:
@@ -51,3 +66,13 @@ def redis_server() -> servers.RedisServer:
     if _redis is None:
         pytest.skip("Redis is external (BERTH_TEST_REDIS_URL); outage tests need the run's own Redis")
     return _redis
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    """Throttle and sign-in failure counters live in the shared cache: no test may inherit another's."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()

@@ -1,11 +1,16 @@
 """People in their roles, tiers and a cluster: the cast most tests need."""
+
 from __future__ import annotations
 
+import datetime as dt
 import importlib
+from collections.abc import Callable
 
 import pytest
+from django.utils import timezone
 
-from tenants.models import Cluster, Membership, Team, Tier, User
+from tenants import services
+from tenants.models import Cluster, Membership, Team, Tenant, Tier, User
 
 _SEED = importlib.import_module("tenants.migrations.0002_seed_tiers").TIERS
 
@@ -27,7 +32,14 @@ def team_b(db) -> Team:
 
 
 def _user(username: str, **flags) -> User:
-    return User.objects.create(username=username, email=f"{username}@example.test", oidc_subject=f"sub-{username}", **flags)
+    """A person as a sign-in leaves them: the provider confirmed them just now."""
+    return User.objects.create(
+        username=username,
+        email=f"{username}@example.test",
+        oidc_subject=f"sub-{username}",
+        identity_checked_at=timezone.now(),
+        **flags,
+    )
 
 
 @pytest.fixture
@@ -99,8 +111,12 @@ def large(db) -> Tier:
 def cluster(db, small, medium, large) -> Cluster:
     """A registered cluster record (no real API server behind it: see tests/plugins/kube.py for that)."""
     c = Cluster.objects.create(
-        name="dev", display_name="Dev cluster", api_url="https://127.0.0.1:6443", credential_ref="env:BERTH_TEST_NO_KUBECONFIG",
-        public_endpoint="https://dev.example.test:6443", kinds=["namespace", "vcluster"],
+        name="dev",
+        display_name="Dev cluster",
+        api_url="https://127.0.0.1:6443",
+        credential_ref="env:BERTH_TEST_NO_KUBECONFIG",
+        public_endpoint="https://dev.example.test:6443",
+        kinds=["namespace", "vcluster"],
         monitoring_links=[{"name": "Grafana", "url": "https://grafana.example.test/d/ns?var-namespace={namespace}"}],
     )
     c.tiers.set([small, medium, large])
@@ -112,9 +128,85 @@ def dispatched(monkeypatch) -> list[tuple[str, tuple]]:
     """Records worker jobs instead of publishing them (unit tests of the domain)."""
     sent: list[tuple[str, tuple]] = []
 
-    def fake_send(task: str, *args: object) -> bool:
+    def fake_send(task: str, *args: object, countdown: float = 0.0) -> bool:
         sent.append((task, args))
         return True
 
     monkeypatch.setattr("tenants.dispatch.send", fake_send)
     return sent
+
+
+class FakeWorkerHooks:
+    """Stands in for the worker's hooks in portal tests that need no cluster; records every kubeconfig grant.
+
+    The real hooks (worker.hooks.PortalHooks) are proven in tests/worker against the dev control plane.
+    """
+
+    def __init__(self) -> None:
+        self.grants: list[tuple[str, str, int]] = []
+        self.preview: str | None = "kind: Namespace"
+        self.preview_error: Exception | None = None
+        self.lookup = None  # a tenants.hooks.ClusterLookup to answer with; None: nothing could be read
+
+    def manifest_preview(self, tenant, *, tier=None) -> str:
+        if self.preview_error is not None:
+            raise self.preview_error
+        return (self.preview or "").format(namespace=tenant.namespace, tier=(tier or tenant.tier).name)
+
+    def cluster_config_errors(self, cluster) -> dict[str, str]:
+        return {}
+
+    def cluster_lookup(self, cluster, *, kind="", namespace=""):
+        from tenants.hooks import ClusterLookup
+
+        return self.lookup if self.lookup is not None else ClusterLookup()
+
+    def issue_kubeconfig(self, grant) -> str:
+        self.grants.append((grant.tenant.name, grant.role, grant.lifetime_seconds))
+        return f"apiVersion: v1\nkind: Config\n# {grant.tenant.namespace} {grant.role} {grant.lifetime_seconds}\n"
+
+    def issue_merged_kubeconfig(self, grants) -> str:
+        self.grants.extend((g.tenant.name, g.role, g.lifetime_seconds) for g in grants)
+        return "apiVersion: v1\nkind: Config\n"
+
+
+@pytest.fixture
+def worker_hooks(monkeypatch) -> FakeWorkerHooks:
+    """Installs ``FakeWorkerHooks`` for one test (``hooks.installed()`` is back to the real ones afterwards)."""
+    from tenants import hooks
+
+    fake = FakeWorkerHooks()
+    monkeypatch.setattr(hooks, "_installed", fake)
+    return fake
+
+
+TokenFactory = Callable[..., str]
+
+
+@pytest.fixture
+def api_token(db) -> TokenFactory:
+    """``api_token(alice)``: a portal API token (plaintext); ``team=`` makes it a team automation token."""
+
+    def make(user: User, *, team: Team | None = None, name: str = "test token") -> str:
+        return services.api_token_create(actor=user, name=name, expires_in_days=1, team=team)[1]
+
+    return make
+
+
+@pytest.fixture
+def ready_tenant_row(alice, team_a, medium, cluster) -> Callable[[str], Tenant]:
+    """``ready_tenant_row(name)``: alice's team-a tenant, ready, written directly (no cluster: nothing provisions)."""
+
+    def make(name: str) -> Tenant:
+        return Tenant.objects.create(
+            name=name,
+            namespace=name,
+            team=team_a,
+            tier=medium,
+            cluster=cluster,
+            status="ready",
+            created_by=alice,
+            expires_at=timezone.now() + dt.timedelta(days=3),
+        )
+
+    return make

@@ -6,6 +6,7 @@ Failures become ``KubeTransientError`` (the cluster or the chart repository is u
 or busy: retry) or ``KubePermanentError`` (helm refused: a person must act), with helm's
 own last words.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,9 +25,21 @@ logger = logging.getLogger(__name__)
 TIMEOUT_SECONDS = 300.0
 # helm's wording when the API server or the chart repository cannot be reached, or another operation holds the release.
 _TRANSIENT = (
-    "connection refused", "connection reset", "i/o timeout", "tls handshake timeout", "context deadline exceeded",
-    "no such host", "timed out", "timeout", "service unavailable", "the server is currently unable", "too many requests",
-    "eof", "another operation (install/upgrade/rollback) is in progress", "internal error", "bad gateway",
+    "connection refused",
+    "connection reset",
+    "i/o timeout",
+    "tls handshake timeout",
+    "context deadline exceeded",
+    "no such host",
+    "timed out",
+    "timeout",
+    "service unavailable",
+    "the server is currently unable",
+    "too many requests",
+    "eof",
+    "another operation (install/upgrade/rollback) is in progress",
+    "internal error",
+    "bad gateway",
 )
 
 
@@ -43,8 +56,9 @@ def _last_words(stderr: str) -> str:
     return ((errors or lines or ["no output"])[-1])[:500]
 
 
-def run(args: list[str], *, kubeconfig: dict | None, values: dict | None = None, what: str,
-        timeout: float = TIMEOUT_SECONDS) -> subprocess.CompletedProcess[str]:
+def run(
+    args: list[str], *, kubeconfig: dict | None, values: dict | None = None, what: str, timeout: float = TIMEOUT_SECONDS
+) -> subprocess.CompletedProcess[str]:
     """``helm <args>`` against the cluster in ``kubeconfig`` (None: helm's in-cluster identity); raises on failure."""
     binary = settings.BERTH_HELM_BINARY
     with tempfile.TemporaryDirectory(prefix="berth-helm-") as tmp:  # mode 0700
@@ -56,10 +70,14 @@ def run(args: list[str], *, kubeconfig: dict | None, values: dict | None = None,
         env = {key: value for key, value in os.environ.items() if key != "KUBECONFIG"}
         logger.info("helm %s", what)
         try:
-            proc = subprocess.run([binary, *args, *extra], capture_output=True, text=True, timeout=timeout, env=env, check=False)
+            proc = subprocess.run(
+                [binary, *args, *extra], capture_output=True, text=True, timeout=timeout, env=env, check=False
+            )
         except FileNotFoundError:
-            raise KubePermanentError(f"helm {what}: the helm executable {binary!r} was not found; install helm on the worker "
-                                     "or set BERTH_HELM_BINARY.") from None
+            raise KubePermanentError(
+                f"helm {what}: the helm executable {binary!r} was not found; install helm on the worker "
+                "or set BERTH_HELM_BINARY."
+            ) from None
         except PermissionError:
             raise KubePermanentError(f"helm {what}: {binary!r} is not executable.") from None
         except subprocess.TimeoutExpired:
@@ -71,18 +89,38 @@ def run(args: list[str], *, kubeconfig: dict | None, values: dict | None = None,
     return proc
 
 
-def upgrade_install(*, release: str, namespace: str, repo: str, chart: str, version: str, values: dict,
-                    kubeconfig: dict | None) -> None:
+def upgrade_install(
+    *, release: str, namespace: str, repo: str, chart: str, version: str, values: dict, kubeconfig: dict | None
+) -> None:
     """Install or upgrade ``release`` from ``repo`` (an https chart repository or an oci:// registry path), pinned to ``version``."""
     source = [f"{repo}/{chart}"] if repo.startswith("oci://") else [chart, "--repo", repo]
-    run(["upgrade", "--install", release, *source, "--version", version, "--namespace", namespace, "--history-max", "5"],
-        kubeconfig=kubeconfig, values=values, what=f"upgrade --install {release} in {namespace}")
+    run(
+        [
+            "upgrade",
+            "--install",
+            release,
+            *source,
+            "--version",
+            version,
+            "--namespace",
+            namespace,
+            "--history-max",
+            "5",
+        ],
+        kubeconfig=kubeconfig,
+        values=values,
+        what=f"upgrade --install {release} in {namespace}",
+    )
 
 
 def uninstall(*, release: str, namespace: str, kubeconfig: dict | None) -> bool:
     """Uninstall ``release``; False when there was no such release."""
     try:
-        run(["uninstall", release, "--namespace", namespace], kubeconfig=kubeconfig, what=f"uninstall {release} in {namespace}")
+        run(
+            ["uninstall", release, "--namespace", namespace],
+            kubeconfig=kubeconfig,
+            what=f"uninstall {release} in {namespace}",
+        )
     except KubePermanentError as exc:
         if "release: not found" in str(exc).lower():
             return False

@@ -4,6 +4,7 @@ Each check is named after the multi-tenancy benchmark (MTB) profile level 1
 check it covers. Writes are server-side dry runs: admission (Pod Security,
 quota) and RBAC decide, nothing is persisted.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -40,21 +41,41 @@ def _refused(action: Callable[[], Any], what: str) -> tuple[bool, str]:
 
 def _pod(namespace: str, name: str, **spec_extra: Any) -> dict:
     container = {"name": "c", "image": PAUSE_IMAGE, **spec_extra.pop("container", {})}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"containers": [container], **spec_extra}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"containers": [container], **spec_extra},
+    }
 
 
 def _restricted_container() -> dict:
-    return {"securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "runAsUser": 65532,
-                                "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}},
-            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "10m", "memory": "16Mi"}}}
+    return {
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "runAsNonRoot": True,
+            "runAsUser": 65532,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "10m", "memory": "16Mi"}},
+    }
 
 
 def can_create_workload(k: Kube, t: Any) -> tuple[bool, str]:
-    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "berth-isolation-probe", "namespace": t.namespace},
-              "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "probe"}}, "template": {
-                  "metadata": {"labels": {"app": "probe"}},
-                  "spec": {"containers": [{"name": "c", "image": PAUSE_IMAGE, **_restricted_container()}]}}}}
+    deploy = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "berth-isolation-probe", "namespace": t.namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "probe"}},
+            "template": {
+                "metadata": {"labels": {"app": "probe"}},
+                "spec": {"containers": [{"name": "c", "image": PAUSE_IMAGE, **_restricted_container()}]},
+            },
+        },
+    }
     try:
         k.create(deploy, dry_run=True)
     except KubePermanentError as exc:
@@ -63,41 +84,67 @@ def can_create_workload(k: Kube, t: Any) -> tuple[bool, str]:
 
 
 def blocks_cluster_resources(k: Kube, t: Any) -> tuple[bool, str]:
-    results = [_refused(lambda: k.list("Namespace"), "listing namespaces"),
-               _refused(lambda: k.list("ClusterRole"), "listing cluster roles"),
-               _refused(lambda: k.list("PriorityClass"), "listing priority classes")]
+    results = [
+        _refused(lambda: k.list("Namespace"), "listing namespaces"),
+        _refused(lambda: k.list("ClusterRole"), "listing cluster roles"),
+        _refused(lambda: k.list("PriorityClass"), "listing priority classes"),
+    ]
     return all(ok for ok, _ in results), "; ".join(d for _, d in results)
 
 
 def blocks_other_namespaces(k: Kube, t: Any) -> tuple[bool, str]:
-    results = [_refused(lambda ns=ns: k.list("ConfigMap", namespace=ns), f"reading {ns}") for ns in ("kube-system", "default")]
-    results.append(_refused(lambda: k.create(_pod("default", "berth-probe"), dry_run=True), "creating a pod in 'default'"))
+    results = [
+        _refused(lambda ns=ns: k.list("ConfigMap", namespace=ns), f"reading {ns}") for ns in ("kube-system", "default")
+    ]
+    results.append(
+        _refused(lambda: k.create(_pod("default", "berth-probe"), dry_run=True), "creating a pod in 'default'")
+    )
     return all(ok for ok, _ in results), "; ".join(d for _, d in results)
 
 
 def blocks_privileged(k: Kube, t: Any) -> tuple[bool, str]:
-    return _refused(lambda: k.create(_pod(t.namespace, "berth-probe-priv", container={"securityContext": {"privileged": True}}), dry_run=True),
-                    "a privileged container")
+    return _refused(
+        lambda: k.create(
+            _pod(t.namespace, "berth-probe-priv", container={"securityContext": {"privileged": True}}), dry_run=True
+        ),
+        "a privileged container",
+    )
 
 
 def blocks_privilege_escalation(k: Kube, t: Any) -> tuple[bool, str]:
-    return _refused(lambda: k.create(_pod(t.namespace, "berth-probe-esc", container={"securityContext": {"allowPrivilegeEscalation": True}}), dry_run=True),
-                    "a container with allowPrivilegeEscalation")
+    return _refused(
+        lambda: k.create(
+            _pod(t.namespace, "berth-probe-esc", container={"securityContext": {"allowPrivilegeEscalation": True}}),
+            dry_run=True,
+        ),
+        "a container with allowPrivilegeEscalation",
+    )
 
 
 def _host(field: str, value: Any) -> Callable[[Kube, Any], tuple[bool, str]]:
     def check(k: Kube, t: Any) -> tuple[bool, str]:
         if field == "hostPath":
-            spec = {"volumes": [{"name": "h", "hostPath": {"path": "/"}}], "container": {"volumeMounts": [{"name": "h", "mountPath": "/host"}]}}
+            spec = {
+                "volumes": [{"name": "h", "hostPath": {"path": "/"}}],
+                "container": {"volumeMounts": [{"name": "h", "mountPath": "/host"}]},
+            }
         else:
             spec = {field: value}
-        return _refused(lambda: k.create(_pod(t.namespace, f"berth-probe-{field.lower()}", **spec), dry_run=True), f"a pod with {field}")
+        return _refused(
+            lambda: k.create(_pod(t.namespace, f"berth-probe-{field.lower()}", **spec), dry_run=True),
+            f"a pod with {field}",
+        )
+
     return check
 
 
 def blocks_nodeport(k: Kube, t: Any) -> tuple[bool, str]:
-    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "berth-probe-np", "namespace": t.namespace},
-           "spec": {"type": "NodePort", "selector": {"app": "x"}, "ports": [{"port": 80}]}}
+    svc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "berth-probe-np", "namespace": t.namespace},
+        "spec": {"type": "NodePort", "selector": {"app": "x"}, "ports": [{"port": 80}]},
+    }
     return _refused(lambda: k.create(svc, dry_run=True), "a NodePort Service")
 
 
@@ -105,50 +152,209 @@ def quotas_present(k: Kube, t: Any) -> tuple[bool, str]:
     quotas = {q["metadata"]["name"]: q for q in k.list("ResourceQuota", namespace=t.namespace)}
     limits = k.list("LimitRange", namespace=t.namespace)
     hard = ((quotas.get("berth-quota") or {}).get("status") or {}).get("hard") or {}
-    needed = ["requests.cpu", "limits.cpu", "requests.memory", "limits.memory", "pods", "services", "services.nodeports", "configmaps", "secrets", "persistentvolumeclaims"]
+    needed = [
+        "requests.cpu",
+        "limits.cpu",
+        "requests.memory",
+        "limits.memory",
+        "pods",
+        "services",
+        "services.nodeports",
+        "configmaps",
+        "secrets",
+        "persistentvolumeclaims",
+    ]
     missing = [r for r in needed if r not in hard]
     ok = not missing and bool(limits)
-    return ok, f"quota enforces {len(hard)} resources" + (f"; missing {', '.join(missing)}" if missing else "") + ("" if limits else "; no LimitRange")
+    return ok, f"quota enforces {len(hard)} resources" + (f"; missing {', '.join(missing)}" if missing else "") + (
+        "" if limits else "; no LimitRange"
+    )
 
 
 def blocks_quota_modification(k: Kube, t: Any) -> tuple[bool, str]:
     results = [
-        _refused(lambda: k.patch("ResourceQuota", "berth-quota", {"spec": {"hard": {"pods": "100000"}}}, namespace=t.namespace, dry_run=True), "raising its quota"),
-        _refused(lambda: k.patch("LimitRange", "berth-limits", {"spec": {"limits": []}}, namespace=t.namespace, dry_run=True),
-                 "emptying its LimitRange"),
-        _refused(lambda: k.patch("Namespace", t.namespace, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}, dry_run=True),
-                 "relabelling its namespace"),
+        _refused(
+            lambda: k.patch(
+                "ResourceQuota",
+                "berth-quota",
+                {"spec": {"hard": {"pods": "100000"}}},
+                namespace=t.namespace,
+                dry_run=True,
+            ),
+            "raising its quota",
+        ),
+        _refused(
+            lambda: k.patch(
+                "LimitRange", "berth-limits", {"spec": {"limits": []}}, namespace=t.namespace, dry_run=True
+            ),
+            "emptying its LimitRange",
+        ),
+        _refused(
+            lambda: k.patch(
+                "Namespace",
+                t.namespace,
+                {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "privileged"}}},
+                dry_run=True,
+            ),
+            "relabelling its namespace",
+        ),
     ]
     return all(ok for ok, _ in results), "; ".join(d for _, d in results)
 
 
 def blocks_long_lived_tokens(k: Kube, t: Any) -> tuple[bool, str]:
-    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
-              "metadata": {"name": "berth-probe-token", "namespace": t.namespace,
-                           "annotations": {"kubernetes.io/service-account.name": manifests.TENANT_SA}}}
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/service-account-token",
+        "metadata": {
+            "name": "berth-probe-token",
+            "namespace": t.namespace,
+            "annotations": {"kubernetes.io/service-account.name": manifests.TENANT_SA},
+        },
+    }
     return _refused(lambda: k.create(secret, dry_run=True), "a long-lived ServiceAccount token Secret")
 
 
 def default_deny(k: Kube, t: Any) -> tuple[bool, str]:
     policy = k.get("NetworkPolicy", "berth-default-deny", namespace=t.namespace)
     spec = (policy or {}).get("spec") or {}
-    ok = bool(policy) and spec.get("podSelector") == {} and set(spec.get("policyTypes", [])) == {"Ingress", "Egress"} \
-        and not spec.get("ingress") and not spec.get("egress")
-    return ok, "default-deny ingress and egress present" if ok else "no default-deny NetworkPolicy for ingress and egress"
+    ok = (
+        bool(policy)
+        and spec.get("podSelector") == {}
+        and set(spec.get("policyTypes", [])) == {"Ingress", "Egress"}
+        and not spec.get("ingress")
+        and not spec.get("egress")
+    )
+    return (
+        ok,
+        "default-deny ingress and egress present" if ok else "no default-deny NetworkPolicy for ingress and egress",
+    )
 
 
 def blocks_role_escalation(k: Kube, t: Any) -> tuple[bool, str]:
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": {"name": "berth-probe-escalate", "namespace": t.namespace},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-               "subjects": [{"kind": "ServiceAccount", "name": manifests.TENANT_SA, "namespace": t.namespace}]}
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "berth-probe-escalate", "namespace": t.namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": manifests.TENANT_SA, "namespace": t.namespace}],
+    }
     results = [_refused(lambda: k.create(binding, dry_run=True), "binding cluster-admin")]
-    for verb, resource in (("escalate", "roles"), ("bind", "clusterroles"), ("impersonate", "users"), ("create", "serviceaccounts/token")):
+    for verb, resource in (
+        ("escalate", "roles"),
+        ("bind", "clusterroles"),
+        ("impersonate", "users"),
+        ("create", "serviceaccounts/token"),
+    ):
         group = "" if resource in ("users", "serviceaccounts/token") else "rbac.authorization.k8s.io"
         res, _, sub = resource.partition("/")
         allowed = k.can_i(verb=verb, resource=res, subresource=sub, group=group, namespace=t.namespace)
         results.append((not allowed, f"{verb} {resource}: {'ALLOWED' if allowed else 'denied'}"))
     return all(ok for ok, _ in results), "; ".join(d for _, d in results)
+
+
+# --- Escape classes closed by the cluster-wide guards (worker/guards.py) ----------------------------------
+# Each probe is otherwise admissible (restricted Pod Security, within quota), so only its guard can refuse it.
+
+
+def _probe_pod(t: Any, name: str, **spec: Any) -> dict[str, Any]:
+    return _pod(t.namespace, name, container=_restricted_container(), **spec)
+
+
+def _probe_service(t: Any, name: str, **spec: Any) -> dict[str, Any]:
+    body = {"selector": {"app": "berth-probe"}, "ports": [{"port": 80}], **spec}
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": t.namespace}, "spec": body}
+
+
+def _allowed_by_tier(t: Any, option: str, what: str) -> tuple[bool, str] | None:
+    """A tier may open an escape class on purpose; the report then says so instead of probing."""
+    if getattr(t.tier, option):
+        return True, f"not enforced: tier {t.tier.name} allows {what} ({option})"
+    return None
+
+
+def blocks_external_ips(k: Kube, t: Any) -> tuple[bool, str]:
+    svc = _probe_service(t, "berth-probe-eip", externalIPs=["192.0.2.10"])
+    opened = _allowed_by_tier(t, "allow_external_ips", "Services with externalIPs")
+    return opened or _refused(lambda: k.create(svc, dry_run=True), "a Service with externalIPs")
+
+
+def blocks_external_name(k: Kube, t: Any) -> tuple[bool, str]:
+    svc = _probe_service(t, "berth-probe-xn", type="ExternalName", externalName="kubernetes.default.svc")
+    opened = _allowed_by_tier(t, "allow_external_name", "ExternalName Services")
+    return opened or _refused(lambda: k.create(svc, dry_run=True), "an ExternalName Service pointing at the API server")
+
+
+def blocks_manual_endpoints(k: Kube, t: Any) -> tuple[bool, str]:
+    opened = _allowed_by_tier(t, "allow_manual_endpoints", "hand-written Endpoints")
+    if opened:
+        return opened
+    meta = {"name": "berth-probe-ep", "namespace": t.namespace}
+    endpoints = {
+        "apiVersion": "v1",
+        "kind": "Endpoints",
+        "metadata": meta,
+        "subsets": [{"addresses": [{"ip": "10.96.0.1"}], "ports": [{"port": 443}]}],
+    }
+    slice_ = {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {**meta, "labels": {"kubernetes.io/service-name": "berth-probe-ep"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.96.0.1"]}],
+        "ports": [{"port": 443, "protocol": "TCP"}],
+    }
+    results = [
+        _refused(lambda: k.create(endpoints, dry_run=True), "Endpoints pointing at the API server"),
+        _refused(lambda: k.create(slice_, dry_run=True), "an EndpointSlice pointing at the API server"),
+    ]
+    return all(ok for ok, _ in results), "; ".join(d for _, d in results)
+
+
+def blocks_foreign_ingress_hosts(k: Kube, t: Any) -> tuple[bool, str]:
+    opened = _allowed_by_tier(t, "allow_any_ingress_host", "any Ingress host")
+    if opened:
+        return opened
+    backend = {"service": {"name": "berth-probe", "port": {"number": 80}}}
+    path = {"path": "/", "pathType": "Prefix", "backend": backend}
+
+    def ingress(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        meta = {"name": name, "namespace": t.namespace}
+        return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": meta, "spec": spec}
+
+    # A host of nobody's (so of every other team's), and a host-less rule that would take every host.
+    foreign = ingress("berth-probe-host", {"rules": [{"host": "berth-probe.invalid", "http": {"paths": [path]}}]})
+    catch_all = ingress("berth-probe-any", {"rules": [{"http": {"paths": [path]}}]})
+    results = [
+        _refused(lambda: k.create(foreign, dry_run=True), "an Ingress for a host outside the tenant's domains"),
+        _refused(lambda: k.create(catch_all, dry_run=True), "an Ingress rule without a host"),
+    ]
+    return all(ok for ok, _ in results), "; ".join(d for _, d in results)
+
+
+def blocks_long_projected_tokens(k: Kube, t: Any) -> tuple[bool, str]:
+    seconds = t.tier.max_credential_lifetime_seconds + 3600
+    source = {"serviceAccountToken": {"path": "token", "expirationSeconds": seconds}}
+    pod = _probe_pod(t, "berth-probe-token", volumes=[{"name": "token", "projected": {"sources": [source]}}])
+    return _refused(lambda: k.create(pod, dry_run=True), f"a pod with a projected token valid for {seconds}s")
+
+
+def blocks_berth_service_accounts(k: Kube, t: Any) -> tuple[bool, str]:
+    pod = _probe_pod(t, "berth-probe-sa", serviceAccountName=manifests.TENANT_SA)
+    return _refused(lambda: k.create(pod, dry_run=True), f"a pod running as {manifests.TENANT_SA}")
+
+
+def blocks_other_pools(k: Kube, t: Any) -> tuple[bool, str]:
+    own = manifests.toleration_entries(t.tier.tolerations or [])
+    foreign = {"key": "berth.dev/pool", "operator": "Equal", "value": "berth-probe-other-pool", "effect": "NoSchedule"}
+    probes = [("another pool's taint", foreign), ("every taint", {"operator": "Exists"})]
+    results = []
+    for what, toleration in probes:
+        pod = _probe_pod(t, "berth-probe-pool", tolerations=[toleration])
+        results.append(_refused(lambda pod=pod: k.create(pod, dry_run=True), f"a pod tolerating {what}"))
+    detail = "; ".join(d for _, d in results) + (f" (own pool: {', '.join(sorted(own))})" if own else "")
+    return all(ok for ok, _ in results), detail
 
 
 CHECKS = [
@@ -167,17 +373,53 @@ CHECKS = [
     Check("MTB-PL1-CC-NET-1", "Default deny network connections", default_deny),
     Check("MTB-PL1-CC-CPI-2", "Block role privilege escalation", blocks_role_escalation),
     Check("berth-short-lived-credentials", "Block long-lived ServiceAccount token Secrets", blocks_long_lived_tokens),
+    Check("CVE-2020-8554", "Block Services with external IPs", blocks_external_ips),
+    Check("CVE-2021-25740-ExternalName", "Block ExternalName Services", blocks_external_name),
+    Check("CVE-2021-25740-Endpoints", "Block hand-written Endpoints and EndpointSlices", blocks_manual_endpoints),
+    Check(
+        "berth-ingress-host-ownership",
+        "Ingress hosts only under the tenant's own domains",
+        blocks_foreign_ingress_hosts,
+    ),
+    Check(
+        "berth-short-lived-projected-tokens",
+        "Block projected ServiceAccount tokens that outlive the tier's credential lifetime",
+        blocks_long_projected_tokens,
+    ),
+    Check(
+        "berth-no-berth-service-accounts",
+        "Block pods running as Berth's own ServiceAccounts",
+        blocks_berth_service_accounts,
+    ),
+    Check("berth-node-pool-isolation", "Tolerate only the tier's own node pool", blocks_other_pools),
 ]
 
 
 def is_cluster_admin_inside(k: Kube, t: Any) -> tuple[bool, str]:
-    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-           "metadata": {"name": "probes.berth.dev"},
-           "spec": {"group": "berth.dev", "scope": "Namespaced", "names": {"plural": "probes", "singular": "probe", "kind": "Probe"},
-                    "versions": [{"name": "v1", "served": True, "storage": True,
-                                  "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "berth-probe"},
-            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "probes.berth.dev"},
+        "spec": {
+            "group": "berth.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "probes", "singular": "probe", "kind": "Probe"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }
+            ],
+        },
+    }
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "berth-probe"},
+        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}],
+    }
     try:
         k.create(crd, dry_run=True)
         k.create(role, dry_run=True)

@@ -6,6 +6,7 @@ manager ``berth``), ``get``, ``list``, ``delete``, ``wait_until``,
 connection trouble: retry later) or ``KubePermanentError`` (other 4xx, with
 the server's message: a person must act).
 """
+
 from __future__ import annotations
 
 import copy
@@ -62,6 +63,9 @@ KINDS: dict[str, Kind] = {
     "Secret": Kind("v1", "secrets", True),
     "Pod": Kind("v1", "pods", True),
     "Service": Kind("v1", "services", True),
+    "Endpoints": Kind("v1", "endpoints", True),
+    "EndpointSlice": Kind("discovery.k8s.io/v1", "endpointslices", True),
+    "Ingress": Kind("networking.k8s.io/v1", "ingresses", True),
     "PersistentVolumeClaim": Kind("v1", "persistentvolumeclaims", True),
     "Deployment": Kind("apps/v1", "deployments", True),
     "StatefulSet": Kind("apps/v1", "statefulsets", True),
@@ -75,7 +79,9 @@ KINDS: dict[str, Kind] = {
     "StorageClass": Kind("storage.k8s.io/v1", "storageclasses", False),
     "CustomResourceDefinition": Kind("apiextensions.k8s.io/v1", "customresourcedefinitions", False),
     "ValidatingAdmissionPolicy": Kind("admissionregistration.k8s.io/v1", "validatingadmissionpolicies", False),
-    "ValidatingAdmissionPolicyBinding": Kind("admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", False),
+    "ValidatingAdmissionPolicyBinding": Kind(
+        "admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", False
+    ),
     # Virtual-cluster backends' custom resources (installed on the host by the platform admin).
     "HelmRepository": Kind("source.toolkit.fluxcd.io/v1", "helmrepositories", True),
     "HelmRelease": Kind("helm.toolkit.fluxcd.io/v2", "helmreleases", True),
@@ -107,7 +113,7 @@ def _path(kind: str, name: str | None = None, namespace: str | None = None, subr
     return path
 
 
-def _from_status(status: int, data: bytes | None, reason: str | None, what: str) -> "KubeError":
+def _from_status(status: int, data: bytes | None, reason: str | None, what: str) -> KubeError:
     try:
         message = str(json.loads(data or b"{}").get("message") or reason)
     except (ValueError, TypeError, AttributeError):
@@ -120,9 +126,11 @@ def _from_status(status: int, data: bytes | None, reason: str | None, what: str)
     return KubePermanentError(msg, status=status, reason=str(reason))
 
 
-def _translate(exc: Exception, what: str) -> "KubeError":
+def _translate(exc: Exception, what: str) -> KubeError:
     if isinstance(exc, ApiException):
-        return _from_status(exc.status or 503, (exc.body or "").encode() if isinstance(exc.body, str) else exc.body, exc.reason, what)
+        return _from_status(
+            exc.status or 503, (exc.body or "").encode() if isinstance(exc.body, str) else exc.body, exc.reason, what
+        )
     # urllib3 / socket / TLS trouble: the cluster is not reachable right now.
     return KubeTransientError(f"{what}: cluster unreachable ({type(exc).__name__})")
 
@@ -137,16 +145,18 @@ class Kube:
 
     # --- construction ---------------------------------------------------------------
     @classmethod
-    def from_kubeconfig_dict(cls, kubeconfig: dict, *, timeout: float = 15.0) -> "Kube":
+    def from_kubeconfig_dict(cls, kubeconfig: dict, *, timeout: float = 15.0) -> Kube:
         cfg = client.Configuration()
         loader = config.kube_config.KubeConfigLoader(config_dict=kubeconfig)
         loader.load_and_set(cfg)
         return cls._build(cfg, timeout)
 
     @classmethod
-    def from_token(cls, *, server: str, ca_pem: str, token: str, timeout: float = 15.0) -> "Kube":
+    def from_token(cls, *, server: str, ca_pem: str, token: str, timeout: float = 15.0) -> Kube:
         kubeconfig = {
-            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "c",
             "clusters": [{"name": "c", "cluster": {"server": server, "certificate-authority-data": _b64(ca_pem)}}],
             "users": [{"name": "u", "user": {"token": token}}],
             "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
@@ -154,7 +164,7 @@ class Kube:
         return cls.from_kubeconfig_dict(kubeconfig, timeout=timeout)
 
     @classmethod
-    def _build(cls, cfg: client.Configuration, timeout: float) -> "Kube":
+    def _build(cls, cfg: client.Configuration, timeout: float) -> Kube:
         cfg.retries = urllib3.Retry(total=0, connect=0, read=0, redirect=0)
         api = client.ApiClient(cfg)
         api.user_agent = "berth-worker"
@@ -164,20 +174,26 @@ class Kube:
 
     _timeout: float = 15.0
 
-    def with_token(self, token: str) -> "Kube":
+    def with_token(self, token: str) -> Kube:
         """The same server and CA, acting as the holder of ``token`` (no client certificate)."""
         cfg = copy.copy(self._api.configuration)
         cfg.cert_file = cfg.key_file = None
+        # A kubeconfig with a token installs a hook that puts that token back before every request.
+        cfg.refresh_api_key_hook = None
         cfg.api_key = {"authorization": f"Bearer {token}"}
         cfg.api_key_prefix = {}
         return Kube._build(cfg, self._timeout)
+
+    def with_timeout(self, seconds: float) -> Kube:
+        """The same server and identity, giving up on each request after ``seconds``."""
+        return Kube._build(copy.copy(self._api.configuration), seconds)
 
     def bearer(self) -> str:
         """The bearer token this client sends, or '' for certificate clients."""
         value = (self._api.configuration.api_key or {}).get("authorization", "")
         return value.removeprefix("Bearer ").strip()
 
-    def impersonating(self, *, user: str, group: str) -> "Kube":
+    def impersonating(self, *, user: str, group: str) -> Kube:
         """This identity impersonating ``user`` in ``group`` (needs impersonate rights, e.g. cluster admin)."""
         kube = Kube._build(copy.copy(self._api.configuration), self._timeout)
         kube._api.set_default_header("Impersonate-User", user)
@@ -193,14 +209,27 @@ class Kube:
             return fh.read()
 
     # --- raw call ----------------------------------------------------------------------
-    def _call(self, method: str, path: str, *, body: Any = None, query: list | None = None,
-              content_type: str = "application/json", what: str = "") -> dict | None:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: list | None = None,
+        content_type: str = "application/json",
+        what: str = "",
+    ) -> dict | None:
         self.requests += 1
         what = what or f"{method} {path}"
         headers = {"Accept": "application/json", "Content-Type": content_type}
         try:
             method, url, headers, body, _ = self._api.param_serialize(
-                method, path, query_params=query or [], header_params=headers, body=body, auth_settings=["BearerToken"],
+                method,
+                path,
+                query_params=query or [],
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
             )
             resp = self._api.call_api(method, url, header_params=headers, body=body, _request_timeout=self._timeout)
             resp.read()
@@ -221,22 +250,39 @@ class Kube:
             query = [("fieldManager", FIELD_MANAGER), ("force", "true")]
             if dry_run:
                 query.append(("dryRun", "All"))
-            results.append(self._call(
-                "PATCH", _path(obj["kind"], meta["name"], meta.get("namespace")), body=json.dumps(obj), query=query,
-                content_type="application/apply-patch+yaml", what=f"apply {obj['kind']}/{meta['name']}",
-            ))
+            results.append(
+                self._call(
+                    "PATCH",
+                    _path(obj["kind"], meta["name"], meta.get("namespace")),
+                    body=json.dumps(obj),
+                    query=query,
+                    content_type="application/apply-patch+yaml",
+                    what=f"apply {obj['kind']}/{meta['name']}",
+                )
+            )
         return results
 
     def create(self, obj: dict, *, dry_run: bool = False) -> dict:
         meta = obj["metadata"]
         query = [("dryRun", "All")] if dry_run else []
-        return self._call("POST", _path(obj["kind"], None, meta.get("namespace")), body=obj, query=query,
-                          what=f"create {obj['kind']}/{meta.get('name', meta.get('generateName', ''))}")
+        return self._call(
+            "POST",
+            _path(obj["kind"], None, meta.get("namespace")),
+            body=obj,
+            query=query,
+            what=f"create {obj['kind']}/{meta.get('name', meta.get('generateName', ''))}",
+        )
 
     def patch(self, kind: str, name: str, patch: dict, *, namespace: str | None = None, dry_run: bool = False) -> dict:
         query = [("dryRun", "All")] if dry_run else []
-        return self._call("PATCH", _path(kind, name, namespace), body=patch, query=query,
-                          content_type="application/merge-patch+json", what=f"patch {kind}/{name}")
+        return self._call(
+            "PATCH",
+            _path(kind, name, namespace),
+            body=patch,
+            query=query,
+            content_type="application/merge-patch+json",
+            what=f"patch {kind}/{name}",
+        )
 
     def get(self, kind: str, name: str, *, namespace: str | None = None) -> dict | None:
         try:
@@ -251,25 +297,33 @@ class Kube:
         data = self._call("GET", _path(kind, None, namespace), query=query, what=f"list {kind}")
         return list((data or {}).get("items") or [])
 
-    def delete(self, kind: str, name: str, *, namespace: str | None = None) -> bool:
-        """Delete if present; False when it was already gone."""
+    def delete(self, kind: str, name: str, *, namespace: str | None = None, uid: str = "") -> bool:
+        """Delete if present; False when it was already gone, or (with ``uid``) is no longer that object.
+
+        ``uid`` is a precondition the API server checks atomically: an object someone else made under the
+        same name since is never deleted.
+        """
+        body: dict[str, Any] = {"propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
         try:
-            self._call("DELETE", _path(kind, name, namespace), body={"propagationPolicy": "Background"},
-                       what=f"delete {kind}/{name}")
+            self._call("DELETE", _path(kind, name, namespace), body=body, what=f"delete {kind}/{name}")
         except KubePermanentError as exc:
-            if exc.status == 404:
+            if exc.status == 404 or (uid and exc.status == 409):
                 return False
             raise
         return True
 
-    def request_token(self, *, namespace: str, service_account: str, lifetime_seconds: int,
-                      audiences: list[str] | None = None) -> tuple[str, str]:
+    def request_token(
+        self, *, namespace: str, service_account: str, lifetime_seconds: int, audiences: list[str] | None = None
+    ) -> tuple[str, str]:
         """A TokenRequest token bound to the ServiceAccount: (token, expiration timestamp)."""
         spec: dict[str, Any] = {"expirationSeconds": int(lifetime_seconds)}
         if audiences:
             spec["audiences"] = audiences
         data = self._call(
-            "POST", _path("ServiceAccount", service_account, namespace, "token"),
+            "POST",
+            _path("ServiceAccount", service_account, namespace, "token"),
             body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec},
             what=f"token for {namespace}/{service_account}",
         )
@@ -284,8 +338,13 @@ class Kube:
         if subresource:
             attrs["subresource"] = subresource
         data = self._call(
-            "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-            body={"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": {"resourceAttributes": attrs}},
+            "POST",
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            body={
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": attrs},
+            },
             what=f"can-i {verb} {resource}",
         )
         return bool(((data or {}).get("status") or {}).get("allowed"))
@@ -296,6 +355,17 @@ class Kube:
         except KubeError:
             return False
         return True
+
+
+def cluster_identity(k: Kube) -> str:
+    """Which physical API server ``k`` talks to: its kube-system namespace's UID.
+
+    Servers without a kube-system namespace (kcp serves workspaces, not a cluster) are known by URL.
+    """
+    system = k.get("Namespace", "kube-system")
+    if system is None:
+        return f"url:{k.server.rstrip('/')}"
+    return str(system["metadata"]["uid"])
 
 
 def same_value(want: Any, have: Any) -> bool:

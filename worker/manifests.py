@@ -3,19 +3,28 @@
 No I/O here, so the same function feeds provisioning, drift repair, the
 approver's preview and the unit tests.
 """
+
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "berth"}
+TENANT_ID_LABEL = "berth.dev/tenant-id"
 TENANT_SA = "berth-tenant"
 VIEWER_SA = "berth-viewer"
 TENANT_ROLE = "berth-tenant"
 VIEWER_ROLE = "berth-viewer"
+# Namespace labels and annotations that parameterise the cluster-wide guards (worker/guards.py) per tier.
+ALLOW_LABEL = "berth.dev/allow-{guard}"
+MAX_TOKEN_ANNOTATION = "berth.dev/max-token-seconds"
+INGRESS_DOMAINS_ANNOTATION = "berth.dev/ingress-domains"
+TOLERATIONS_ANNOTATION = "berth.dev/tolerations"
 SYSTEM_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 
 ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
@@ -31,10 +40,35 @@ class ClusterFacts:
     extra: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class NamespaceGrant:
+    """A ClusterRole that one of Berth's own ServiceAccounts holds inside each tenant namespace, and nowhere else."""
+
+    cluster_role: str
+    namespace: str
+    service_account: str
+
+
+_GRANT = re.compile(r"^(?P<role>[a-z0-9][a-z0-9.:-]*)=(?P<ns>[a-z0-9][a-z0-9-]*)/(?P<sa>[a-z0-9][a-z0-9.-]*)$")
+
+
+def parse_grants(entries: Iterable[str]) -> tuple[NamespaceGrant, ...]:
+    """``ClusterRole=namespace/serviceaccount`` entries (BERTH_NAMESPACE_GRANTS); ValueError names a bad one."""
+    grants = []
+    for entry in (e.strip() for e in entries):
+        if not entry:
+            continue
+        match = _GRANT.match(entry)
+        if match is None:
+            raise ValueError(f"BERTH_NAMESPACE_GRANTS: {entry!r} is not ClusterRole=namespace/serviceaccount")
+        grants.append(NamespaceGrant(match["role"], match["ns"], match["sa"]))
+    return tuple(grants)
+
+
 def labels(tenant: Any, tier: Any) -> dict[str, str]:
     return {
         **MANAGED_BY,
-        "berth.dev/tenant-id": str(tenant.pk),
+        TENANT_ID_LABEL: str(tenant.pk),
         "berth.dev/tenant": tenant.name,
         "berth.dev/team": tenant.team.slug,
         "berth.dev/tier": tier.name,
@@ -56,6 +90,48 @@ def _mib(value: int) -> str:
     return f"{value}Mi"
 
 
+def opt_out_label(option: str) -> str:
+    return ALLOW_LABEL.format(guard=option)
+
+
+def namespace_parameters(tenant: Any, tier: Any) -> tuple[dict[str, str], dict[str, str]]:
+    """(labels, annotations) of a tenant's namespace that parameterise the guards for its tier."""
+    labels = {
+        opt_out_label(option): "true"
+        for option, allowed in (
+            ("external-ips", tier.allow_external_ips),
+            ("external-name", tier.allow_external_name),
+            ("manual-endpoints", tier.allow_manual_endpoints),
+            ("any-ingress-host", tier.allow_any_ingress_host),
+        )
+        if allowed
+    }
+    annotations = {
+        MAX_TOKEN_ANNOTATION: str(tier.max_credential_lifetime_seconds),
+        INGRESS_DOMAINS_ANNOTATION: ",".join(ingress_domains(tenant)),
+        TOLERATIONS_ANNOTATION: ",".join(sorted(toleration_entries(tier.tolerations or []))),
+    }
+    return labels, annotations
+
+
+def ingress_domains(tenant: Any) -> list[str]:
+    """The DNS suffixes whose hosts this tenant's Ingresses may use, from the cluster's templates."""
+    fields = {"namespace": tenant.namespace, "tenant": tenant.name, "team": tenant.team.slug}
+    return [template.format(**fields).lower() for template in tenant.cluster.ingress_domains or []]
+
+
+def toleration_entries(tolerations: list[dict[str, Any]]) -> set[str]:
+    """The tier's tolerations as the guard compares them: 'key=value' (Equal) or 'key' (Exists)."""
+    entries = set()
+    for toleration in tolerations:
+        key = str(toleration.get("key") or "")
+        if not key:
+            continue  # a key-less toleration tolerates everything: never allowed to tenants
+        exists = toleration.get("operator") == "Exists"
+        entries.add(key if exists else f"{key}={toleration.get('value') or ''}")
+    return entries
+
+
 def namespace(tenant: Any, tier: Any) -> dict:
     level = tier.pod_security_level
     extra = {
@@ -64,11 +140,14 @@ def namespace(tenant: Any, tier: Any) -> dict:
         "pod-security.kubernetes.io/audit": level,
         "pod-security.kubernetes.io/warn": level,
     }
-    meta = _meta(tenant.namespace, tenant, tier, namespaced=False, extra_labels=extra)
-    annotations = {"berth.dev/purpose": (tenant.purpose or "")[:500]}
+    guard_labels, guard_annotations = namespace_parameters(tenant, tier)
+    meta = _meta(tenant.namespace, tenant, tier, namespaced=False, extra_labels={**extra, **guard_labels})
+    annotations = {"berth.dev/purpose": (tenant.purpose or "")[:500], **guard_annotations}
     if tier.node_selector:
         # PodNodeSelector admission pins every pod of the namespace to the tier's node pool.
-        annotations["scheduler.alpha.kubernetes.io/node-selector"] = ",".join(f"{k}={v}" for k, v in sorted(tier.node_selector.items()))
+        annotations["scheduler.alpha.kubernetes.io/node-selector"] = ",".join(
+            f"{k}={v}" for k, v in sorted(tier.node_selector.items())
+        )
     if tier.tolerations:
         # Read by the PodTolerationRestriction admission plugin where the cluster enables it.
         annotations["scheduler.alpha.kubernetes.io/defaultTolerations"] = json.dumps(tier.tolerations, sort_keys=True)
@@ -98,52 +177,114 @@ def resource_quotas(tenant: Any, tier: Any, facts: ClusterFacts) -> list[dict]:
         for sc in sorted(set(facts.storage_classes) - allowed_storage):
             hard[f"{sc}.storageclass.storage.k8s.io/requests.storage"] = "0"
             hard[f"{sc}.storageclass.storage.k8s.io/persistentvolumeclaims"] = "0"
-    quotas = [{"apiVersion": "v1", "kind": "ResourceQuota", "metadata": _meta("berth-quota", tenant, tier), "spec": {"hard": hard}}]
-    forbidden = sorted((set(facts.priority_classes) | set(SYSTEM_PRIORITY_CLASSES)) - set(tier.allowed_priority_classes or []))
+    quotas = [
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": _meta("berth-quota", tenant, tier),
+            "spec": {"hard": hard},
+        }
+    ]
+    forbidden = sorted(
+        (set(facts.priority_classes) | set(SYSTEM_PRIORITY_CLASSES)) - set(tier.allowed_priority_classes or [])
+    )
     if forbidden:
-        quotas.append({
-            "apiVersion": "v1", "kind": "ResourceQuota", "metadata": _meta("berth-priority-classes", tenant, tier),
-            "spec": {
-                "hard": {"pods": "0"},
-                "scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": forbidden}]},
-            },
-        })
+        quotas.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": _meta("berth-priority-classes", tenant, tier),
+                "spec": {
+                    "hard": {"pods": "0"},
+                    "scopeSelector": {
+                        "matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": forbidden}]
+                    },
+                },
+            }
+        )
     return quotas
 
 
 def limit_range(tenant: Any, tier: Any) -> dict:
     return {
-        "apiVersion": "v1", "kind": "LimitRange", "metadata": _meta("berth-limits", tenant, tier),
-        "spec": {"limits": [{
-            "type": "Container",
-            "default": {"cpu": _millis(tier.default_cpu_limit_millis), "memory": _mib(tier.default_memory_limit_mib)},
-            "defaultRequest": {"cpu": _millis(tier.default_cpu_request_millis), "memory": _mib(tier.default_memory_request_mib)},
-            "max": {"cpu": _millis(tier.cpu_limit_millis), "memory": _mib(tier.memory_limit_mib)},
-        }]},
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": _meta("berth-limits", tenant, tier),
+        "spec": {
+            "limits": [
+                {
+                    "type": "Container",
+                    "default": {
+                        "cpu": _millis(tier.default_cpu_limit_millis),
+                        "memory": _mib(tier.default_memory_limit_mib),
+                    },
+                    "defaultRequest": {
+                        "cpu": _millis(tier.default_cpu_request_millis),
+                        "memory": _mib(tier.default_memory_request_mib),
+                    },
+                    "max": {"cpu": _millis(tier.cpu_limit_millis), "memory": _mib(tier.memory_limit_mib)},
+                }
+            ]
+        },
     }
 
 
 def network_policies(tenant: Any, tier: Any, cluster: Any) -> list[dict]:
     def policy(name: str, spec: dict) -> dict:
-        return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta(name, tenant, tier), "spec": spec}
+        return {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": _meta(name, tenant, tier),
+            "spec": spec,
+        }
 
     dns_port = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
     policies = [
         policy("berth-default-deny", {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}),
-        policy("berth-allow-dns", {
-            "podSelector": {}, "policyTypes": ["Egress"],
-            "egress": [{"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}}], "ports": dns_port}],
-        }),
-        policy("berth-allow-same-namespace", {
-            "podSelector": {}, "policyTypes": ["Ingress", "Egress"],
-            "ingress": [{"from": [{"podSelector": {}}]}], "egress": [{"to": [{"podSelector": {}}]}],
-        }),
+        policy(
+            "berth-allow-dns",
+            {
+                "podSelector": {},
+                "policyTypes": ["Egress"],
+                "egress": [
+                    {
+                        "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}}],
+                        "ports": dns_port,
+                    }
+                ],
+            },
+        ),
+        policy(
+            "berth-allow-same-namespace",
+            {
+                "podSelector": {},
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [{"from": [{"podSelector": {}}]}],
+                "egress": [{"to": [{"podSelector": {}}]}],
+            },
+        ),
     ]
     if cluster.ingress_namespace and tier.network_profile in ("ingress", "open-egress"):
-        policies.append(policy("berth-allow-ingress-controller", {
-            "podSelector": {}, "policyTypes": ["Ingress"],
-            "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": cluster.ingress_namespace}}}]}],
-        }))
+        policies.append(
+            policy(
+                "berth-allow-ingress-controller",
+                {
+                    "podSelector": {},
+                    "policyTypes": ["Ingress"],
+                    "ingress": [
+                        {
+                            "from": [
+                                {
+                                    "namespaceSelector": {
+                                        "matchLabels": {"kubernetes.io/metadata.name": cluster.ingress_namespace}
+                                    }
+                                }
+                            ]
+                        }
+                    ],
+                },
+            )
+        )
     if tier.network_profile == "open-egress":
         policies.append(policy("berth-allow-egress", {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{}]}))
     return policies
@@ -155,14 +296,48 @@ def tenant_role(tenant: Any, tier: Any) -> dict:
     No escalate, bind or impersonate; no ServiceAccount token minting (credentials stay short-lived
     and portal-issued).
     """
+    # Endpoints are written by the cluster's controllers from Services; hand-written ones are an escape
+    # (CVE-2021-25740), so tenants only read them unless the tier allows it.
+    endpoint_verbs = ALL_VERBS if tier.allow_manual_endpoints else READ_VERBS
+    endpoints = {"apiGroups": [""], "resources": ["endpoints"], "verbs": endpoint_verbs}
     rules = [
-        {"apiGroups": [""], "resources": [
-            "pods", "pods/log", "pods/exec", "pods/attach", "pods/portforward", "pods/eviction", "services", "endpoints",
-            "configmaps", "secrets", "persistentvolumeclaims", "serviceaccounts", "replicationcontrollers",
-        ], "verbs": ALL_VERBS},
-        {"apiGroups": [""], "resources": ["events", "resourcequotas", "limitranges", "pods/status"], "verbs": READ_VERBS},
+        endpoints,
+        {
+            "apiGroups": [""],
+            "resources": [
+                "pods",
+                "pods/log",
+                "pods/exec",
+                "pods/attach",
+                "pods/portforward",
+                "pods/eviction",
+                "services",
+                "configmaps",
+                "secrets",
+                "persistentvolumeclaims",
+                "serviceaccounts",
+                "replicationcontrollers",
+            ],
+            "verbs": ALL_VERBS,
+        },
+        {
+            "apiGroups": [""],
+            "resources": ["events", "resourcequotas", "limitranges", "pods/status"],
+            "verbs": READ_VERBS,
+        },
         {"apiGroups": [""], "resources": ["namespaces"], "resourceNames": [tenant.namespace], "verbs": ["get"]},
-        {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets", "replicasets", "daemonsets", "deployments/scale", "statefulsets/scale"], "verbs": ALL_VERBS},
+        {
+            "apiGroups": ["apps"],
+            "resources": [
+                "deployments",
+                "statefulsets",
+                "replicasets",
+                "daemonsets",
+                "deployments/scale",
+                "statefulsets/scale",
+            ],
+            "verbs": ALL_VERBS,
+        },
         {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": ALL_VERBS},
         {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ALL_VERBS},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ALL_VERBS},
@@ -172,26 +347,69 @@ def tenant_role(tenant: Any, tier: Any) -> dict:
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": READ_VERBS},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ALL_VERBS},
     ]
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(TENANT_ROLE, tenant, tier), "rules": rules}
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _meta(TENANT_ROLE, tenant, tier),
+        "rules": rules,
+    }
 
 
 def viewer_role(tenant: Any, tier: Any) -> dict:
     """Read-only, and no Secrets."""
     rules = [
-        {"apiGroups": [""], "resources": [
-            "pods", "pods/log", "services", "endpoints", "configmaps", "persistentvolumeclaims", "serviceaccounts",
-            "events", "resourcequotas", "limitranges",
-        ], "verbs": READ_VERBS},
-        {"apiGroups": ["apps", "batch", "autoscaling", "policy", "networking.k8s.io"], "resources": ["*"], "verbs": READ_VERBS},
+        {
+            "apiGroups": [""],
+            "resources": [
+                "pods",
+                "pods/log",
+                "services",
+                "endpoints",
+                "configmaps",
+                "persistentvolumeclaims",
+                "serviceaccounts",
+                "events",
+                "resourcequotas",
+                "limitranges",
+            ],
+            "verbs": READ_VERBS,
+        },
+        {
+            "apiGroups": ["apps", "batch", "autoscaling", "policy", "networking.k8s.io"],
+            "resources": ["*"],
+            "verbs": READ_VERBS,
+        },
     ]
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(VIEWER_ROLE, tenant, tier), "rules": rules}
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _meta(VIEWER_ROLE, tenant, tier),
+        "rules": rules,
+    }
 
 
 def _binding(name: str, role: str, subjects: list[dict], tenant: Any, tier: Any) -> dict:
     return {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(name, tenant, tier),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role}, "subjects": subjects,
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _meta(name, tenant, tier),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+        "subjects": subjects,
     }
+
+
+def namespace_grants(tenant: Any, tier: Any, grants: Iterable[NamespaceGrant]) -> list[dict[str, Any]]:
+    """RoleBindings that give Berth's own ServiceAccounts their rights inside this namespace (least privilege)."""
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _meta(grant.cluster_role, tenant, tier),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": grant.cluster_role},
+            "subjects": [{"kind": "ServiceAccount", "name": grant.service_account, "namespace": grant.namespace}],
+        }
+        for grant in grants
+    ]
 
 
 def oidc_groups(tenant: Any, cluster: Any) -> tuple[list[str], list[str]]:
@@ -211,8 +429,19 @@ def access(tenant: Any, tier: Any, cluster: Any) -> list[dict]:
         ]
     else:
         for sa, role in ((TENANT_SA, TENANT_ROLE), (VIEWER_SA, VIEWER_ROLE)):
-            objs.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(sa, tenant, tier), "automountServiceAccountToken": False})
-            objs.append(_binding(role, role, [{"kind": "ServiceAccount", "name": sa, "namespace": tenant.namespace}], tenant, tier))
+            objs.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ServiceAccount",
+                    "metadata": _meta(sa, tenant, tier),
+                    "automountServiceAccountToken": False,
+                }
+            )
+            objs.append(
+                _binding(
+                    role, role, [{"kind": "ServiceAccount", "name": sa, "namespace": tenant.namespace}], tenant, tier
+                )
+            )
     return objs
 
 
@@ -228,62 +457,59 @@ def flow_schema(tenant: Any, tier: Any, cluster: Any) -> dict | None:
         writers, viewers = oidc_groups(tenant, cluster)
         subjects = [{"kind": "Group", "group": {"name": g}} for g in writers + viewers]
     else:
-        subjects = [{"kind": "ServiceAccount", "serviceAccount": {"namespace": tenant.namespace, "name": sa}} for sa in (TENANT_SA, VIEWER_SA)]
+        subjects = [
+            {"kind": "ServiceAccount", "serviceAccount": {"namespace": tenant.namespace, "name": sa}}
+            for sa in (TENANT_SA, VIEWER_SA)
+        ]
     return {
-        "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "kind": "FlowSchema",
         "metadata": _meta(flow_schema_name(tenant), tenant, tier, namespaced=False),
         "spec": {
             "priorityLevelConfiguration": {"name": tier.api_fairness},
             "matchingPrecedence": 900,
             "distinguisherMethod": {"type": "ByUser"},
-            "rules": [{
-                "subjects": subjects,
-                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "namespaces": ["*"], "clusterScope": True}],
-                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-            }],
+            "rules": [
+                {
+                    "subjects": subjects,
+                    "resourceRules": [
+                        {
+                            "verbs": ["*"],
+                            "apiGroups": ["*"],
+                            "resources": ["*"],
+                            "namespaces": ["*"],
+                            "clusterScope": True,
+                        }
+                    ],
+                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                }
+            ],
         },
     }
 
 
-NO_LONG_LIVED_TOKENS = "berth-no-long-lived-tokens"
-
-
-def cluster_guards() -> list[dict]:
-    """Cluster-wide guards for every Berth namespace (applied once per cluster, idempotently).
-
-    RBAC cannot tell Secret types apart, so a tenant allowed to create Secrets could create a
-    ``kubernetes.io/service-account-token`` Secret and get a token that never expires. This
-    ValidatingAdmissionPolicy refuses that in namespaces Berth manages: credentials stay short-lived.
-    """
-    meta = {"name": NO_LONG_LIVED_TOKENS, "labels": dict(MANAGED_BY)}
-    return [
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": meta,
-         "spec": {
-             "failurePolicy": "Fail",
-             "matchConstraints": {"resourceRules": [
-                 {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["secrets"]}]},
-             "validations": [{
-                 "expression": "object.type != 'kubernetes.io/service-account-token'",
-                 "message": "Long-lived ServiceAccount token Secrets are not allowed in Berth tenants: "
-                            "download a short-lived kubeconfig from the portal instead.",
-             }],
-         }},
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": dict(meta),
-         "spec": {"policyName": NO_LONG_LIVED_TOKENS, "validationActions": ["Deny"],
-                  "matchResources": {"namespaceSelector": {"matchLabels": dict(MANAGED_BY)}}}},
-    ]
-
-
-def namespace_tenant(tenant: Any, tier: Any, cluster: Any, facts: ClusterFacts | None = None, *,
-                     team_access: bool = True) -> list[dict]:
-    """Every object of a namespace tenant, the Namespace first.
+def namespace_tenant(
+    tenant: Any,
+    tier: Any,
+    cluster: Any,
+    facts: ClusterFacts | None = None,
+    *,
+    team_access: bool = True,
+    grants: Iterable[NamespaceGrant] = (),
+) -> list[dict]:
+    """Every object of a namespace tenant, the Namespace first and Berth's own grants next.
 
     ``team_access=False`` leaves out the team's Roles, ServiceAccounts, bindings and FlowSchema: the
     host side of a virtual cluster, where the team must hold no credentials at all.
     """
     facts = facts or ClusterFacts()
-    objs = [namespace(tenant, tier), *resource_quotas(tenant, tier, facts), limit_range(tenant, tier),
-            *network_policies(tenant, tier, cluster)]
+    objs = [
+        namespace(tenant, tier),
+        *namespace_grants(tenant, tier, grants),
+        *resource_quotas(tenant, tier, facts),
+        limit_range(tenant, tier),
+        *network_policies(tenant, tier, cluster),
+    ]
     if not team_access:
         return objs
     objs += access(tenant, tier, cluster)
@@ -295,4 +521,3 @@ def namespace_tenant(tenant: Any, tier: Any, cluster: Any, facts: ClusterFacts |
 
 def to_yaml(objs: list[dict]) -> str:
     return yaml.safe_dump_all(objs, sort_keys=False, default_flow_style=False)
-

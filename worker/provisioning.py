@@ -4,6 +4,7 @@ Every entry point is idempotent and takes a per-tenant PostgreSQL advisory
 lock, so two workers (or a redelivered message) never provision one tenant at
 the same time; whoever does not get the lock leaves the job to the holder.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,7 +17,7 @@ from django.db import connection
 from tenants import dispatch, services
 from tenants.errors import InvalidTransition
 from tenants.models import Tenant, TenantStatus
-from worker import isolation, kube
+from worker import isolation, kube, ownership
 from worker.backends import backend_for
 from worker.kube import KubePermanentError, KubeTransientError
 
@@ -66,11 +67,23 @@ def provision(tenant_id: str) -> str:
         backend = backend_for(tenant)
         try:
             k = kube.for_cluster(tenant.cluster)
+            _place_on_physical_cluster(tenant, k)
+            tops = backend.top_level(tenant)
+            ownership.claim(k, tenant, tops)  # Berth never adopts: before anything is applied
             repaired = backend.apply(tenant, k, detect_drift=tenant.status == S.READY)
-            kube.wait_until(lambda: backend.is_ready(tenant, k), timeout=READY_TIMEOUT, what=f"namespace {tenant.namespace} to be ready")
+            services.tenant_record_owned(tenant=tenant, uids=ownership.uids(k, tops))
+            kube.wait_until(
+                lambda: backend.is_ready(tenant, k),
+                timeout=READY_TIMEOUT,
+                what=f"namespace {tenant.namespace} to be ready",
+            )
         except KubeTransientError as exc:
             services.tenant_note_progress(tenant=tenant, note=f"Waiting for the cluster: {exc}")
             raise
+        except ownership.ForeignObject as exc:
+            # Someone else's object under the tenant's name: nothing was changed, and nothing will be.
+            services.tenant_mark_failed(tenant=tenant, reason=str(exc))
+            return "failed"
         except KubePermanentError as exc:
             if tenant.status == S.PROVISIONING:
                 services.tenant_mark_failed(tenant=tenant, reason=str(exc))
@@ -88,6 +101,25 @@ def provision(tenant_id: str) -> str:
         return result
 
 
+def _place_on_physical_cluster(tenant: Tenant, k: kube.Kube) -> None:
+    """Make sure the tenant holds its namespace on the physical API server its cluster record points at.
+
+    The server is known by its kube-system UID (looked up only when the record does not know it yet, or
+    the tenant was placed on another server); two records of one server share one namespace space, so a
+    namespace another record's live tenant holds there fails this tenant (ForeignObject).
+    """
+    cluster = tenant.cluster
+    if cluster.physical_id and tenant.cluster_identity == cluster.physical_id:
+        return
+    identity = kube.cluster_identity(k)
+    services.cluster_record_identity(cluster=cluster, identity=identity)
+    if not services.tenant_record_identity(tenant=tenant, identity=identity):
+        raise ownership.ForeignObject(
+            f"Namespace {tenant.namespace} on this API server is already held by another Berth tenant "
+            f"(through another cluster record pointing at the same server as {cluster.name})."
+        )
+
+
 def decommission(tenant_id: str) -> str:
     with tenant_lock(tenant_id) as got:
         if not got:
@@ -98,7 +130,11 @@ def decommission(tenant_id: str) -> str:
         backend = backend_for(tenant)
         k = kube.for_cluster(tenant.cluster)
         try:
-            gone = kube.wait_until(lambda: backend.teardown(tenant, k), timeout=READY_TIMEOUT, what=f"namespace {tenant.namespace} to be deleted")
+            gone = kube.wait_until(
+                lambda: backend.teardown(tenant, k),
+                timeout=READY_TIMEOUT,
+                what=f"namespace {tenant.namespace} to be deleted",
+            )
         except KubePermanentError as exc:
             services.tenant_mark_failed(tenant=tenant, reason=str(exc))
             return "failed"
@@ -111,7 +147,9 @@ def refresh_usage(tenant_id: str) -> None:
     tenant = _load(tenant_id)
     if tenant is None or tenant.status != S.READY:
         return
-    services.tenant_record_usage(tenant=tenant, usage=backend_for(tenant).usage(tenant, kube.for_cluster(tenant.cluster)))
+    services.tenant_record_usage(
+        tenant=tenant, usage=backend_for(tenant).usage(tenant, kube.for_cluster(tenant.cluster))
+    )
 
 
 def isolation_report(tenant_id: str) -> dict | None:

@@ -1,4 +1,5 @@
 """Celery tasks: thin, idempotent, acks_late; retries only for transient cluster trouble, with backoff and jitter."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -98,4 +99,15 @@ def sweep() -> dict:
 @shared_task(name="worker.tasks.reconcile", acks_late=True)
 def reconcile() -> int:
     """Re-apply every ready tenant: repairs hand edits and deletions (audited) and refreshes quota usage."""
-    return sum(dispatch.send(dispatch.PROVISION, str(pk)) for pk in selectors.tenants_ready_for_reconcile().values_list("pk", flat=True))
+    return sum(
+        dispatch.send(dispatch.PROVISION, str(pk))
+        for pk in selectors.tenants_ready_for_reconcile().values_list("pk", flat=True)
+    )
+
+
+@shared_task(name=dispatch.RECHECK_IDENTITIES, acks_late=True)
+def recheck_identities() -> dict[str, int]:
+    """Ask the identity provider again about users not confirmed lately (see services.user_recheck)."""
+    counts = services.users_recheck_due()
+    logger.info("identity re-check: %s", counts)
+    return counts

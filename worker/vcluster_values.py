@@ -5,6 +5,7 @@ tests. The values follow the chart's ``vcluster.yaml`` layout of the pinned char
 ``worker/schemas/vcluster-<line>.json`` writes down the part of the chart's values schema
 Berth relies on (the unit tests validate every rendering against it).
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -23,8 +24,17 @@ CHART_NAME = "vcluster"
 INSTALLERS = ("helm", "flux", "capi")
 DISTROS = ("k8s", "k3s")
 EXPOSURES = ("LoadBalancer", "NodePort", "ClusterIP", "ingress")
-KEYS = ("installer", "chart_repo", "chart_version", "distro", "expose", "public_host_template", "public_port",
-        "ingress_class", "flux_namespace")
+KEYS = (
+    "installer",
+    "chart_repo",
+    "chart_version",
+    "distro",
+    "expose",
+    "public_host_template",
+    "public_port",
+    "ingress_class",
+    "flux_namespace",
+)
 TEMPLATE_FIELDS = ("namespace", "tenant", "team", "cluster")
 # The control plane's own port inside its pod (the chart's Service maps 443 to it); not configurable upstream.
 PROXY_PORT = 8443
@@ -93,22 +103,30 @@ def parse_config(cluster: Any) -> VClusterConfig:
 
     chart_repo = text("chart_repo", DEFAULT_CHART_REPO).rstrip("/")
     if not chart_repo.startswith(("https://", "oci://")):
-        raise ConfigError(f"{where}.chart_repo {chart_repo!r} must be an https:// chart repository or an oci:// registry path.")
+        raise ConfigError(
+            f"{where}.chart_repo {chart_repo!r} must be an https:// chart repository or an oci:// registry path."
+        )
     chart_version = text("chart_version", DEFAULT_CHART_VERSION)
     if not _EXACT_VERSION.match(chart_version):
-        raise ConfigError(f"{where}.chart_version {chart_version!r} is not an exact chart version such as {DEFAULT_CHART_VERSION}: "
-                          "Berth pins the chart, it never floats.")
+        raise ConfigError(
+            f"{where}.chart_version {chart_version!r} is not an exact chart version such as {DEFAULT_CHART_VERSION}: "
+            "Berth pins the chart, it never floats."
+        )
     line = ".".join(chart_version.split(".")[:2])
     if not schema_path(line).exists():
-        raise ConfigError(f"{where}.chart_version {chart_version}: Berth renders the values layout of chart line(s) "
-                          f"{', '.join(f'{s}.x' for s in supported_chart_lines())} only.")
+        raise ConfigError(
+            f"{where}.chart_version {chart_version}: Berth renders the values layout of chart line(s) "
+            f"{', '.join(f'{s}.x' for s in supported_chart_lines())} only."
+        )
     port = raw.get("public_port", 443)
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise ConfigError(f"{where}.public_port {port!r} must be a port number (1-65535).")
     template = text("public_host_template")
     if not template:
-        raise ConfigError(f"{where}.public_host_template is required: the DNS name (or address) tenants reach their "
-                          "virtual cluster at, e.g. '{namespace}.vc.example.com'.")
+        raise ConfigError(
+            f"{where}.public_host_template is required: the DNS name (or address) tenants reach their "
+            "virtual cluster at, e.g. '{namespace}.vc.example.com'."
+        )
     flux_namespace = text("flux_namespace")
     if flux_namespace and not _DNS_LABEL.match(flux_namespace):
         raise ConfigError(f"{where}.flux_namespace {flux_namespace!r} is not a namespace name.")
@@ -116,13 +134,21 @@ def parse_config(cluster: Any) -> VClusterConfig:
     if ingress_class and not _DNS_NAME.match(ingress_class):
         raise ConfigError(f"{where}.ingress_class {ingress_class!r} is not an IngressClass name.")
     config = VClusterConfig(
-        installer=choice("installer", INSTALLERS, "helm"), chart_repo=chart_repo, chart_version=chart_version,
-        distro=choice("distro", DISTROS, "k8s"), expose=choice("expose", EXPOSURES, "LoadBalancer"),
-        public_host_template=template, public_port=port, ingress_class=ingress_class, flux_namespace=flux_namespace,
+        installer=choice("installer", INSTALLERS, "helm"),
+        chart_repo=chart_repo,
+        chart_version=chart_version,
+        distro=choice("distro", DISTROS, "k8s"),
+        expose=choice("expose", EXPOSURES, "LoadBalancer"),
+        public_host_template=template,
+        public_port=port,
+        ingress_class=ingress_class,
+        flux_namespace=flux_namespace,
     )
     if config.expose == "ingress" and not cluster.ingress_namespace:
-        raise ConfigError(f"{where}.expose is 'ingress' but the cluster has no ingress_namespace: Berth must know where "
-                          "the ingress controller runs to let it reach the control plane.")
+        raise ConfigError(
+            f"{where}.expose is 'ingress' but the cluster has no ingress_namespace: Berth must know where "
+            "the ingress controller runs to let it reach the control plane."
+        )
     return config
 
 
@@ -130,24 +156,40 @@ def check_fits_tier(config: VClusterConfig, tier: Any, cluster: Any) -> None:
     """The exposure and the control plane must be possible inside the tier's quota and limits."""
     where = f"Cluster {cluster.name}: virtual_config.vcluster"
     if config.expose == "NodePort":
-        raise ConfigError(f"{where}.expose is 'NodePort', but every tier's quota allows no node ports "
-                          "(services.nodeports: 0); use LoadBalancer, ingress or ClusterIP.")
+        raise ConfigError(
+            f"{where}.expose is 'NodePort', but every tier's quota allows no node ports "
+            "(services.nodeports: 0); use LoadBalancer, ingress or ClusterIP."
+        )
     if config.expose == "LoadBalancer" and tier.max_load_balancers < 1:
-        raise ConfigError(f"{where}.expose is 'LoadBalancer', but tier {tier.name} allows no LoadBalancer services; "
-                          "choose a tier with one, or expose the virtual clusters through ingress.")
-    if tier.cpu_request_millis < CONTROL_PLANE_REQUESTS["cpu"] or tier.memory_request_mib < CONTROL_PLANE_REQUESTS["memory"]:
-        raise ConfigError(f"Tier {tier.name} is too small for a vcluster control plane (it requests "
-                          f"{CONTROL_PLANE_REQUESTS['cpu']}m CPU and {CONTROL_PLANE_REQUESTS['memory']}Mi memory).")
+        raise ConfigError(
+            f"{where}.expose is 'LoadBalancer', but tier {tier.name} allows no LoadBalancer services; "
+            "choose a tier with one, or expose the virtual clusters through ingress."
+        )
+    if (
+        tier.cpu_request_millis < CONTROL_PLANE_REQUESTS["cpu"]
+        or tier.memory_request_mib < CONTROL_PLANE_REQUESTS["memory"]
+    ):
+        raise ConfigError(
+            f"Tier {tier.name} is too small for a vcluster control plane (it requests "
+            f"{CONTROL_PLANE_REQUESTS['cpu']}m CPU and {CONTROL_PLANE_REQUESTS['memory']}Mi memory)."
+        )
 
 
 def public_host(config: VClusterConfig, tenant: Any) -> str:
-    fields = {"namespace": tenant.namespace, "tenant": tenant.name, "team": tenant.team.slug, "cluster": tenant.cluster.name}
+    fields = {
+        "namespace": tenant.namespace,
+        "tenant": tenant.name,
+        "team": tenant.team.slug,
+        "cluster": tenant.cluster.name,
+    }
     where = f"Cluster {tenant.cluster.name}: virtual_config.vcluster.public_host_template"
     try:
         host = config.public_host_template.format(**fields).lower()
     except (KeyError, IndexError, ValueError) as exc:
-        raise ConfigError(f"{where} {config.public_host_template!r} cannot be filled in ({exc}); "
-                          f"it may use {', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}.") from None
+        raise ConfigError(
+            f"{where} {config.public_host_template!r} cannot be filled in ({exc}); "
+            f"it may use {', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}."
+        ) from None
     if not (_is_ip(host) or _DNS_NAME.match(host)):
         raise ConfigError(f"{where} gives {host!r}, which is neither a DNS name nor an IP address.")
     return host
@@ -178,10 +220,21 @@ def _security() -> dict:
     """Non-root, no privilege escalation, no capabilities, RuntimeDefault seccomp: admitted under restricted Pod Security."""
     seccomp = {"type": "RuntimeDefault"}
     return {
-        "podSecurityContext": {"runAsNonRoot": True, "runAsUser": NON_ROOT_ID, "runAsGroup": NON_ROOT_ID,
-                               "fsGroup": NON_ROOT_ID, "seccompProfile": seccomp},
-        "containerSecurityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "runAsUser": NON_ROOT_ID,
-                                     "runAsGroup": NON_ROOT_ID, "capabilities": {"drop": ["ALL"]}, "seccompProfile": seccomp},
+        "podSecurityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": NON_ROOT_ID,
+            "runAsGroup": NON_ROOT_ID,
+            "fsGroup": NON_ROOT_ID,
+            "seccompProfile": seccomp,
+        },
+        "containerSecurityContext": {
+            "allowPrivilegeEscalation": False,
+            "runAsNonRoot": True,
+            "runAsUser": NON_ROOT_ID,
+            "runAsGroup": NON_ROOT_ID,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": seccomp,
+        },
     }
 
 
@@ -226,8 +279,10 @@ def render_values(tenant: Any, tier: Any, cluster: Any, config: VClusterConfig) 
         "pods": {"labels": labels},
         "resources": {
             "requests": {"cpu": f"{CONTROL_PLANE_REQUESTS['cpu']}m", "memory": f"{CONTROL_PLANE_REQUESTS['memory']}Mi"},
-            "limits": {"cpu": f"{_share(tier.cpu_limit_millis, floor=500, ceiling=1000)}m",
-                       "memory": f"{_share(tier.memory_limit_mib, floor=512, ceiling=2048)}Mi"},
+            "limits": {
+                "cpu": f"{_share(tier.cpu_limit_millis, floor=500, ceiling=1000)}m",
+                "memory": f"{_share(tier.memory_limit_mib, floor=512, ceiling=2048)}Mi",
+            },
         },
         "security": _security(),
     }
@@ -250,14 +305,21 @@ def render_values(tenant: Any, tier: Any, cluster: Any, config: VClusterConfig) 
             "limitRange": {
                 "enabled": True,
                 "default": {"cpu": f"{tier.default_cpu_limit_millis}m", "memory": f"{tier.default_memory_limit_mib}Mi"},
-                "defaultRequest": {"cpu": f"{tier.default_cpu_request_millis}m", "memory": f"{tier.default_memory_request_mib}Mi"},
+                "defaultRequest": {
+                    "cpu": f"{tier.default_cpu_request_millis}m",
+                    "memory": f"{tier.default_memory_request_mib}Mi",
+                },
                 "max": {"cpu": f"{tier.cpu_limit_millis}m", "memory": f"{tier.memory_limit_mib}Mi"},
             },
             # Berth's own NetworkPolicies in the host namespace decide traffic; the chart's would open internet egress.
             "networkPolicy": {"enabled": False},
         },
         "sync": {"toHost": {"ingresses": {"enabled": tier.network_profile in ("ingress", "open-egress")}}},
-        "exportKubeConfig": {"server": public_endpoint(config, tenant), "context": f"{cluster.name}-{tenant.name}", "insecure": False},
+        "exportKubeConfig": {
+            "server": public_endpoint(config, tenant),
+            "context": f"{cluster.name}-{tenant.name}",
+            "insecure": False,
+        },
     }
 
 
@@ -269,10 +331,17 @@ def control_plane_policy(tenant: Any, tier: Any, cluster: Any, config: VClusterC
     """
     api_in: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": PROXY_PORT}]}
     if config.expose == "ingress":
-        api_in["from"] = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": cluster.ingress_namespace}}}]
+        api_in["from"] = [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": cluster.ingress_namespace}}}
+        ]
     return {
-        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-        "metadata": {"name": "berth-allow-vcluster-control-plane", "namespace": tenant.namespace, "labels": manifests.labels(tenant, tier)},
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": "berth-allow-vcluster-control-plane",
+            "namespace": tenant.namespace,
+            "labels": manifests.labels(tenant, tier),
+        },
         "spec": {
             # The chart's labels on the control plane pods; synced workloads carry vcluster's own labels instead.
             "podSelector": {"matchLabels": {"app": "vcluster", "release": tenant.name}},

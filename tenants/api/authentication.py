@@ -1,19 +1,21 @@
 """API authentication: portal API tokens (``Token brt_…``) and OIDC access tokens (``Bearer …``)."""
+
 from __future__ import annotations
 
 import hmac
 import json
 import logging
 import re
-from functools import lru_cache
+from typing import Any
 
 import jwt
 from django.conf import settings
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
-from tenants import services
+from tenants import identity, services
 from tenants.audit import AuditContext
+from tenants.identity import jwks_client as _jwks_client
 from tenants.models import ApiToken
 
 logger = logging.getLogger(__name__)
@@ -23,10 +25,16 @@ _TOKEN_SHAPE = re.compile(re.escape(services.TOKEN_PREFIX) + r"([0-9a-f]{8})_[A-
 
 
 def credential(request, keyword: str) -> str | None:
-    """The credential after ``keyword`` in the Authorization header; None when the header uses another scheme."""
+    """The credential after ``keyword`` in the Authorization header; None when the header uses another scheme.
+
+    An address that failed too often this minute is refused (429) before its credential is even looked at.
+    """
     parts = authentication.get_authorization_header(request).split()
     if not parts or parts[0].decode(errors="replace") != keyword:
         return None
+    wait = services.auth_failure_wait(source_ip=request.META.get("REMOTE_ADDR"))
+    if wait is not None:
+        raise exceptions.Throttled(wait=wait, detail="Too many failed sign-ins from your address.")
     if len(parts) != 2:
         raise exceptions.AuthenticationFailed("Malformed Authorization header.")
     return parts[1].decode(errors="replace")
@@ -47,21 +55,25 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Invalid token.")
         if token.revoked_at is not None or token.expires_at <= timezone.now() or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Token expired or revoked.")
+        user = token.user
+        if not services.identity_is_fresh(user=user):
+            # The provider has not confirmed this person lately: ask it now, once, before trusting the token.
+            services.user_recheck(user=user, ctx=AuditContext.from_http(request))
+            user.refresh_from_db()
+            if not user.is_active:
+                raise exceptions.AuthenticationFailed("Token expired or revoked.")
+            if not services.identity_is_fresh(user=user):
+                raise exceptions.AuthenticationFailed(
+                    "Berth could not confirm your identity with the identity provider lately: sign in to the "
+                    "portal again to keep using your API tokens."
+                )
+        if token.team is not None and not services.is_writer(user=user, team=token.team):
+            raise exceptions.AuthenticationFailed("Token expired or revoked.")
         services.api_token_touch(token=token)
-        return token.user, token
+        return user, token
 
     def authenticate_header(self, request) -> str:
         return self.keyword
-
-
-@lru_cache(maxsize=4)
-def _jwks_client(url: str) -> jwt.PyJWKClient:
-    ssl_context = None
-    if isinstance(settings.OIDC_VERIFY_SSL, str):
-        import ssl
-
-        ssl_context = ssl.create_default_context(cafile=settings.OIDC_VERIFY_SSL)
-    return jwt.PyJWKClient(url, cache_keys=True, lifespan=300, ssl_context=ssl_context)
 
 
 def verify_access_token(token: str) -> dict:
@@ -73,10 +85,17 @@ def verify_access_token(token: str) -> dict:
         if header.get("alg") != settings.OIDC_RP_SIGN_ALGO:
             raise exceptions.AuthenticationFailed("Unsupported token algorithm.")
         key = _jwks_client(settings.OIDC_OP_JWKS_ENDPOINT).get_signing_key_from_jwt(token)
-        return jwt.decode(
-            token, key.key, algorithms=[settings.OIDC_RP_SIGN_ALGO], audience=settings.OIDC_API_AUDIENCE,
-            issuer=settings.OIDC_OP_ISSUER, options={"require": ["exp", "iss", "aud", "sub"]}, leeway=30,
+        claims = jwt.decode(
+            token,
+            key.key,
+            algorithms=[settings.OIDC_RP_SIGN_ALGO],
+            audience=settings.OIDC_API_AUDIENCE,
+            issuer=settings.OIDC_OP_ISSUER,
+            options={"require": ["exp", "iss", "aud", "sub"]},
+            leeway=30,
         )
+        _require_access_token(header, claims)
+        return claims
     except exceptions.AuthenticationFailed:
         raise
     except (jwt.PyJWKClientError, json.JSONDecodeError) as exc:  # unreachable, or not a JWKS document
@@ -84,6 +103,30 @@ def verify_access_token(token: str) -> dict:
         raise exceptions.AuthenticationFailed("Token signing key not found.") from None
     except jwt.PyJWTError as exc:  # InvalidTokenError, and also a key the JWKS or the token makes unusable
         raise exceptions.AuthenticationFailed(f"Invalid token: {exc}.") from None
+
+
+# What an ID token, a refresh token or a logout token says it is (Keycloak's "typ" claim): never API credentials.
+_NOT_ACCESS_TOKENS = {"id", "refresh", "logout", "offline"}
+
+
+def _require_access_token(header: dict[str, Any], claims: dict[str, Any]) -> None:
+    """Refuse a token signed by the right issuer for the right audience that is not an access token for us.
+
+    An RFC 9068 access token says so in its header (``typ: at+jwt``). Providers that do not follow it
+    (Keycloak) are accepted only for clients named in OIDC_API_CLIENTS, and never when the token says
+    it is an ID, refresh or logout token.
+    """
+    typ = str(header.get("typ", "")).lower().removeprefix("application/")
+    if str(claims.get("typ", "")).lower() in _NOT_ACCESS_TOKENS:
+        raise exceptions.AuthenticationFailed("This is not an access token (an ID or refresh token?).")
+    if typ == "at+jwt":
+        return
+    client = claims.get("azp") or claims.get("client_id")
+    if client not in settings.OIDC_API_CLIENTS:
+        raise exceptions.AuthenticationFailed(
+            "Not an access token for this API: expected an RFC 9068 (at+jwt) token, or one issued to a client "
+            "allowed by OIDC_API_CLIENTS."
+        )
 
 
 class OidcBearerAuthentication(authentication.BaseAuthentication):
@@ -96,7 +139,17 @@ class OidcBearerAuthentication(authentication.BaseAuthentication):
         if token is None:
             return None
         claims = verify_access_token(token)
-        user = services.user_sync_from_claims(claims=claims, ctx=AuditContext.from_http(request))
+        ctx = AuditContext.from_http(request)
+        user = services.user_sync_from_claims(claims=claims, ctx=ctx)
+        if "groups" not in claims and user.is_active and not services.identity_is_fresh(user=user):
+            # The access token names the person but not their groups: ask the provider, with that token.
+            try:
+                current = identity.userinfo(token)
+            except identity.IdentityUnreachable:
+                raise exceptions.AuthenticationFailed(
+                    "Berth could not confirm your groups with the provider."
+                ) from None
+            user = services.user_sync_from_claims(claims={"groups": [], **current, "sub": claims["sub"]}, ctx=ctx)
         if not user.is_active:
             raise exceptions.AuthenticationFailed("User inactive.")
         return user, None

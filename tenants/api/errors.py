@@ -1,4 +1,5 @@
 """Domain errors → HTTP: field errors 400, Forbidden 403, InvalidTransition 409; refusals are audited."""
+
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -9,6 +10,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from tenants import services
 from tenants.audit import AuditContext
 from tenants.errors import ClusterUnavailable, Forbidden, InvalidTransition
+from tenants.models import User
 
 
 class Conflict(exceptions.APIException):
@@ -39,12 +41,12 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     request = context.get("request")
     if request is not None and isinstance(exc, (exceptions.PermissionDenied, exceptions.AuthenticationFailed)):
         user = getattr(request, "user", None)
-        authenticated = bool(user and user.is_authenticated)
-        services.auth_record(
-            user=user if authenticated else None,
-            action="authz.denied" if isinstance(exc, exceptions.PermissionDenied) else "auth.token_failed",
-            ctx=AuditContext.from_http(request),
-            actor_name=user.username if authenticated else "anonymous",
-            detail={"method": request.method, "path": request.path[:200], "reason": str(exc.detail)[:200]},
-        )
+        known = user if isinstance(user, User) and user.is_authenticated else None
+        action = "authz.denied" if isinstance(exc, exceptions.PermissionDenied) else "auth.token_failed"
+        ctx = AuditContext.from_http(request)
+        detail = {"method": request.method, "path": request.path[:200], "reason": str(exc.detail)[:200]}
+        if known is not None:  # a known person is accountable for each refusal
+            services.auth_record(user=known, action=action, ctx=ctx, actor_name=known.username, detail=detail)
+        else:  # anyone else is counted, and audited in bulk (see tenants/services/auth_failures.py)
+            services.auth_failure_record(action=action, ctx=ctx, detail=detail)
     return drf_exception_handler(exc, context)

@@ -1,6 +1,6 @@
 import django_filters
 
-from tenants.models import AuditEvent, Request, Tenant
+from tenants.models import AuditEvent, Tenant, TenantRequest
 
 
 class AuditEventFilter(django_filters.FilterSet):
@@ -19,11 +19,11 @@ class AuditEventFilter(django_filters.FilterSet):
 
 class RequestFilter(django_filters.FilterSet):
     team = django_filters.CharFilter(field_name="team__slug")
-    status = django_filters.ChoiceFilter(choices=Request.Status.choices)
-    action = django_filters.ChoiceFilter(choices=Request.Action.choices)
+    status = django_filters.ChoiceFilter(choices=TenantRequest.Status.choices)
+    action = django_filters.ChoiceFilter(choices=TenantRequest.Action.choices)
 
     class Meta:
-        model = Request
+        model = TenantRequest
         fields = ["team", "status", "action"]
 
 

@@ -1,4 +1,5 @@
 """OpenAPI descriptions of Berth's two API authentication schemes."""
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
@@ -7,8 +8,12 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
     name = "portalToken"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "apiKey", "in": "header", "name": "Authorization",
-                "description": "A portal API token: `Token brt_…` (create one on the API tokens page)."}
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": "A portal API token: `Token brt_…` (create one on the API tokens page).",
+        }
 
 
 class OidcBearerScheme(OpenApiAuthenticationExtension):
@@ -16,5 +21,9 @@ class OidcBearerScheme(OpenApiAuthenticationExtension):
     name = "oidcBearer"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "http", "scheme": "bearer", "bearerFormat": "JWT",
-                "description": "An OIDC access token from the configured issuer with this API's audience."}
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "JWT",
+            "description": "An OIDC access token from the configured issuer with this API's audience.",
+        }

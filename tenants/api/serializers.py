@@ -1,14 +1,26 @@
 """Input parsing and output shapes; no business rules (those live in tenants.services)."""
+
 from __future__ import annotations
 
 from rest_framework import serializers
 
 from tenants import selectors
-from tenants.models import ApiToken, AuditEvent, Cluster, Membership, Request, Team, Tenant, TenantKind, Tier, User
+from tenants.models import (
+    ApiToken,
+    AuditEvent,
+    Cluster,
+    Membership,
+    Team,
+    Tenant,
+    TenantKind,
+    TenantRequest,
+    Tier,
+    User,
+)
 
 
 class MembershipSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = Membership
@@ -23,11 +35,11 @@ class MeSerializer(serializers.ModelSerializer):
         model = User
         fields = ["username", "display_name", "email", "teams", "platform_roles"]
 
-    def get_teams(self, user: User) -> list[dict]:
-        return MembershipSerializer(selectors.memberships_of(user=user), many=True).data
+    def get_teams(self, user: User) -> list[dict[str, str]]:
+        return list(MembershipSerializer(selectors.memberships_of(user=user), many=True).data)
 
     def get_platform_roles(self, user: User) -> list[str]:
-        return [role for role, has in (("admin", user.is_platform_admin), ("approver", user.is_approver)) if has]
+        return user.platform_roles
 
 
 class TeamSerializer(serializers.ModelSerializer):
@@ -42,21 +54,43 @@ class TeamSerializer(serializers.ModelSerializer):
 
 
 class TierSerializer(serializers.ModelSerializer):
-    clusters = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+    clusters: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(
+        slug_field="name", many=True, read_only=True
+    )
 
     class Meta:
         model = Tier
         fields = [
-            "name", "display_name", "description", "cpu_request_millis", "cpu_limit_millis", "memory_request_mib",
-            "memory_limit_mib", "storage_gib", "max_pods", "max_services", "max_load_balancers", "max_pvcs",
-            "pod_security_level", "network_profile", "node_selector", "allowed_priority_classes",
-            "allowed_storage_classes", "api_fairness", "max_credential_lifetime_seconds", "default_expiry_days",
-            "max_expiry_days", "auto_approve", "clusters",
+            "name",
+            "display_name",
+            "description",
+            "cpu_request_millis",
+            "cpu_limit_millis",
+            "memory_request_mib",
+            "memory_limit_mib",
+            "storage_gib",
+            "max_pods",
+            "max_services",
+            "max_load_balancers",
+            "max_pvcs",
+            "pod_security_level",
+            "network_profile",
+            "node_selector",
+            "allowed_priority_classes",
+            "allowed_storage_classes",
+            "api_fairness",
+            "max_credential_lifetime_seconds",
+            "default_expiry_days",
+            "max_expiry_days",
+            "auto_approve",
+            "clusters",
         ]
 
 
 class ClusterSerializer(serializers.ModelSerializer):
-    tiers = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+    tiers: serializers.SlugRelatedField[Tier] = serializers.SlugRelatedField(
+        slug_field="name", many=True, read_only=True
+    )
 
     class Meta:
         model = Cluster
@@ -64,18 +98,35 @@ class ClusterSerializer(serializers.ModelSerializer):
 
 
 class RequestSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    tier = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    tier: serializers.SlugRelatedField[Tier] = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    cluster: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    requested_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
+    decided_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(slug_field="username", read_only=True)
     tenant = serializers.UUIDField(source="tenant_id", read_only=True)
 
     class Meta:
-        model = Request
+        model = TenantRequest
         fields = [
-            "id", "action", "kind", "name", "team", "tier", "cluster", "tenant", "purpose", "requested_expiry",
-            "status", "requested_by", "created_at", "decided_by", "decided_at", "decision_comment", "auto_approved",
+            "id",
+            "action",
+            "kind",
+            "name",
+            "team",
+            "tier",
+            "cluster",
+            "tenant",
+            "purpose",
+            "requested_expiry",
+            "status",
+            "requested_by",
+            "created_at",
+            "decided_by",
+            "decided_at",
+            "decision_comment",
+            "auto_approved",
         ]
 
 
@@ -91,7 +142,7 @@ class LookupField(serializers.SlugRelatedField):
 class RequestCreateSerializer(serializers.Serializer):
     """What a client may send; lookups by slug so CI pipelines can use stable names."""
 
-    action = serializers.ChoiceField(choices=Request.Action.choices, default=Request.Action.CREATE)
+    action = serializers.ChoiceField(choices=TenantRequest.Action.choices, default=TenantRequest.Action.CREATE)
     kind = serializers.ChoiceField(choices=TenantKind.choices, default=TenantKind.NAMESPACE)
     name = serializers.CharField(max_length=63, required=False, allow_blank=True, trim_whitespace=False)
     team = LookupField(slug_field="slug", queryset=Team.objects.all(), required=False)
@@ -115,17 +166,32 @@ class DecommissionSerializer(serializers.Serializer):
 
 
 class TenantSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    tier = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    tier: serializers.SlugRelatedField[Tier] = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    cluster: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(slug_field="name", read_only=True)
     monitoring_links = serializers.SerializerMethodField()
 
     class Meta:
         model = Tenant
         fields = [
-            "id", "name", "namespace", "kind", "team", "tier", "cluster", "status", "status_reason", "purpose",
-            "created_at", "ready_at", "expires_at", "quota_usage", "quota_usage_at", "isolation_report",
-            "isolation_report_at", "monitoring_links",
+            "id",
+            "name",
+            "namespace",
+            "kind",
+            "team",
+            "tier",
+            "cluster",
+            "status",
+            "status_reason",
+            "purpose",
+            "created_at",
+            "ready_at",
+            "expires_at",
+            "quota_usage",
+            "quota_usage_at",
+            "isolation_report",
+            "isolation_report_at",
+            "monitoring_links",
         ]
 
     def get_monitoring_links(self, tenant: Tenant) -> list[dict]:
@@ -133,16 +199,28 @@ class TenantSerializer(serializers.ModelSerializer):
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = AuditEvent
-        fields = ["id", "at", "actor_name", "team", "object_type", "object_id", "action", "before", "after",
-                  "request_id", "source_ip", "user_agent"]
+        fields = [
+            "id",
+            "at",
+            "actor_name",
+            "team",
+            "object_type",
+            "object_id",
+            "action",
+            "before",
+            "after",
+            "request_id",
+            "source_ip",
+            "user_agent",
+        ]
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = ApiToken
@@ -150,5 +228,9 @@ class ApiTokenSerializer(serializers.ModelSerializer):
 
 
 class KubeconfigSerializer(serializers.Serializer):
-    lifetime_seconds = serializers.IntegerField(required=False, allow_null=True, default=None,
-                                                help_text="Token lifetime; 600 up to the tier's maximum (default: one hour or the maximum).")
+    lifetime_seconds = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Token lifetime; 600 up to the tier's maximum (default: one hour or the maximum).",
+    )

@@ -1,20 +1,23 @@
 """REST API v1. Each view parses input, calls one service and serializes the result."""
+
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from django.http import HttpResponse
+from django.db.models import Model, QuerySet
+from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.request import Request as HttpRequest
+from rest_framework.request import Request as ApiRequest
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from tenants import models, selectors, services
 from tenants.api import serializers as s
-from tenants.api.errors import to_api_exception
+from tenants.api.authentication import OidcBearerAuthentication
 from tenants.api.filters import AuditEventFilter, RequestFilter, TenantFilter
 from tenants.audit import AuditContext
 from tenants.csv_export import audit_csv_response
@@ -32,18 +35,22 @@ class WriteThrottle(ScopedRateThrottle):
         return super().allow_request(request, view)
 
 
-def call(service, **kwargs):
-    """Run a service, turning domain errors into API errors."""
-    try:
-        return service(**kwargs)
-    except Exception as exc:
-        converted = to_api_exception(exc)
-        if converted is exc:
-            raise
-        raise converted from exc
+def actor_of(request: ApiRequest) -> models.User:
+    """The signed-in caller (every API view requires authentication)."""
+    user = request.user
+    if not isinstance(user, models.User):
+        raise exceptions.NotAuthenticated()
+    return user
 
 
-def token_team_id(request: HttpRequest) -> int | None:
+def credential_scope(request: ApiRequest) -> str:
+    """Which credential made the call: a portal token (by id), an OIDC bearer token, or a browser session."""
+    if isinstance(request.auth, ApiToken):
+        return f"token:{request.auth.pk}"
+    return "bearer" if isinstance(request.successful_authenticator, OidcBearerAuthentication) else "session"
+
+
+def token_team_id(request: ApiRequest) -> int | None:
     """The one team an automation token acts for; None for a person's own credentials."""
     return request.auth.team_id if isinstance(request.auth, ApiToken) else None
 
@@ -53,15 +60,16 @@ def field_error(field: str, message: str) -> serializers.ValidationError:
 
 
 class BerthViewSet(viewsets.GenericViewSet):
-    schema_model: type | None = None
+    schema_model: type[Model]
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Any]:
         if getattr(self, "swagger_fake_view", False):  # OpenAPI generation: there is no caller to scope to
-            return self.schema_model.objects.none()
+            return self.schema_model._default_manager.none()
         return self.scoped_queryset()
 
     def scoped_queryset(self):
         raise NotImplementedError
+
     throttle_classes = [WriteThrottle]
     throttle_scope = "writes"
 
@@ -76,8 +84,8 @@ class BerthViewSet(viewsets.GenericViewSet):
 
 class MeView(APIView):
     @extend_schema(responses=s.MeSerializer)
-    def get(self, request: HttpRequest) -> Response:
-        return Response(s.MeSerializer(request.user).data)
+    def get(self, request: ApiRequest) -> Response:
+        return Response(s.MeSerializer(actor_of(request)).data)
 
 
 class TeamViewSet(mixins.ListModelMixin, BerthViewSet):
@@ -86,7 +94,7 @@ class TeamViewSet(mixins.ListModelMixin, BerthViewSet):
     schema_model = models.Team
 
     def scoped_queryset(self):
-        teams = self.for_token_team(selectors.teams_visible_to(user=self.request.user), lookup="pk")
+        teams = self.for_token_team(selectors.teams_visible_to(user=actor_of(self.request)), lookup="pk")
         return selectors.with_allocation(teams)
 
 
@@ -112,22 +120,30 @@ class RequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthView
     serializer_class = s.RequestSerializer
     filterset_class = RequestFilter
 
-    schema_model = models.Request
+    schema_model = models.TenantRequest
 
     def scoped_queryset(self):
-        return self.for_token_team(selectors.requests_visible_to(user=self.request.user))
+        return self.for_token_team(selectors.requests_visible_to(user=actor_of(self.request)))
 
     @extend_schema(
         request=s.RequestCreateSerializer,
         responses={201: s.RequestSerializer},
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False,
-                                     description="Repeat a POST safely: the same key returns the first request.")],
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                required=False,
+                description="Repeat a POST safely: the same key, from the same person, credential and team, "
+                "returns the first request; the same key with a different request answers 409.",
+            )
+        ],
     )
-    def create(self, request: HttpRequest) -> Response:
+    def create(self, request: ApiRequest) -> Response:
         data = s.RequestCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = dict(data.validated_data)
-        user = request.user
+        user = actor_of(request)
         teams = self.for_token_team(selectors.teams_visible_to(user=user), lookup="pk")
         if v.get("team") is not None and not teams.filter(pk=v["team"].pk).exists():
             raise field_error("team", f"Object with slug={v['team'].slug} does not exist.")
@@ -138,29 +154,41 @@ class RequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthView
         key = request.headers.get("Idempotency-Key", "")
         if key and not _IDEMPOTENCY_KEY.fullmatch(key):
             raise field_error("Idempotency-Key", "At most 64 printable ASCII characters.")
-        req = call(services.request_submit, actor=user, idempotency_key=key, ctx=self.ctx(), **v)
+        req = services.request_submit(
+            actor=user, idempotency_key=key, idempotency_scope=credential_scope(request), ctx=self.ctx(), **v
+        )
         return Response(s.RequestSerializer(req).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=s.DecisionSerializer, responses=s.RequestSerializer)
     @action(detail=True, methods=["post"])
-    def approve(self, request: HttpRequest, pk=None) -> Response:
+    def approve(self, request: ApiRequest, pk=None) -> Response:
         body = s.DecisionSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        req = call(services.request_approve, request=self.get_object(), actor=request.user, ctx=self.ctx(), **body.validated_data)
+        req = services.request_approve(
+            tenant_request=self.get_object(),
+            actor=actor_of(request),
+            ctx=self.ctx(),
+            **body.validated_data,
+        )
         return Response(s.RequestSerializer(req).data)
 
     @extend_schema(request=s.RejectSerializer, responses=s.RequestSerializer)
     @action(detail=True, methods=["post"])
-    def reject(self, request: HttpRequest, pk=None) -> Response:
+    def reject(self, request: ApiRequest, pk=None) -> Response:
         body = s.RejectSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        req = call(services.request_reject, request=self.get_object(), actor=request.user, ctx=self.ctx(), **body.validated_data)
+        req = services.request_reject(
+            tenant_request=self.get_object(),
+            actor=actor_of(request),
+            ctx=self.ctx(),
+            **body.validated_data,
+        )
         return Response(s.RequestSerializer(req).data)
 
     @extend_schema(request=None, responses=s.RequestSerializer)
     @action(detail=True, methods=["post"])
-    def cancel(self, request: HttpRequest, pk=None) -> Response:
-        req = call(services.request_cancel, request=self.get_object(), actor=request.user, ctx=self.ctx())
+    def cancel(self, request: ApiRequest, pk=None) -> Response:
+        req = services.request_cancel(tenant_request=self.get_object(), actor=actor_of(request), ctx=self.ctx())
         return Response(s.RequestSerializer(req).data)
 
 
@@ -171,35 +199,44 @@ class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthViewS
     schema_model = models.Tenant
 
     def scoped_queryset(self):
-        return self.for_token_team(selectors.tenants_visible_to(user=self.request.user))
+        return self.for_token_team(selectors.tenants_visible_to(user=actor_of(self.request)))
 
     @extend_schema(request=s.DecommissionSerializer, responses=s.TenantSerializer)
     @action(detail=True, methods=["post"])
-    def decommission(self, request: HttpRequest, pk=None) -> Response:
+    def decommission(self, request: ApiRequest, pk=None) -> Response:
         body = s.DecommissionSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        tenant = call(services.tenant_decommission, tenant=self.get_object(), actor=request.user, ctx=self.ctx(), **body.validated_data)
+        tenant = services.tenant_decommission(
+            tenant=self.get_object(),
+            actor=actor_of(request),
+            ctx=self.ctx(),
+            **body.validated_data,
+        )
         return Response(s.TenantSerializer(tenant).data)
 
     @extend_schema(request=None, responses=s.TenantSerializer)
     @action(detail=True, methods=["post"])
-    def retry(self, request: HttpRequest, pk=None) -> Response:
-        tenant = call(services.tenant_retry, tenant=self.get_object(), actor=request.user, ctx=self.ctx())
+    def retry(self, request: ApiRequest, pk=None) -> Response:
+        tenant = services.tenant_retry(tenant=self.get_object(), actor=actor_of(request), ctx=self.ctx())
         return Response(s.TenantSerializer(tenant).data)
-
 
     @extend_schema(request=s.KubeconfigSerializer, responses={(200, "application/yaml"): str})
     @action(detail=True, methods=["post"])
-    def kubeconfig(self, request: HttpRequest, pk=None) -> HttpResponse:
+    def kubeconfig(self, request: ApiRequest, pk=None) -> HttpResponse:
         body = s.KubeconfigSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        text = call(services.tenant_issue_kubeconfig, tenant=self.get_object(), actor=request.user, ctx=self.ctx(), **body.validated_data)
+        text = services.tenant_issue_kubeconfig(
+            tenant=self.get_object(),
+            actor=actor_of(request),
+            ctx=self.ctx(),
+            **body.validated_data,
+        )
         return kubeconfig_response(text, "kubeconfig.yaml")
 
     @extend_schema(request=None, responses={202: None})
     @action(detail=True, methods=["post"], url_path="isolation-check")
-    def isolation_check(self, request: HttpRequest, pk=None) -> Response:
-        call(services.tenant_request_isolation_check, tenant=self.get_object(), actor=request.user, ctx=self.ctx())
+    def isolation_check(self, request: ApiRequest, pk=None) -> Response:
+        services.tenant_request_isolation_check(tenant=self.get_object(), actor=actor_of(request), ctx=self.ctx())
         return Response({"detail": "Isolation check queued."}, status=status.HTTP_202_ACCEPTED)
 
 
@@ -214,14 +251,23 @@ class MergedKubeconfigView(APIView):
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "writes"
 
-    @extend_schema(parameters=[OpenApiParameter("lifetime_seconds", int, required=False)], responses={(200, "application/yaml"): str})
-    def get(self, request: HttpRequest) -> HttpResponse:
+    @extend_schema(
+        parameters=[OpenApiParameter("lifetime_seconds", int, required=False)],
+        responses={(200, "application/yaml"): str},
+    )
+    def get(self, request: ApiRequest) -> HttpResponse:
         if token_team_id(request) is not None:
             # The merged file spans all of the person's teams; an automation token acts for one.
-            raise exceptions.PermissionDenied("A team automation token gets kubeconfigs per tenant: POST /api/v1/tenants/{id}/kubeconfig/.")
+            raise exceptions.PermissionDenied(
+                "A team automation token gets kubeconfigs per tenant: POST /api/v1/tenants/{id}/kubeconfig/."
+            )
         body = s.KubeconfigSerializer(data=request.query_params)
         body.is_valid(raise_exception=True)
-        text = call(services.user_issue_merged_kubeconfig, actor=request.user, ctx=AuditContext.from_http(request), **body.validated_data)
+        text = services.user_issue_merged_kubeconfig(
+            actor=actor_of(request),
+            ctx=AuditContext.from_http(request),
+            **body.validated_data,
+        )
         return kubeconfig_response(text, "berth-kubeconfig.yaml")
 
 
@@ -232,11 +278,11 @@ class AuditEventViewSet(mixins.ListModelMixin, BerthViewSet):
     schema_model = models.AuditEvent
 
     def scoped_queryset(self):
-        return self.for_token_team(selectors.audit_events_visible_to(user=self.request.user))
+        return self.for_token_team(selectors.audit_events_visible_to(user=actor_of(self.request)))
 
     @extend_schema(filters=True, responses={(200, "text/csv"): str})
     @action(detail=False, methods=["get"], url_path="export")
-    def export(self, request: HttpRequest) -> Response:
+    def export(self, request: ApiRequest) -> StreamingHttpResponse:
         events = self.filter_queryset(self.get_queryset()).iterator(chunk_size=500)
         return audit_csv_response(events)
 
@@ -253,24 +299,24 @@ class ApiTokenViewSet(mixins.ListModelMixin, BerthViewSet):
     schema_model = models.ApiToken
 
     def scoped_queryset(self):
-        return self.for_token_team(selectors.api_tokens_of(user=self.request.user))
+        return self.for_token_team(selectors.api_tokens_of(user=actor_of(self.request)))
 
     @extend_schema(request=ApiTokenCreateSerializer, responses={201: s.ApiTokenSerializer})
-    def create(self, request: HttpRequest) -> Response:
+    def create(self, request: ApiRequest) -> Response:
         body = ApiTokenCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         team = body.validated_data.get("team")
-        if team is not None and not selectors.teams_visible_to(user=request.user).filter(pk=team.pk).exists():
+        if team is not None and not selectors.teams_visible_to(user=actor_of(request)).filter(pk=team.pk).exists():
             raise field_error("team", f"Object with slug={team.slug} does not exist.")
-        scoped_to = token_team_id(request)
-        if scoped_to is not None and (team is None or team.pk != scoped_to):
-            # Otherwise a team's automation token could mint itself a token with all of its owner's rights.
-            raise exceptions.PermissionDenied("A team automation token can create tokens for its own team only.")
-        token, plaintext = call(services.api_token_create, actor=request.user, ctx=self.ctx(), **body.validated_data)
+        if token_team_id(request) is not None:
+            # A leaked automation token must not be able to mint others that outlive its revocation,
+            # least of all a personal one with all of its owner's rights.
+            raise exceptions.PermissionDenied("A team automation token cannot create tokens; a person creates them.")
+        token, plaintext = services.api_token_create(actor=actor_of(request), ctx=self.ctx(), **body.validated_data)
         return Response({**s.ApiTokenSerializer(token).data, "token": plaintext}, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=s.ApiTokenSerializer)
     @action(detail=True, methods=["post"])
-    def revoke(self, request: HttpRequest, pk=None) -> Response:
-        token = call(services.api_token_revoke, token=self.get_object(), actor=request.user, ctx=self.ctx())
+    def revoke(self, request: ApiRequest, pk=None) -> Response:
+        token = services.api_token_revoke(token=self.get_object(), actor=actor_of(request), ctx=self.ctx())
         return Response(s.ApiTokenSerializer(token).data)

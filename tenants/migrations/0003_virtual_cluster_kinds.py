@@ -4,33 +4,59 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tenants', '0002_seed_tiers'),
+        ("tenants", "0002_seed_tiers"),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name='tenant',
-            name='tenant_kind_valid',
+            model_name="tenant",
+            name="tenant_kind_valid",
         ),
         migrations.AddField(
-            model_name='cluster',
-            name='virtual_config',
-            field=models.JSONField(blank=True, default=dict, help_text='Settings per virtual-cluster kind, keyed by kind (see docs/virtual-clusters.md), e.g. {"vcluster": {"installer": "helm", "chart_version": "0.30.1"}}.'),
+            model_name="cluster",
+            name="virtual_config",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                help_text='Settings per virtual-cluster kind, keyed by kind (see docs/virtual-clusters.md), e.g. {"vcluster": {"installer": "helm", "chart_version": "0.30.1"}}.',
+            ),
         ),
         migrations.AlterField(
-            model_name='request',
-            name='kind',
-            field=models.CharField(choices=[('namespace', 'Namespace'), ('vcluster', 'Virtual cluster (vcluster)'), ('virtualcluster', 'VirtualCluster (Cluster API Provider Nested)'), ('hypershift', 'Hosted control plane (HyperShift)'), ('kcp', 'kcp workspace')], default='namespace', max_length=20),
+            model_name="request",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("namespace", "Namespace"),
+                    ("vcluster", "Virtual cluster (vcluster)"),
+                    ("virtualcluster", "VirtualCluster (Cluster API Provider Nested)"),
+                    ("hypershift", "Hosted control plane (HyperShift)"),
+                    ("kcp", "kcp workspace"),
+                ],
+                default="namespace",
+                max_length=20,
+            ),
         ),
         migrations.AlterField(
-            model_name='tenant',
-            name='kind',
-            field=models.CharField(choices=[('namespace', 'Namespace'), ('vcluster', 'Virtual cluster (vcluster)'), ('virtualcluster', 'VirtualCluster (Cluster API Provider Nested)'), ('hypershift', 'Hosted control plane (HyperShift)'), ('kcp', 'kcp workspace')], default='namespace', max_length=20),
+            model_name="tenant",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("namespace", "Namespace"),
+                    ("vcluster", "Virtual cluster (vcluster)"),
+                    ("virtualcluster", "VirtualCluster (Cluster API Provider Nested)"),
+                    ("hypershift", "Hosted control plane (HyperShift)"),
+                    ("kcp", "kcp workspace"),
+                ],
+                default="namespace",
+                max_length=20,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='tenant',
-            constraint=models.CheckConstraint(condition=models.Q(('kind__in', ['namespace', 'vcluster', 'virtualcluster', 'hypershift', 'kcp'])), name='tenant_kind_valid'),
+            model_name="tenant",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("kind__in", ["namespace", "vcluster", "virtualcluster", "hypershift", "kcp"])),
+                name="tenant_kind_valid",
+            ),
         ),
     ]

@@ -1,4 +1,5 @@
 """Presentation filters for Berth's pages: units people read, and the tone of a status badge."""
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,7 @@ _TENANT_TONES = {
     "provisioning": "info busy",
     "decommissioning": "info busy",
 }
-_REQUEST_TONES = {"pending": "warn", "approved": "ok", "rejected": "bad"}
+_REQUEST_TONES: dict[str, str] = {"pending": "warn", "approved": "ok", "rejected": "bad"}
 
 
 def _classes(tone: str) -> str:

@@ -1,4 +1,5 @@
 """Signing in (through the organisation's OpenID Connect provider) and out."""
+
 from __future__ import annotations
 
 from django.conf import settings

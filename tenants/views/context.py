@@ -1,4 +1,5 @@
 """Template context every page needs: the signed-in user's teams and the approval queue size."""
+
 from __future__ import annotations
 
 from tenants import selectors

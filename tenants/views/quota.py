@@ -1,4 +1,5 @@
 """Quota usage as bars: Kubernetes quantities read back by the worker, turned into numbers people read."""
+
 from __future__ import annotations
 
 import re
@@ -6,22 +7,44 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 _SUFFIXES = {
-    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
-    "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
 }
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
 
 _LABELS = {
-    "requests.cpu": "CPU requested", "limits.cpu": "CPU limit", "cpu": "CPU requested",
-    "requests.memory": "Memory requested", "limits.memory": "Memory limit", "memory": "Memory requested",
-    "requests.storage": "Storage", "requests.ephemeral-storage": "Ephemeral storage requested",
+    "requests.cpu": "CPU requested",
+    "limits.cpu": "CPU limit",
+    "cpu": "CPU requested",
+    "requests.memory": "Memory requested",
+    "limits.memory": "Memory limit",
+    "memory": "Memory requested",
+    "requests.storage": "Storage",
+    "requests.ephemeral-storage": "Ephemeral storage requested",
     "limits.ephemeral-storage": "Ephemeral storage limit",
-    "pods": "Pods", "services": "Services", "services.loadbalancers": "Load balancers",
-    "services.nodeports": "Node ports", "persistentvolumeclaims": "Volume claims",
-    "configmaps": "ConfigMaps", "secrets": "Secrets", "count/deployments.apps": "Deployments", "count/jobs.batch": "Jobs",
+    "pods": "Pods",
+    "services": "Services",
+    "services.loadbalancers": "Load balancers",
+    "services.nodeports": "Node ports",
+    "persistentvolumeclaims": "Volume claims",
+    "configmaps": "ConfigMaps",
+    "secrets": "Secrets",
+    "count/deployments.apps": "Deployments",
+    "count/jobs.batch": "Jobs",
 }
 _ORDER = list(_LABELS)
 
@@ -89,15 +112,17 @@ def usage_rows(quota_usage: dict | None) -> list[UsageRow]:
             tone = "bad" if current > 0 else ""
         else:
             tone = "bad" if percent >= 100 else "warn" if percent >= 85 else ""
-        rows.append(UsageRow(
-            resource=resource,
-            label=_LABELS.get(resource, resource),
-            used=_display(resource, current),
-            total=_display(resource, limit) if limit > 0 else "none allowed",
-            percent=None if percent is None else int(round(percent)),
-            width_class=f"w-{_bucket(percent if percent is not None else (100 if current > 0 else 0))}",
-            tone=tone,
-        ))
+        rows.append(
+            UsageRow(
+                resource=resource,
+                label=_LABELS.get(resource, resource),
+                used=_display(resource, current),
+                total=_display(resource, limit) if limit > 0 else "none allowed",
+                percent=None if percent is None else int(round(percent)),
+                width_class=f"w-{_bucket(percent if percent is not None else (100 if current > 0 else 0))}",
+                tone=tone,
+            )
+        )
     return rows
 
 
@@ -126,7 +151,12 @@ def _budget_display(key: str, value: int) -> str:
     return str(value)
 
 
-_BUDGET_LABELS = {"cpu_millis": "CPU (limits)", "memory_mib": "Memory (limits)", "storage_gib": "Storage", "tenants": "Tenants"}
+_BUDGET_LABELS = {
+    "cpu_millis": "CPU (limits)",
+    "memory_mib": "Memory (limits)",
+    "storage_gib": "Storage",
+    "tenants": "Tenants",
+}
 
 
 def budget_rows(budget: dict) -> list[BudgetRow]:
@@ -135,13 +165,15 @@ def budget_rows(budget: dict) -> list[BudgetRow]:
     for key, label in _BUDGET_LABELS.items():
         entry = budget[key]
         percent = entry["used"] / entry["total"] * 100 if entry["total"] else (100.0 if entry["used"] else 0.0)
-        rows.append(BudgetRow(
-            label=label,
-            used=_budget_display(key, entry["used"]),
-            total=_budget_display(key, entry["total"]),
-            remaining=_budget_display(key, entry["remaining"]),
-            percent=int(round(percent)),
-            width_class=f"w-{_bucket(percent)}",
-            tone="bad" if percent >= 100 else "warn" if percent >= 85 else "",
-        ))
+        rows.append(
+            BudgetRow(
+                label=label,
+                used=_budget_display(key, entry["used"]),
+                total=_budget_display(key, entry["total"]),
+                remaining=_budget_display(key, entry["remaining"]),
+                percent=int(round(percent)),
+                width_class=f"w-{_bucket(percent)}",
+                tone="bad" if percent >= 100 else "warn" if percent >= 85 else "",
+            )
+        )
     return rows

@@ -1,4 +1,5 @@
 """Asking for a tenant, and deciding on or cancelling a request."""
+
 from __future__ import annotations
 
 import logging
@@ -6,7 +7,7 @@ import logging
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
@@ -15,8 +16,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from tenants import hooks, selectors, services
 from tenants.errors import InvalidTransition
 from tenants.forms import ApproveForm, RejectForm, RequestCreateForm
-from tenants.models import Membership, Request
-from tenants.views.common import MOVING_STATUSES, POLL_TRIGGER, call, deny, safe_next
+from tenants.models import Membership, TenantRequest
+from tenants.views.common import MOVING_STATUSES, POLL_TRIGGER, AuthedRequest, call, deny, safe_next
 from tenants.views.quota import budget_rows
 
 logger = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ logger = logging.getLogger(__name__)
 # --- New request ---------------------------------------------------------------------
 
 
-def _create_form(request: HttpRequest, data=None) -> RequestCreateForm:
+def _create_form(request: AuthedRequest, data=None) -> RequestCreateForm:
     user = request.user
     form = RequestCreateForm(
         data,
@@ -34,7 +35,9 @@ def _create_form(request: HttpRequest, data=None) -> RequestCreateForm:
         clusters=list(selectors.clusters_available()),
     )
     # Picking a team swaps in that team's budget panel.
-    form.fields["team"].widget.attrs.update({"hx-get": reverse("request-budget"), "hx-target": "#team-budget", "hx-swap": "outerHTML"})
+    form.fields["team"].widget.attrs.update(
+        {"hx-get": reverse("request-budget"), "hx-target": "#team-budget", "hx-swap": "outerHTML"}
+    )
     return form
 
 
@@ -46,18 +49,32 @@ def _budget_context(team) -> dict:
 @never_cache
 @login_required
 @require_http_methods(["GET", "POST"])
-def request_new(request: HttpRequest) -> HttpResponse:
+def request_new(request: AuthedRequest) -> HttpResponse:
     if not selectors.teams_where_can_request(user=request.user).exists():
-        raise deny(request, "You are not an owner or member of any team, so you cannot ask for a tenant. "
-                            "Team membership comes from your organisation's groups.")
+        raise deny(
+            request,
+            "You are not an owner or member of any team, so you cannot ask for a tenant. "
+            "Team membership comes from your organisation's groups.",
+        )
     form = _create_form(request, request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            req = call(request, services.request_submit, actor=request.user, action=Request.Action.CREATE,
-                       team=data["team"], kind=data["kind"], name=data["name"], tier=data["tier"],
-                       cluster=data["cluster"], purpose=data["purpose"], requested_expiry=data["requested_expiry"],
-                       idempotency_key=data["idempotency_key"])
+            req = call(
+                request,
+                services.request_submit,
+                actor=request.user,
+                action=TenantRequest.Action.CREATE,
+                team=data["team"],
+                kind=data["kind"],
+                name=data["name"],
+                tier=data["tier"],
+                cluster=data["cluster"],
+                purpose=data["purpose"],
+                requested_expiry=data["requested_expiry"],
+                idempotency_key=data["idempotency_key"],
+                idempotency_scope="session",
+            )
         except ValidationError as exc:
             form.add_service_errors(exc)
         except InvalidTransition as exc:
@@ -65,24 +82,30 @@ def request_new(request: HttpRequest) -> HttpResponse:
         else:
             _announce_submitted(request, req)
             return redirect("request-detail", pk=req.pk)
-    team = getattr(form, "cleaned_data", {}).get("team") or form.fields["team"].queryset.first()
-    return render(request, "pages/request_new.html", {
-        "form": form,
-        "tiers": form.fields["tier"].queryset,
-        **_budget_context(team),
-    })
+    team = getattr(form, "cleaned_data", {}).get("team") or form.queryset_of("team").first()
+    return render(
+        request,
+        "pages/request_new.html",
+        {
+            "form": form,
+            "tiers": form.queryset_of("tier"),
+            **_budget_context(team),
+        },
+    )
 
 
-def _announce_submitted(request: HttpRequest, req: Request) -> None:
-    if req.status == Request.Status.APPROVED and req.auto_approved:
-        messages.success(request, f"{req.name} was approved automatically by tier {req.tier.display_name}; provisioning has started.")
-    elif req.status == Request.Status.PENDING:
+def _announce_submitted(request: AuthedRequest, req: TenantRequest) -> None:
+    if req.status == TenantRequest.Status.APPROVED and req.auto_approved:
+        messages.success(
+            request, f"{req.name} was approved automatically by tier {req.tier.display_name}; provisioning has started."
+        )
+    elif req.status == TenantRequest.Status.PENDING:
         messages.success(request, f"Your request for {req.name} was sent to the approvers.")
 
 
 @login_required
 @require_GET
-def request_budget(request: HttpRequest) -> HttpResponse:
+def request_budget(request: AuthedRequest) -> HttpResponse:
     """The budget panel of the request form for the team picked (htmx swaps it in on change)."""
     team = get_object_or_404(selectors.teams_where_can_request(user=request.user), pk=request.GET.get("team") or 0)
     return render(request, "fragments/team_budget.html", _budget_context(team))
@@ -91,31 +114,40 @@ def request_budget(request: HttpRequest) -> HttpResponse:
 # --- Request detail ------------------------------------------------------------------
 
 
-def _can_cancel(request: HttpRequest, req: Request) -> bool:
+def _can_cancel(request: AuthedRequest, req: TenantRequest) -> bool:
     user = request.user
-    if req.status != Request.Status.PENDING:
+    if req.status != TenantRequest.Status.PENDING:
         return False
-    return (req.requested_by_id == user.pk or user.is_platform_admin
-            or selectors.team_role_of(user=user, team=req.team) == Membership.Role.OWNER)
+    return (
+        req.requested_by_id == user.pk
+        or user.is_platform_admin
+        or selectors.team_role_of(user=user, team=req.team) == Membership.Role.OWNER
+    )
 
 
-def _manifest_preview(req: Request) -> tuple[str | None, bool]:
+def _manifest_preview(req: TenantRequest) -> tuple[str | None, bool]:
     """(YAML, failed): what approving would apply; a broken renderer must not take the approval page down."""
-    if req.status != Request.Status.PENDING or req.action not in (Request.Action.CREATE, Request.Action.CHANGE_TIER):
+    if req.status != TenantRequest.Status.PENDING or req.action not in (
+        TenantRequest.Action.CREATE,
+        TenantRequest.Action.CHANGE_TIER,
+    ):
+        return None, False
+    worker = hooks.installed()
+    if worker is None:
         return None, False
     try:
-        return hooks.manifest_preview(req.tenant, tier=req.tier), False
+        return worker.manifest_preview(req.tenant, tier=req.tier), False
     except Exception:
         logger.exception("manifest preview failed for request %s", req.pk)
         return None, True
 
 
-def _status_context(req: Request) -> dict:
-    polling = req.status == Request.Status.PENDING or req.tenant.status in MOVING_STATUSES
+def _status_context(req: TenantRequest) -> dict:
+    polling = req.status == TenantRequest.Status.PENDING or req.tenant.status in MOVING_STATUSES
     return {"req": req, "tenant": req.tenant, "poll_trigger": POLL_TRIGGER if polling else ""}
 
 
-def _detail_context(request: HttpRequest, req: Request, **forms) -> dict:
+def _detail_context(request: AuthedRequest, req: TenantRequest, **forms) -> dict:
     user = request.user
     history = (
         selectors.audit_events_visible_to(user=user)
@@ -126,7 +158,7 @@ def _detail_context(request: HttpRequest, req: Request, **forms) -> dict:
     context = {
         **_status_context(req),
         "history": history,
-        "can_decide": user.can_decide and req.requested_by_id != user.pk and req.status == Request.Status.PENDING,
+        "can_decide": user.can_decide and req.requested_by_id != user.pk and req.status == TenantRequest.Status.PENDING,
         "can_cancel": _can_cancel(request, req),
         "approve_form": forms.get("approve_form") or ApproveForm(prefix="approve"),
         "reject_form": forms.get("reject_form") or RejectForm(prefix="reject"),
@@ -137,20 +169,20 @@ def _detail_context(request: HttpRequest, req: Request, **forms) -> dict:
     return context
 
 
-def _visible_request(request: HttpRequest, pk) -> Request:
+def _visible_request(request: AuthedRequest, pk) -> TenantRequest:
     return get_object_or_404(selectors.requests_visible_to(user=request.user), pk=pk)
 
 
 @login_required
 @require_GET
-def request_detail(request: HttpRequest, pk) -> HttpResponse:
+def request_detail(request: AuthedRequest, pk) -> HttpResponse:
     req = _visible_request(request, pk)
     return render(request, "pages/request_detail.html", _detail_context(request, req))
 
 
 @login_required
 @require_GET
-def request_status(request: HttpRequest, pk) -> HttpResponse:
+def request_status(request: AuthedRequest, pk) -> HttpResponse:
     """The polled status panel; asks for a full reload once something final happened, so actions are current."""
     req = _visible_request(request, pk)
     context = _status_context(req)
@@ -166,13 +198,19 @@ def request_status(request: HttpRequest, pk) -> HttpResponse:
 
 @login_required
 @require_POST
-def request_approve(request: HttpRequest, pk) -> HttpResponse:
+def request_approve(request: AuthedRequest, pk) -> HttpResponse:
     req = _visible_request(request, pk)
     form = ApproveForm(request.POST, prefix="approve")
     if not form.is_valid():
         return render(request, "pages/request_detail.html", _detail_context(request, req, approve_form=form))
     try:
-        req = call(request, services.request_approve, request=req, actor=request.user, comment=form.cleaned_data["comment"])
+        req = call(
+            request,
+            services.request_approve,
+            tenant_request=req,
+            actor=request.user,
+            comment=form.cleaned_data["comment"],
+        )
     except (ValidationError, InvalidTransition) as exc:
         messages.error(request, f"{req.name} was not approved: {' '.join(_messages(exc))}")
     else:
@@ -182,12 +220,18 @@ def request_approve(request: HttpRequest, pk) -> HttpResponse:
 
 @login_required
 @require_POST
-def request_reject(request: HttpRequest, pk) -> HttpResponse:
+def request_reject(request: AuthedRequest, pk) -> HttpResponse:
     req = _visible_request(request, pk)
     form = RejectForm(request.POST, prefix="reject")
     if form.is_valid():
         try:
-            req = call(request, services.request_reject, request=req, actor=request.user, reason=form.cleaned_data["reason"])
+            req = call(
+                request,
+                services.request_reject,
+                tenant_request=req,
+                actor=request.user,
+                reason=form.cleaned_data["reason"],
+            )
         except ValidationError as exc:
             form.add_service_errors(exc)
         except InvalidTransition as exc:
@@ -201,10 +245,10 @@ def request_reject(request: HttpRequest, pk) -> HttpResponse:
 
 @login_required
 @require_POST
-def request_cancel(request: HttpRequest, pk) -> HttpResponse:
+def request_cancel(request: AuthedRequest, pk) -> HttpResponse:
     req = _visible_request(request, pk)
     try:
-        req = call(request, services.request_cancel, request=req, actor=request.user)
+        req = call(request, services.request_cancel, tenant_request=req, actor=request.user)
     except InvalidTransition as exc:
         messages.error(request, f"The request was not cancelled: {exc}")
     else:

@@ -1,10 +1,11 @@
 """A tenant's page: status, quota usage, isolation report, monitoring, and what its team may ask for."""
+
 from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -12,8 +13,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from tenants import selectors, services
 from tenants.errors import ClusterUnavailable, InvalidTransition
 from tenants.forms import TENANT_REQUEST_FORMS, ChangeTierForm, DecommissionForm, IdempotentForm, KubeconfigForm
-from tenants.models import Membership, Request, Tenant, TenantStatus
-from tenants.views.common import MOVING_STATUSES, POLL_TRIGGER, call, deny
+from tenants.models import Membership, Tenant, TenantRequest, TenantStatus
+from tenants.views.common import MOVING_STATUSES, POLL_TRIGGER, AuthedRequest, call, deny
 from tenants.views.quota import usage_rows
 
 S = TenantStatus
@@ -22,11 +23,11 @@ RECENT_EVENTS = 10
 RECENT_REQUESTS = 10
 
 
-def _visible_tenant(request: HttpRequest, pk) -> Tenant:
+def _visible_tenant(request: AuthedRequest, pk) -> Tenant:
     return get_object_or_404(selectors.tenants_visible_to(user=request.user), pk=pk)
 
 
-def _permissions(request: HttpRequest, tenant: Tenant, pending: Request | None) -> dict[str, bool]:
+def _permissions(request: AuthedRequest, tenant: Tenant, pending: TenantRequest | None) -> dict[str, bool]:
     """Which actions to offer; the services decide again when one is used."""
     user = request.user
     role = selectors.team_role_of(user=user, team=tenant.team)
@@ -57,10 +58,10 @@ def _status_context(tenant: Tenant) -> dict:
     return {"tenant": tenant, "poll_trigger": POLL_TRIGGER if tenant.status in MOVING_STATUSES else ""}
 
 
-def _detail_context(request: HttpRequest, tenant: Tenant, bound: IdempotentForm | None = None) -> dict:
+def _detail_context(request: AuthedRequest, tenant: Tenant, bound: IdempotentForm | None = None) -> dict:
     user = request.user
     requests = selectors.requests_visible_to(user=user).filter(tenant=tenant)
-    pending = requests.filter(status=Request.Status.PENDING).first()
+    pending = requests.filter(status=TenantRequest.Status.PENDING).first()
     forms = {action: _request_form(action, tenant) for action in TENANT_REQUEST_FORMS}
     if bound is not None:
         forms[bound.action] = bound
@@ -69,17 +70,18 @@ def _detail_context(request: HttpRequest, tenant: Tenant, bound: IdempotentForm 
     return {
         **_status_context(tenant),
         **permissions,
-        "can_change_tier": permissions["can_change"] and forms[Request.Action.CHANGE_TIER].fields["tier"].queryset.exists(),
+        "can_change_tier": permissions["can_change"]
+        and forms[TenantRequest.Action.CHANGE_TIER].queryset_of("tier").exists(),
         "pending_request": pending,
         "requests": requests.order_by("-created_at")[:RECENT_REQUESTS],
-        "change_form": forms[Request.Action.CHANGE_TIER],
-        "extend_form": forms[Request.Action.EXTEND],
-        "delete_form": forms[Request.Action.DELETE],
+        "change_form": forms[TenantRequest.Action.CHANGE_TIER],
+        "extend_form": forms[TenantRequest.Action.EXTEND],
+        "delete_form": forms[TenantRequest.Action.DELETE],
         "open_form": bound.action if bound is not None else "",
         "usage": usage_rows(tenant.quota_usage),
         "isolation": report if report.get("checks") is not None else None,
         "monitoring_links": selectors.monitoring_links(tenant=tenant),
-        "kubeconfig_form": KubeconfigForm(max_seconds=tenant.tier.max_credential_lifetime_seconds) if permissions["can_get_kubeconfig"] else None,
+        "kubeconfig_form": KubeconfigForm(tier=tenant.tier) if permissions["can_get_kubeconfig"] else None,
         "events": selectors.audit_events_visible_to(user=user).filter(object_id=str(tenant.pk))[:RECENT_EVENTS],
     }
 
@@ -87,14 +89,14 @@ def _detail_context(request: HttpRequest, tenant: Tenant, bound: IdempotentForm 
 @never_cache  # its forms carry idempotency keys (see request_new)
 @login_required
 @require_GET
-def tenant_detail(request: HttpRequest, pk) -> HttpResponse:
+def tenant_detail(request: AuthedRequest, pk) -> HttpResponse:
     tenant = _visible_tenant(request, pk)
     return render(request, "pages/tenant_detail.html", _detail_context(request, tenant))
 
 
 @login_required
 @require_GET
-def tenant_status(request: HttpRequest, pk) -> HttpResponse:
+def tenant_status(request: AuthedRequest, pk) -> HttpResponse:
     """The polled status panel; once the tenant settles, a full reload brings the actions up to date."""
     tenant = _visible_tenant(request, pk)
     context = _status_context(tenant)
@@ -107,7 +109,7 @@ def tenant_status(request: HttpRequest, pk) -> HttpResponse:
 
 @login_required
 @require_POST
-def tenant_request(request: HttpRequest, pk) -> HttpResponse:
+def tenant_request(request: AuthedRequest, pk) -> HttpResponse:
     """Ask for a tier change, more time or deletion: one form each, one service."""
     tenant = _visible_tenant(request, pk)
     action = request.POST.get("action", "")
@@ -117,37 +119,57 @@ def tenant_request(request: HttpRequest, pk) -> HttpResponse:
     if form.is_valid():
         data = form.cleaned_data
         try:
-            req = call(request, services.request_submit, actor=request.user, action=action, tenant=tenant,
-                       tier=data.get("tier"), purpose=data.get("purpose", ""),
-                       requested_expiry=data.get("requested_expiry"), idempotency_key=data["idempotency_key"])
+            req = call(
+                request,
+                services.request_submit,
+                actor=request.user,
+                action=action,
+                tenant=tenant,
+                tier=data.get("tier"),
+                purpose=data.get("purpose", ""),
+                requested_expiry=data.get("requested_expiry"),
+                idempotency_key=data["idempotency_key"],
+                idempotency_scope="session",
+            )
         except ValidationError as exc:
             form.add_service_errors(exc)
         except InvalidTransition as exc:
             messages.error(request, str(exc))
             return redirect("tenant-detail", pk=tenant.pk)
         else:
-            if req.status == Request.Status.APPROVED:
+            if req.status == TenantRequest.Status.APPROVED:
                 messages.success(request, f"{req.get_action_display()} for {tenant.name} was approved automatically.")
             else:
-                messages.success(request, f"Your request to {req.get_action_display().lower()} {tenant.name} was sent to the approvers.")
+                messages.success(
+                    request,
+                    f"Your request to {req.get_action_display().lower()} {tenant.name} was sent to the approvers.",
+                )
             return redirect("request-detail", pk=req.pk)
     return render(request, "pages/tenant_detail.html", _detail_context(request, tenant, bound=form))
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def tenant_decommission(request: HttpRequest, pk) -> HttpResponse:
+def tenant_decommission(request: AuthedRequest, pk) -> HttpResponse:
     """A confirmation step, then the tenant is removed from its cluster."""
     tenant = _visible_tenant(request, pk)
     if not _permissions(request, tenant, None)["can_decommission"]:
         if tenant.status not in DECOMMISSIONABLE:
             messages.error(request, f"A tenant that is {tenant.get_status_display().lower()} cannot be decommissioned.")
             return redirect("tenant-detail", pk=tenant.pk)
-        raise deny(request, "Only team owners and platform admins can decommission; members can submit a delete request.")
+        raise deny(
+            request, "Only team owners and platform admins can decommission; members can submit a delete request."
+        )
     form = DecommissionForm(request.POST if request.method == "POST" else None, tenant_name=tenant.name)
     if request.method == "POST" and form.is_valid():
         try:
-            call(request, services.tenant_decommission, tenant=tenant, actor=request.user, reason=form.cleaned_data["reason"])
+            call(
+                request,
+                services.tenant_decommission,
+                tenant=tenant,
+                actor=request.user,
+                reason=form.cleaned_data["reason"],
+            )
         except InvalidTransition as exc:
             messages.error(request, str(exc))
         else:
@@ -158,7 +180,7 @@ def tenant_decommission(request: HttpRequest, pk) -> HttpResponse:
 
 @login_required
 @require_POST
-def tenant_retry(request: HttpRequest, pk) -> HttpResponse:
+def tenant_retry(request: AuthedRequest, pk) -> HttpResponse:
     tenant = _visible_tenant(request, pk)
     try:
         tenant = call(request, services.tenant_retry, tenant=tenant, actor=request.user)
@@ -171,7 +193,7 @@ def tenant_retry(request: HttpRequest, pk) -> HttpResponse:
 
 @login_required
 @require_POST
-def tenant_isolation_check(request: HttpRequest, pk) -> HttpResponse:
+def tenant_isolation_check(request: AuthedRequest, pk) -> HttpResponse:
     tenant = _visible_tenant(request, pk)
     try:
         call(request, services.tenant_request_isolation_check, tenant=tenant, actor=request.user)
@@ -184,16 +206,21 @@ def tenant_isolation_check(request: HttpRequest, pk) -> HttpResponse:
 
 @login_required
 @require_POST
-def tenant_kubeconfig(request: HttpRequest, pk) -> HttpResponse:
+def tenant_kubeconfig(request: AuthedRequest, pk) -> HttpResponse:
     """Download a kubeconfig with a fresh short-lived credential (audited; never stored)."""
     tenant = _visible_tenant(request, pk)
-    form = KubeconfigForm(request.POST, max_seconds=tenant.tier.max_credential_lifetime_seconds)
+    form = KubeconfigForm(request.POST, tier=tenant.tier)
     if not form.is_valid():
         messages.error(request, "Choose how long the credential should last.")
         return redirect("tenant-detail", pk=tenant.pk)
     try:
-        text = call(request, services.tenant_issue_kubeconfig, tenant=tenant, actor=request.user,
-                    lifetime_seconds=form.cleaned_data["lifetime_seconds"])
+        text = call(
+            request,
+            services.tenant_issue_kubeconfig,
+            tenant=tenant,
+            actor=request.user,
+            lifetime_seconds=form.cleaned_data["lifetime_seconds"],
+        )
     except (InvalidTransition, ClusterUnavailable) as exc:
         messages.error(request, f"No kubeconfig right now: {exc}")
         return redirect("tenant-detail", pk=tenant.pk)

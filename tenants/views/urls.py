@@ -1,4 +1,5 @@
 """The browser UI. Names are stable: services and notifications reverse 'request-detail' and 'tenant-detail'."""
+
 from django.urls import path
 
 from tenants.views import approvals, audit_pages, auth_pages, dashboard, request_pages, tenant_pages, token_pages

@@ -1,6 +1,7 @@
 """Real-browser tests: Debian's headless Chromium, the portal on pytest-django's live server, and
 sign-in at the run's real OpenID Connect provider. How to run them: docs/browser-tests.md.
 """
+
 from __future__ import annotations
 
 import copy
@@ -17,6 +18,7 @@ import pytest
 from playwright.sync_api import Browser, sync_playwright
 
 from tests.browser.support import AXE_JS, BROWSER_TESTS, Portal
+
 # The real worker and a Cluster row on the dev control plane, as the worker tests use them.
 
 # Read when the session's live server starts: Chromium then never has to guess between ::1 and 127.0.0.1.
@@ -24,8 +26,13 @@ os.environ.setdefault("DJANGO_LIVE_TEST_SERVER_ADDRESS", "127.0.0.1")
 
 CHROMIUM = Path(os.environ.get("BERTH_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-quic",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
 ]
 _NPM_TIMEOUT_SECONDS = 300
 
@@ -117,8 +124,13 @@ def axe_installed() -> Path:
         with open(Path(tempfile.gettempdir()) / "berth-browser-npm.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if _installed_axe_version() != _pinned_axe_version():
-                result = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=BROWSER_TESTS,
-                                        capture_output=True, text=True, timeout=_NPM_TIMEOUT_SECONDS)
+                result = subprocess.run(
+                    [npm, "ci", "--no-audit", "--no-fund"],
+                    cwd=BROWSER_TESTS,
+                    capture_output=True,
+                    text=True,
+                    timeout=_NPM_TIMEOUT_SECONDS,
+                )
                 if result.returncode != 0:
                     pytest.fail(f"npm ci failed in {BROWSER_TESTS}:\n{result.stdout}\n{result.stderr}")
     return AXE_JS

@@ -4,6 +4,7 @@ screenshots, and axe-core accessibility checks.
 Everything here drives the pages the way a person would: links, buttons and form fields found by
 their labels and roles. The fixtures that build these objects are in conftest.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,14 +13,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, expect
+from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, ViewportSize, expect
 
 ROOT = Path(__file__).resolve().parents[2]
 BROWSER_TESTS = Path(__file__).resolve().parent
 SCREENSHOTS = ROOT / "test-output" / "screenshots"
 AXE_JS = BROWSER_TESTS / "node_modules" / "axe-core" / "axe.min.js"
 
-VIEWPORT = {"width": 1280, "height": 800}
+VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 # The machine has two cores shared with other test runs: waits are generous, failures still come in minutes.
 ACTION_TIMEOUT_MS = 30_000
 PROVISIONING_TIMEOUT_MS = 120_000
@@ -50,8 +51,12 @@ class Portal:
         Content-Security-Policy is enforced, and any violation fails the test (see conftest).
         """
         context = self.browser.new_context(
-            viewport=VIEWPORT, ignore_https_errors=True, bypass_csp=bypass_csp, accept_downloads=True,
-            locale="en-GB", timezone_id="UTC",
+            viewport=VIEWPORT,
+            ignore_https_errors=True,
+            bypass_csp=bypass_csp,
+            accept_downloads=True,
+            locale="en-GB",
+            timezone_id="UTC",
         )
         context.set_default_timeout(ACTION_TIMEOUT_MS)
         context.set_default_navigation_timeout(ACTION_TIMEOUT_MS)

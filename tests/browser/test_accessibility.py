@@ -4,36 +4,67 @@ axe is injected into the page, which the portal's Content-Security-Policy rightl
 browsers bypass the CSP; every other browser test runs under it. Moderate and minor findings are
 printed (run with -s to see them) but do not fail the test.
 """
+
 from __future__ import annotations
 
 import pytest
 from playwright.sync_api import Page, expect
 
 from tenants import services
-from tenants.models import Cluster, Membership, Request, Tenant, Tier, User
+from tenants.models import Cluster, Membership, Tenant, TenantRequest, Tier, User
 from tests.browser.support import Portal, axe_violations, blocking, describe_violations
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 USAGE = {
-    "hard": {"requests.cpu": "1", "limits.cpu": "2", "requests.memory": "2Gi", "limits.memory": "4Gi",
-             "requests.storage": "10Gi", "pods": "20", "services": "10", "services.nodeports": "0"},
-    "used": {"requests.cpu": "900m", "limits.cpu": "2", "requests.memory": "512Mi", "limits.memory": "1Gi",
-             "requests.storage": "0", "pods": "4", "services": "1", "services.nodeports": "0"},
+    "hard": {
+        "requests.cpu": "1",
+        "limits.cpu": "2",
+        "requests.memory": "2Gi",
+        "limits.memory": "4Gi",
+        "requests.storage": "10Gi",
+        "pods": "20",
+        "services": "10",
+        "services.nodeports": "0",
+    },
+    "used": {
+        "requests.cpu": "900m",
+        "limits.cpu": "2",
+        "requests.memory": "512Mi",
+        "limits.memory": "1Gi",
+        "requests.storage": "0",
+        "pods": "4",
+        "services": "1",
+        "services.nodeports": "0",
+    },
 }
-ISOLATION = {"passed": False, "checks": [
-    {"id": "MTB-PL1-CC-CPI-2", "title": "Tenants cannot read other namespaces", "passed": True, "detail": ""},
-    {"id": "MTB-PL1-BC-HI-5", "title": "Host networking is refused", "passed": True, "detail": ""},
-    {"id": "MTB-PL1-CC-FNS-2", "title": "No extra role bindings", "passed": False,
-     "detail": "RoleBinding too-much grants cluster-admin"},
-]}
+ISOLATION = {
+    "passed": False,
+    "checks": [
+        {"id": "MTB-PL1-CC-CPI-2", "title": "Tenants cannot read other namespaces", "passed": True, "detail": ""},
+        {"id": "MTB-PL1-BC-HI-5", "title": "Host networking is refused", "passed": True, "detail": ""},
+        {
+            "id": "MTB-PL1-CC-FNS-2",
+            "title": "No extra role bindings",
+            "passed": False,
+            "detail": "RoleBinding too-much grants cluster-admin",
+        },
+    ],
+}
 
 
 def _ready_tenant(*, owner: User, cluster: Cluster) -> Tenant:
     """A small (auto-approved) namespace taken to Ready by the services, with usage and an isolation report."""
     team = Membership.objects.get(user=owner).team
-    req = services.request_submit(actor=owner, action=Request.Action.CREATE, team=team, name="api",
-                                  tier=Tier.objects.get(name="small"), cluster=cluster, purpose="The payments API.")
+    req = services.request_submit(
+        actor=owner,
+        action=TenantRequest.Action.CREATE,
+        team=team,
+        name="api",
+        tier=Tier.objects.get(name="small"),
+        cluster=cluster,
+        purpose="The payments API.",
+    )
     tenant = services.tenant_mark_provisioning(tenant=Tenant.objects.get(pk=req.tenant_id))
     tenant = services.tenant_mark_ready(tenant=tenant, applied_generation=tenant.generation)
     services.tenant_record_usage(tenant=tenant, usage=USAGE)
@@ -56,7 +87,9 @@ class Audit:
             self.blocking[screen] = blocking(found)
 
 
-def test_main_screens_have_no_serious_or_critical_accessibility_violations(portal: Portal, cluster, dispatched, axe_installed):
+def test_main_screens_have_no_serious_or_critical_accessibility_violations(
+    portal: Portal, cluster, dispatched, axe_installed
+):
     audit = Audit()
 
     visitor = portal.new_page(bypass_csp=True)
@@ -105,4 +138,5 @@ def test_main_screens_have_no_serious_or_critical_accessibility_violations(porta
     audit.check(dave, "audit")
 
     assert not any(audit.blocking.values()), "serious or critical accessibility violations:\n" + "\n".join(
-        describe_violations(screen, found) for screen, found in audit.blocking.items() if found)
+        describe_violations(screen, found) for screen, found in audit.blocking.items() if found
+    )

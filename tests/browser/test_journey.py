@@ -4,6 +4,7 @@ alice asks for a medium namespace → carol approves it after reading the manife
 follows the tenant to Ready by itself → alice gets a kubeconfig that works with kubectl → bob
 cannot see the tenant → dave finds every step in the audit log and its CSV export.
 """
+
 from __future__ import annotations
 
 import csv
@@ -16,7 +17,7 @@ import yaml
 from playwright.sync_api import Page, expect
 
 from tenants import dispatch
-from tenants.models import AuditEvent, Request, Tenant
+from tenants.models import AuditEvent, Tenant, TenantRequest
 from tests.browser.support import PROVISIONING_TIMEOUT_MS, Portal, screenshot
 from tests.plugins.kube import wait_for
 
@@ -64,7 +65,11 @@ def _download_kubeconfig(page: Page, folder: Path) -> Path:
 
 
 def test_alice_asks_carol_approves_the_worker_provisions_and_everyone_sees_only_what_they_may(
-    celery_worker, live_cluster, kubectl, portal: Portal, tmp_path,
+    celery_worker,
+    live_cluster,
+    kubectl,
+    portal: Portal,
+    tmp_path,
 ):
     # alice asks for a medium namespace: medium needs an approver.
     alice = portal.page_as("alice")
@@ -74,7 +79,7 @@ def test_alice_asks_carol_approves_the_worker_provisions_and_everyone_sees_only_
     status = alice.locator("#request-status")
     expect(status).to_contain_text("Request: Pending")
     expect(status).to_contain_text("Updates automatically")
-    req = Request.objects.get(name="checkout")
+    req = TenantRequest.objects.get(name="checkout")
     tenant_id = str(req.tenant_id)
     polls: list[str] = []
     alice.on("request", lambda r: polls.append(r.url) if "/status/" in r.url else None)
@@ -135,8 +140,11 @@ def test_alice_asks_carol_approves_the_worker_provisions_and_everyone_sees_only_
 
     # The bars follow what runs there once the worker reads usage back (the periodic reconcile's job; asked for here).
     dispatch.send(dispatch.REFRESH_USAGE, tenant_id)
-    wait_for(lambda: (Tenant.objects.get(pk=tenant_id).quota_usage or {}).get("used", {}).get("pods") == "1",
-             timeout=60, what="the worker to read back the pod's quota usage")
+    wait_for(
+        lambda: (Tenant.objects.get(pk=tenant_id).quota_usage or {}).get("used", {}).get("pods") == "1",
+        timeout=60,
+        what="the worker to read back the pod's quota usage",
+    )
     alice.reload()
     expect(usage.get_by_role("meter", name="Pods")).to_have_attribute("aria-valuetext", "1 of 100")
     expect(usage.get_by_role("meter", name="CPU limit")).to_have_attribute("aria-valuetext", "500m CPU of 8 CPU")
@@ -152,8 +160,14 @@ def test_alice_asks_carol_approves_the_worker_provisions_and_everyone_sees_only_
     dave = portal.page_as("dave")
     dave.locator("header").get_by_role("link", name="Audit log").click()
     events = dave.get_by_role("region", name=re.compile(r"\d+ events"))
-    steps = ["request.submit", "request.approve", "tenant.approve", "tenant.provisioning", "tenant.ready",
-             "tenant.kubeconfig_issued"]
+    steps = [
+        "request.submit",
+        "request.approve",
+        "tenant.approve",
+        "tenant.provisioning",
+        "tenant.ready",
+        "tenant.kubeconfig_issued",
+    ]
     for action in steps:
         expect(events.locator("td code", has_text=re.compile(f"^{re.escape(action)}$")).first).to_be_visible()
     screenshot(dave, "audit")
@@ -162,16 +176,22 @@ def test_alice_asks_carol_approves_the_worker_provisions_and_everyone_sees_only_
     assert download.value.suggested_filename == "berth-audit.csv"
     rows = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text())))
     about_it = {(row["action"], row["actor_name"]) for row in rows if row["object_id"] in (tenant_id, str(req.pk))}
-    assert {("request.submit", "alice"), ("request.approve", "carol"), ("tenant.approve", "carol"),
-            ("tenant.provisioning", "system"), ("tenant.ready", "system"),
-            ("tenant.kubeconfig_issued", "alice")} <= about_it, about_it
+    assert {
+        ("request.submit", "alice"),
+        ("request.approve", "carol"),
+        ("tenant.approve", "carol"),
+        ("tenant.provisioning", "system"),
+        ("tenant.ready", "system"),
+        ("tenant.kubeconfig_issued", "alice"),
+    } <= about_it, about_it
 
     # Back on alice's dashboard: the tenant is listed as ready and holds part of the team's budget.
     alice.locator("header").get_by_role("link", name="Dashboard").click()
     row = alice.get_by_role("row", name=re.compile("^checkout"))
     expect(row).to_contain_text("Ready")
     expect(alice.get_by_role("region", name="Payments").get_by_role("meter", name="Tenants")).to_have_attribute(
-        "aria-valuetext", "1 of 10")
+        "aria-valuetext", "1 of 10"
+    )
     screenshot(alice, "dashboard")
     alice.locator("header").get_by_role("link", name="API tokens").click()
     alice.get_by_label("Name").fill("CI for payments")

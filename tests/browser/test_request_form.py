@@ -1,4 +1,5 @@
 """The request form in a real browser: field errors where people look, and one request however often it is sent."""
+
 from __future__ import annotations
 
 import re
@@ -9,7 +10,7 @@ import pytest
 from django.core.signals import request_started
 from playwright.sync_api import Locator, Page, expect
 
-from tenants.models import AuditEvent, Request, Tenant
+from tenants.models import AuditEvent, Tenant, TenantRequest
 from tests.browser.support import Portal
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -65,20 +66,22 @@ def test_a_bad_name_is_shown_at_the_field_and_creates_nothing(portal: Portal, cl
 
     summary = page.get_by_role("alert").filter(has=page.get_by_role("heading", name="Please correct the following"))
     expect(summary).to_be_visible()
-    expect(summary.get_by_role("link", name=re.compile(r"^Name: Use lower-case letters"))).to_have_attribute("href", "#id_name")
+    expect(summary.get_by_role("link", name=re.compile(r"^Name: Use lower-case letters"))).to_have_attribute(
+        "href", "#id_name"
+    )
     name = page.get_by_label("Name", exact=True)
     expect(name).to_have_value("Bad_Name!")
     expect(name).to_have_attribute("aria-invalid", "true")
     expect(name).to_have_accessible_description(re.compile(r"Use lower-case letters, digits and '-'"))
     expect(page.get_by_label("Tier", exact=True)).to_have_value(str(cluster.tiers.get(name="medium").pk))
-    assert not Request.objects.exists() and not Tenant.objects.exists()
+    assert not TenantRequest.objects.exists() and not Tenant.objects.exists()
     assert not AuditEvent.objects.filter(action="request.submit").exists()
 
     # Corrected, the same form goes through.
     name.fill("ledger")
     page.get_by_role("button", name="Submit request").click()
     expect(page).to_have_url(REQUEST_DETAIL)
-    assert list(Request.objects.values_list("name", flat=True)) == ["ledger"]
+    assert list(TenantRequest.objects.values_list("name", flat=True)) == ["ledger"]
 
 
 def test_the_same_rendered_form_sent_twice_makes_one_request(portal: Portal, cluster, form_posts: FormPosts):
@@ -96,7 +99,7 @@ def test_the_same_rendered_form_sent_twice_makes_one_request(portal: Portal, clu
     expect(page).to_have_url(REQUEST_DETAIL)
     expect(page.locator("#request-status")).to_contain_text("Request: Pending")
     assert len(form_posts.seen) == 2
-    requests = Request.objects.filter(name="ledger")
+    requests = TenantRequest.objects.filter(name="ledger")
     assert requests.count() == 1
     assert page.url.endswith(f"/requests/{requests.get().pk}/")
     assert AuditEvent.objects.filter(action="request.submit").count() == 1
@@ -109,11 +112,12 @@ def test_a_second_click_while_the_first_is_on_its_way_makes_one_request(portal: 
     # Both clicks from one script: Playwright waits for a pending navigation before it runs anything on the
     # page. 300 ms is ample for the first POST to leave; the server holds it until the second one is in.
     form.get_by_role("button", name="Submit request").evaluate(
-        "button => { button.click(); setTimeout(() => button.click(), 300); }")
+        "button => { button.click(); setTimeout(() => button.click(), 300); }"
+    )
 
     expect(page).to_have_url(REQUEST_DETAIL)
     expect(page.get_by_role("status")).to_contain_text("Your request for ledger was sent to the approvers.")
     assert len(form_posts.seen) == 2, "the browser sent one POST: the test proved nothing"
-    assert Request.objects.filter(name="ledger").count() == 1
+    assert TenantRequest.objects.filter(name="ledger").count() == 1
     assert Tenant.objects.filter(name="ledger").count() == 1
     assert AuditEvent.objects.filter(action="request.submit").count() == 1

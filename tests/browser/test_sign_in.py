@@ -1,4 +1,5 @@
 """Signing in and out with a real browser at the real OpenID Connect provider; teams follow the groups claim."""
+
 from __future__ import annotations
 
 import re

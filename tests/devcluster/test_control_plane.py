@@ -96,33 +96,45 @@ def test_new_namespace_gets_default_serviceaccount_and_root_ca_configmap(
     core = CoreV1Api(kube_admin)
     core.create_namespace({"metadata": {"name": unique_ns_name}})
 
-    wait_for(lambda: read_or_none(lambda: core.read_namespaced_service_account("default", unique_ns_name)),
-             what="the default ServiceAccount")
-    config_map = wait_for(lambda: read_or_none(lambda: core.read_namespaced_config_map("kube-root-ca.crt", unique_ns_name)),
-                          what="the kube-root-ca.crt ConfigMap")
+    wait_for(
+        lambda: read_or_none(lambda: core.read_namespaced_service_account("default", unique_ns_name)),
+        what="the default ServiceAccount",
+    )
+    config_map = wait_for(
+        lambda: read_or_none(lambda: core.read_namespaced_config_map("kube-root-ca.crt", unique_ns_name)),
+        what="the kube-root-ca.crt ConfigMap",
+    )
     assert config_map.data["ca.crt"].strip() == control_plane.ca_cert_pem.strip()
 
 
-def test_quota_status_is_computed_and_admission_enforces_it(kube_admin: ApiClient, make_namespace: Callable[..., str]) -> None:
+def test_quota_status_is_computed_and_admission_enforces_it(
+    kube_admin: ApiClient, make_namespace: Callable[..., str]
+) -> None:
     core = CoreV1Api(kube_admin)
     namespace = make_namespace("quota")
     hard = {"requests.cpu": "1", "requests.memory": "1Gi", "limits.cpu": "1", "limits.memory": "1Gi", "pods": "2"}
     core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "tier"}, "spec": {"hard": hard}})
 
-    quota = wait_for(lambda: (q := core.read_namespaced_resource_quota("tier", namespace)).status.hard and q,
-                     what="the quota controller to fill status.hard")
+    quota = wait_for(
+        lambda: (q := core.read_namespaced_resource_quota("tier", namespace)).status.hard and q,
+        what="the quota controller to fill status.hard",
+    )
     assert quota.status.hard == hard
     assert quota.status.used["requests.cpu"] == "0"
 
-    status, message = _refusal(lambda: core.create_namespaced_pod(namespace, _pod("big", requests={"cpu": "2", "memory": "64Mi"})))
+    status, message = _refusal(
+        lambda: core.create_namespaced_pod(namespace, _pod("big", requests={"cpu": "2", "memory": "64Mi"}))
+    )
     assert status == 403 and "exceeded quota: tier" in message and "requests.cpu=2" in message
 
     status, message = _refusal(lambda: core.create_namespaced_pod(namespace, _pod("bare")))
     assert status == 403 and "failed quota: tier: must specify" in message and "requests.cpu" in message
 
     core.create_namespaced_pod(namespace, _pod("fits", requests={"cpu": "500m", "memory": "64Mi"}))
-    wait_for(lambda: core.read_namespaced_resource_quota("tier", namespace).status.used["requests.cpu"] == "500m",
-             what="the quota controller to count the admitted Pod")
+    wait_for(
+        lambda: core.read_namespaced_resource_quota("tier", namespace).status.used["requests.cpu"] == "500m",
+        what="the quota controller to count the admitted Pod",
+    )
 
 
 def test_pod_security_restricted_refuses_a_noncompliant_pod_and_admits_a_compliant_one(
@@ -145,37 +157,52 @@ def test_deleting_a_namespace_with_objects_completes(kube_admin: ApiClient, make
     for index in range(3):
         core.create_namespaced_config_map(namespace, {"metadata": {"name": f"cm-{index}"}, "data": {"k": "v"}})
     core.create_namespaced_service_account(namespace, {"metadata": {"name": "robot"}})
-    rbac.create_namespaced_role(namespace, {
-        "metadata": {"name": "reader"},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
-    })
+    rbac.create_namespaced_role(
+        namespace,
+        {
+            "metadata": {"name": "reader"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
+        },
+    )
 
     core.delete_namespace(namespace)
 
     assert core.read_namespace(namespace).status.phase == "Terminating"
-    wait_for(lambda: read_or_none(lambda: core.read_namespace(namespace)) is None, timeout=60,
-             what=f"namespace {namespace} to be emptied and removed")
+    wait_for(
+        lambda: read_or_none(lambda: core.read_namespace(namespace)) is None,
+        timeout=60,
+        what=f"namespace {namespace} to be emptied and removed",
+    )
 
 
 # -- authentication and authorization ------------------------------------------------------
 
 
 def test_serviceaccount_token_is_limited_to_its_roles_namespace(
-    control_plane: ControlPlane, kube_admin: ApiClient, kubectl: KubectlRunner,
-    make_namespace: Callable[..., str], tmp_path: Path,
+    control_plane: ControlPlane,
+    kube_admin: ApiClient,
+    kubectl: KubectlRunner,
+    make_namespace: Callable[..., str],
+    tmp_path: Path,
 ) -> None:
     core, rbac = CoreV1Api(kube_admin), RbacAuthorizationV1Api(kube_admin)
     home, elsewhere = make_namespace("home"), make_namespace("elsewhere")
     core.create_namespaced_service_account(home, {"metadata": {"name": "deployer"}})
-    rbac.create_namespaced_role(home, {
-        "metadata": {"name": "configmap-reader"},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}],
-    })
-    rbac.create_namespaced_role_binding(home, {
-        "metadata": {"name": "deployer-reads"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "configmap-reader"},
-        "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": home}],
-    })
+    rbac.create_namespaced_role(
+        home,
+        {
+            "metadata": {"name": "configmap-reader"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}],
+        },
+    )
+    rbac.create_namespaced_role_binding(
+        home,
+        {
+            "metadata": {"name": "deployer-reads"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "configmap-reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": home}],
+        },
+    )
     token = core.create_namespaced_service_account_token(
         "deployer", home, {"spec": {"expirationSeconds": 600}}
     ).status.token
@@ -201,7 +228,9 @@ class _OIDCProvider:
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         cert_pem, key_pem = control_plane.ca.issue_serving_cert(["127.0.0.1"])
         jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self._key.public_key()))
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler({"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "RS256"}]}))
+        self._server = ThreadingHTTPServer(
+            ("127.0.0.1", 0), self._handler({"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "RS256"}]})
+        )
         self.url = f"https://127.0.0.1:{self._server.server_port}"
         self._server.socket = self._tls(cert_pem, key_pem).wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -213,7 +242,8 @@ class _OIDCProvider:
             def do_GET(self) -> None:
                 documents = {
                     "/.well-known/openid-configuration": {
-                        "issuer": provider.url, "jwks_uri": f"{provider.url}/jwks",
+                        "issuer": provider.url,
+                        "jwks_uri": f"{provider.url}/jwks",
                         "id_token_signing_alg_values_supported": ["RS256"],
                     },
                     "/jwks": jwks,
@@ -240,9 +270,16 @@ class _OIDCProvider:
         return context
 
     def token(self, *, subject: str, groups: list[str], audience: str) -> str:
-        now = datetime.datetime.now(datetime.timezone.utc)
-        claims = {"iss": self.url, "aud": audience, "sub": subject, "groups": groups,
-                  "iat": now, "nbf": now, "exp": now + datetime.timedelta(minutes=10)}
+        now = datetime.datetime.now(datetime.UTC)
+        claims = {
+            "iss": self.url,
+            "aud": audience,
+            "sub": subject,
+            "groups": groups,
+            "iat": now,
+            "nbf": now,
+            "exp": now + datetime.timedelta(minutes=10),
+        }
         return jwt.encode(claims, self._key, algorithm="RS256", headers={"kid": "k1"})
 
     def __enter__(self) -> _OIDCProvider:
@@ -274,8 +311,11 @@ def test_oidc_issuer_added_at_runtime_authenticates_with_prefixed_names(
     assert user["username"] == "oidc:alice"
     assert "oidc:team-a" in user["groups"]
     # Removed again: refused once the API server's 10 s token cache forgets the success.
-    wait_for(lambda: "Unauthorized" in kubectl("auth", "whoami", kubeconfig=config).stderr, timeout=30,
-             what="the token to be refused after its issuer was removed")
+    wait_for(
+        lambda: "Unauthorized" in kubectl("auth", "whoami", kubeconfig=config).stderr,
+        timeout=30,
+        what="the token to be refused after its issuer was removed",
+    )
 
 
 # -- the binaries and the launcher ----------------------------------------------------------
@@ -303,8 +343,16 @@ def test_two_control_planes_run_side_by_side_with_separate_state(
         assert read_or_none(lambda: CoreV1Api(kube_admin).read_namespace(unique_ns_name)) is None
         # Each kubeconfig trusts only its own CA.
         crossed = subprocess.run(
-            [str(second.kubectl), f"--kubeconfig={second.kubeconfig_path}", f"--server={control_plane.api_url}", "get", "ns"],
-            capture_output=True, text=True, timeout=60,
+            [
+                str(second.kubectl),
+                f"--kubeconfig={second.kubeconfig_path}",
+                f"--server={control_plane.api_url}",
+                "get",
+                "ns",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert crossed.returncode != 0 and "certificate" in crossed.stderr
 
@@ -343,8 +391,11 @@ def launcher_cli() -> Iterator[Callable[[], tuple[subprocess.Popen[str], dict[st
 
     def start() -> tuple[subprocess.Popen[str], dict[str, str]]:
         process = subprocess.Popen(
-            [sys.executable, "-m", "devcluster.launcher"], cwd=REPO,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [sys.executable, "-m", "devcluster.launcher"],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         started.append(process)
         printed: dict[str, str] = {}
@@ -385,6 +436,9 @@ def test_components_die_with_a_killed_launcher(launcher_cli: Callable) -> None:
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
 
-    wait_for(lambda: not any(_alive(pid) for pid in children), timeout=10,
-             what="etcd, kube-apiserver and kube-controller-manager to die with their parent")
+    wait_for(
+        lambda: not any(_alive(pid) for pid in children),
+        timeout=10,
+        what="etcd, kube-apiserver and kube-controller-manager to die with their parent",
+    )
     shutil.rmtree(printed["data dir"])  # a killed launcher cannot clean up after itself

@@ -59,9 +59,17 @@ def test_discovery_offers_rs256_only_pkce_and_the_endpoints_clients_use(oidc_pro
     assert {"openid", "profile", "email", "groups", "offline_access"} <= set(discovery["scopes_supported"])
     assert {"groups", "email", "name", "preferred_username"} <= set(discovery["claims_supported"])
     assert set(discovery["token_endpoint_auth_methods_supported"]) == {
-        "client_secret_basic", "client_secret_post", "none",
+        "client_secret_basic",
+        "client_secret_post",
+        "none",
     }
-    for endpoint in ("authorization_endpoint", "token_endpoint", "userinfo_endpoint", "jwks_uri", "end_session_endpoint"):
+    for endpoint in (
+        "authorization_endpoint",
+        "token_endpoint",
+        "userinfo_endpoint",
+        "jwks_uri",
+        "end_session_endpoint",
+    ):
         assert discovery[endpoint].startswith(f"{oidc_provider.issuer}/")
 
 
@@ -87,11 +95,20 @@ def test_jwks_publishes_an_rs256_signing_key_and_no_private_parts(oidc_provider:
 def test_alice_signs_in_with_pkce_and_her_id_token_carries_her_groups(oidc_provider: OidcProvider) -> None:
     session = browser(oidc_provider)
     verifier, challenge = pkce_pair()
-    authorize = session.get(oidc_provider.discovery()["authorization_endpoint"], allow_redirects=False, params={
-        "client_id": PORTAL_CLIENT_ID, "response_type": "code", "scope": SCOPES,
-        "redirect_uri": PORTAL_REDIRECT_URI, "state": "s-1", "nonce": "n-1",
-        "code_challenge": challenge, "code_challenge_method": "S256",
-    })
+    authorize = session.get(
+        oidc_provider.discovery()["authorization_endpoint"],
+        allow_redirects=False,
+        params={
+            "client_id": PORTAL_CLIENT_ID,
+            "response_type": "code",
+            "scope": SCOPES,
+            "redirect_uri": PORTAL_REDIRECT_URI,
+            "state": "s-1",
+            "nonce": "n-1",
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+        },
+    )
     assert authorize.is_redirect, authorize.text
 
     login_page = session.get(urljoin(authorize.url, authorize.headers["Location"]), allow_redirects=False)
@@ -101,8 +118,9 @@ def test_alice_signs_in_with_pkce_and_her_id_token_carries_her_groups(oidc_provi
     assert login_page.text.count('type="submit"') == 1
     action = re.search(r'<form[^>]*action="([^"]+)"', login_page.text).group(1)
 
-    response = session.post(urljoin(login_page.url, action), allow_redirects=False,
-                            data={"username": "alice", "password": "alice-pass"})
+    response = session.post(
+        urljoin(login_page.url, action), allow_redirects=False, data={"username": "alice", "password": "alice-pass"}
+    )
     # Consent is automatic for Berth's own clients: only redirects until the client's URI.
     for _ in range(6):
         assert response.is_redirect, response.text
@@ -114,10 +132,15 @@ def test_alice_signs_in_with_pkce_and_her_id_token_carries_her_groups(oidc_provi
     assert callback["state"] == "s-1"
     assert callback["iss"] == oidc_provider.issuer
 
-    tokens = token_request(oidc_provider, {
-        "grant_type": "authorization_code", "code": callback["code"],
-        "code_verifier": verifier, "redirect_uri": PORTAL_REDIRECT_URI,
-    }).json()
+    tokens = token_request(
+        oidc_provider,
+        {
+            "grant_type": "authorization_code",
+            "code": callback["code"],
+            "code_verifier": verifier,
+            "redirect_uri": PORTAL_REDIRECT_URI,
+        },
+    ).json()
 
     assert jwt.get_unverified_header(tokens["id_token"])["alg"] == "RS256"
     claims = verify_jwt(oidc_provider, tokens["id_token"], audience=PORTAL_CLIENT_ID)
@@ -135,21 +158,34 @@ def test_alice_signs_in_with_pkce_and_her_id_token_carries_her_groups(oidc_provi
 def test_the_code_is_refused_without_the_right_pkce_verifier(oidc_provider: OidcProvider) -> None:
     authorization = sign_in(oidc_provider, "amir")
 
-    response = token_request(oidc_provider, {
-        "grant_type": "authorization_code", "code": authorization.code,
-        "code_verifier": pkce_pair()[0], "redirect_uri": authorization.redirect_uri,
-    })
+    response = token_request(
+        oidc_provider,
+        {
+            "grant_type": "authorization_code",
+            "code": authorization.code,
+            "code_verifier": pkce_pair()[0],
+            "redirect_uri": authorization.redirect_uri,
+        },
+    )
 
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_grant"
 
 
 def test_authorization_without_pkce_is_refused(oidc_provider: OidcProvider) -> None:
-    response = requests.get(oidc_provider.discovery()["authorization_endpoint"], verify=oidc_provider.ca_file,
-                            allow_redirects=False, timeout=10, params={
-                                "client_id": PORTAL_CLIENT_ID, "response_type": "code", "scope": SCOPES,
-                                "redirect_uri": PORTAL_REDIRECT_URI, "state": "s",
-                            })
+    response = requests.get(
+        oidc_provider.discovery()["authorization_endpoint"],
+        verify=oidc_provider.ca_file,
+        allow_redirects=False,
+        timeout=10,
+        params={
+            "client_id": PORTAL_CLIENT_ID,
+            "response_type": "code",
+            "scope": SCOPES,
+            "redirect_uri": PORTAL_REDIRECT_URI,
+            "state": "s",
+        },
+    )
 
     callback = query_of(response.headers["Location"])
     assert callback["error"] == "invalid_request"
@@ -159,21 +195,32 @@ def test_authorization_without_pkce_is_refused(oidc_provider: OidcProvider) -> N
 def test_userinfo_returns_the_same_identity_for_the_default_access_token(oidc_provider: OidcProvider) -> None:
     tokens = redeem(oidc_provider, sign_in(oidc_provider, "vera"))
 
-    response = requests.get(oidc_provider.discovery()["userinfo_endpoint"], verify=oidc_provider.ca_file, timeout=10,
-                            headers={"Authorization": f"Bearer {tokens['access_token']}"})
+    response = requests.get(
+        oidc_provider.discovery()["userinfo_endpoint"],
+        verify=oidc_provider.ca_file,
+        timeout=10,
+        headers={"Authorization": f"Bearer {tokens['access_token']}"},
+    )
 
     assert response.status_code == 200, response.text
     assert response.json() == {
-        "sub": "vera", "preferred_username": "vera", "name": "Vera Vogel",
-        "email": "vera@example.test", "email_verified": True, "groups": ["team-search:viewer"],
+        "sub": "vera",
+        "preferred_username": "vera",
+        "name": "Vera Vogel",
+        "email": "vera@example.test",
+        "email_verified": True,
+        "groups": ["team-search:viewer"],
     }
 
 
 def test_refresh_grant_gives_a_confidential_client_new_tokens(oidc_provider: OidcProvider) -> None:
     tokens = redeem(oidc_provider, sign_in(oidc_provider, "bob"), auth_method="client_secret_post")
 
-    refreshed = token_request(oidc_provider, {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]},
-                              auth_method="client_secret_post")
+    refreshed = token_request(
+        oidc_provider,
+        {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]},
+        auth_method="client_secret_post",
+    )
 
     assert refreshed.status_code == 200, refreshed.text
     body = refreshed.json()
@@ -190,10 +237,12 @@ def test_a_token_request_for_the_api_gets_a_jwt_access_token_for_the_portal(oidc
     claims = verify_jwt(oidc_provider, tokens["access_token"], audience=API_AUDIENCE)
 
     assert jwt.get_unverified_header(tokens["access_token"]) == {
-        "alg": "RS256", "typ": "at+jwt", "kid": jwt.get_unverified_header(tokens["id_token"])["kid"],
+        "alg": "RS256",
+        "typ": "at+jwt",
+        "kid": jwt.get_unverified_header(tokens["id_token"])["kid"],
     }
     assert claims["iss"] == oidc_provider.issuer
-    assert claims["aud"] == API_AUDIENCE == PORTAL_CLIENT_ID
+    assert claims["aud"] == API_AUDIENCE != PORTAL_CLIENT_ID
     assert claims["client_id"] == PORTAL_CLIENT_ID
     assert claims["sub"] == claims["preferred_username"] == "carol"
     assert claims["groups"] == ["berth-approvers"]
@@ -204,9 +253,14 @@ def test_a_token_request_for_the_api_gets_a_jwt_access_token_for_the_portal(oidc
 def test_refreshing_with_the_api_resource_gets_a_fresh_api_jwt(oidc_provider: OidcProvider) -> None:
     tokens = redeem(oidc_provider, sign_in(oidc_provider, "dave"))
 
-    refreshed = token_request(oidc_provider, {
-        "grant_type": "refresh_token", "refresh_token": tokens["refresh_token"], "resource": API_RESOURCE,
-    })
+    refreshed = token_request(
+        oidc_provider,
+        {
+            "grant_type": "refresh_token",
+            "refresh_token": tokens["refresh_token"],
+            "resource": API_RESOURCE,
+        },
+    )
 
     assert refreshed.status_code == 200, refreshed.text
     claims = verify_jwt(oidc_provider, refreshed.json()["access_token"], audience=API_AUDIENCE)
@@ -227,7 +281,8 @@ def test_a_group_removed_at_the_provider_is_gone_at_the_next_sign_in(
     set_oidc_groups("amir", ["team-payments", "team-search:viewer"])
     before = redeem(oidc_provider, sign_in(oidc_provider, "amir"))
     assert verify_jwt(oidc_provider, before["id_token"], audience=PORTAL_CLIENT_ID)["groups"] == [
-        "team-payments", "team-search:viewer",
+        "team-payments",
+        "team-search:viewer",
     ]
 
     set_oidc_groups("amir", ["team-payments"])
@@ -247,15 +302,24 @@ def test_erin_without_groups_gets_an_empty_groups_claim(oidc_provider: OidcProvi
 
 
 def test_kubectl_signs_in_as_a_public_client_on_its_loopback_port(oidc_provider: OidcProvider) -> None:
-    authorization = sign_in(oidc_provider, "bob", client_id=KUBECTL_CLIENT_ID,
-                            redirect_uri="http://localhost:18000", scope="openid profile email groups")
+    authorization = sign_in(
+        oidc_provider,
+        "bob",
+        client_id=KUBECTL_CLIENT_ID,
+        redirect_uri="http://localhost:18000",
+        scope="openid profile email groups",
+    )
 
     tokens = redeem(oidc_provider, authorization, client_secret=None)
 
     claims = verify_jwt(oidc_provider, tokens["id_token"], audience=KUBECTL_CLIENT_ID)
     assert claims["groups"] == ["team-search:owner"]
-    refreshed = token_request(oidc_provider, {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]},
-                              client_id=KUBECTL_CLIENT_ID, client_secret=None)
+    refreshed = token_request(
+        oidc_provider,
+        {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]},
+        client_id=KUBECTL_CLIENT_ID,
+        client_secret=None,
+    )
     assert refreshed.status_code == 200, refreshed.text
 
 
@@ -263,12 +327,20 @@ def test_the_portal_callback_is_accepted_on_any_loopback_port_but_nowhere_else(o
     sign_in(oidc_provider, "alice", redirect_uri="http://localhost:41234/oidc/callback/")
 
     for foreign in ("http://127.0.0.1:8765/elsewhere/", "http://evil.example/oidc/callback/"):
-        response = requests.get(oidc_provider.discovery()["authorization_endpoint"], verify=oidc_provider.ca_file,
-                                allow_redirects=False, timeout=10, params={
-                                    "client_id": PORTAL_CLIENT_ID, "response_type": "code", "scope": SCOPES,
-                                    "redirect_uri": foreign, "code_challenge": pkce_pair()[1],
-                                    "code_challenge_method": "S256",
-                                })
+        response = requests.get(
+            oidc_provider.discovery()["authorization_endpoint"],
+            verify=oidc_provider.ca_file,
+            allow_redirects=False,
+            timeout=10,
+            params={
+                "client_id": PORTAL_CLIENT_ID,
+                "response_type": "code",
+                "scope": SCOPES,
+                "redirect_uri": foreign,
+                "code_challenge": pkce_pair()[1],
+                "code_challenge_method": "S256",
+            },
+        )
         assert response.status_code == 400
         assert "redirect_uri did not match" in response.text
 
@@ -278,11 +350,18 @@ def test_prompt_consent_shows_a_consent_page_with_one_allow_button(oidc_provider
     sign_in(oidc_provider, "amir", session=session)
     verifier, challenge = pkce_pair()
 
-    response = session.get(oidc_provider.discovery()["authorization_endpoint"], params={
-        "client_id": PORTAL_CLIENT_ID, "response_type": "code", "scope": f"{SCOPES} offline_access",
-        "redirect_uri": PORTAL_REDIRECT_URI, "prompt": "consent",
-        "code_challenge": challenge, "code_challenge_method": "S256",
-    })
+    response = session.get(
+        oidc_provider.discovery()["authorization_endpoint"],
+        params={
+            "client_id": PORTAL_CLIENT_ID,
+            "response_type": "code",
+            "scope": f"{SCOPES} offline_access",
+            "redirect_uri": PORTAL_REDIRECT_URI,
+            "prompt": "consent",
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+        },
+    )
 
     assert response.status_code == 200
     assert "Allow access?" in response.text
@@ -299,15 +378,19 @@ def test_logout_returns_to_the_portal_and_ends_the_sessions_refresh_token(oidc_p
     # As the portal asks: its client_id and its sign-in page, no id_token_hint.
     post_logout = "http://127.0.0.1:8765/login/"
 
-    confirm = session.get(oidc_provider.discovery()["end_session_endpoint"], params={
-        "client_id": PORTAL_CLIENT_ID, "post_logout_redirect_uri": post_logout, "state": "bye",
-    })
+    confirm = session.get(
+        oidc_provider.discovery()["end_session_endpoint"],
+        params={
+            "client_id": PORTAL_CLIENT_ID,
+            "post_logout_redirect_uri": post_logout,
+            "state": "bye",
+        },
+    )
     assert confirm.status_code == 200, confirm.text
     assert confirm.text.count('type="submit"') == 1
     form_action = re.search(r'<form[^>]*action="([^"]+)"', confirm.text).group(1)
     xsrf = re.search(r'name="xsrf" value="([^"]+)"', confirm.text).group(1)
-    done = session.post(urljoin(confirm.url, form_action), data={"xsrf": xsrf, "logout": "yes"},
-                        allow_redirects=False)
+    done = session.post(urljoin(confirm.url, form_action), data={"xsrf": xsrf, "logout": "yes"}, allow_redirects=False)
 
     assert done.status_code == 303
     assert done.headers["Location"] == f"{post_logout}?state=bye"
@@ -330,8 +413,12 @@ def test_a_provider_started_with_given_tls_stops_without_leaving_its_process(tmp
 
 
 def test_a_broken_client_config_stops_the_start_with_the_reason() -> None:
-    broken = {"client_id": "x", "client_secret": "s", "token_endpoint_auth_method": "bogus",
-              "redirect_uris": ["http://127.0.0.1/cb"]}
+    broken = {
+        "client_id": "x",
+        "client_secret": "s",
+        "token_endpoint_auth_method": "bogus",
+        "redirect_uris": ["http://127.0.0.1/cb"],
+    }
 
     with pytest.raises(ComponentFailed, match="token_endpoint_auth_method must be"):
         with OidcProvider(clients=[broken]):

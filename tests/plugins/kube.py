@@ -11,6 +11,7 @@ This module must not import Django: it also serves the devcluster tests.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import time
 import uuid
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import kubernetes
 import pytest
-from kubernetes.client import ApiClient, CoreV1Api
+from kubernetes.client import ApiClient, CoreV1Api, V1Namespace, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
 from devcluster.launcher import ControlPlane, find_bin_dir
@@ -32,7 +33,9 @@ _BIN_DIR = pytest.StashKey["Path | Exception"]()
 
 def pytest_configure(config: pytest.Config) -> None:
     # Also declared in pyproject.toml; repeated so the plugin works on its own.
-    config.addinivalue_line("markers", "cluster: needs the dev control plane (real kube-apiserver, controller-manager, etcd)")
+    config.addinivalue_line(
+        "markers", "cluster: needs the dev control plane (real kube-apiserver, controller-manager, etcd)"
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -51,7 +54,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         reporter.write_line("devcluster: checking binaries (devcluster/build.sh; a cold build takes ~10 minutes)")
     try:
         session.config.stash[_BIN_DIR] = find_bin_dir()
-    except Exception as error:  # noqa: BLE001 - re-raised by the fixture, where pytest reports it
+    except Exception as error:
         session.config.stash[_BIN_DIR] = error
 
 
@@ -109,12 +112,17 @@ def kubectl(control_plane: ControlPlane) -> KubectlRunner:
     can assert refusals.
     """
 
-    def run(*args: str, kubeconfig: Path | str | None = None, input: str | None = None,
-            timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str, kubeconfig: Path | str | None = None, input: str | None = None, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
         config = str(kubeconfig or control_plane.kubeconfig_path)
         return subprocess.run(
             [str(control_plane.kubectl), f"--kubeconfig={config}", *args],
-            input=input, capture_output=True, text=True, timeout=timeout, check=False,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
 
     return run
@@ -136,7 +144,7 @@ def make_ns_name(kube_admin: ApiClient) -> Iterator[Callable[[str], str]]:
     yield make
     core = CoreV1Api(kube_admin)
     for name in names:
-        read_or_none(lambda: core.delete_namespace(name))
+        read_or_none(functools.partial(core.delete_namespace, name))
 
 
 @pytest.fixture
@@ -153,9 +161,11 @@ def make_namespace(kube_admin: ApiClient, make_ns_name: Callable[[str], str]) ->
 
     def make(prefix: str = "t", labels: dict[str, str] | None = None) -> str:
         name = make_ns_name(prefix)
-        core.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
-        wait_for(lambda: read_or_none(lambda: core.read_namespaced_service_account("default", name)),
-                 what=f"ServiceAccount {name}/default")
+        core.create_namespace(V1Namespace(metadata=V1ObjectMeta(name=name, labels=labels or {})))
+        wait_for(
+            lambda: read_or_none(lambda: core.read_namespaced_service_account("default", name)),
+            what=f"ServiceAccount {name}/default",
+        )
         return name
 
     return make

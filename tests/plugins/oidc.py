@@ -81,17 +81,40 @@ def sign_in(
     verifier, challenge = pkce_pair()
     state, nonce = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
     params = {
-        "client_id": client_id, "response_type": "code", "scope": scope, "redirect_uri": redirect_uri,
-        "state": state, "nonce": nonce, "code_challenge": challenge, "code_challenge_method": "S256",
+        "client_id": client_id,
+        "response_type": "code",
+        "scope": scope,
+        "redirect_uri": redirect_uri,
+        "state": state,
+        "nonce": nonce,
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
         **(extra_params or {}),
     }
     response = session.get(provider.discovery()["authorization_endpoint"], params=params, allow_redirects=False)
+    target = _walk_to_redirect(response, session, username, password, redirect_uri)
+    return _authorization(target, state, verifier, redirect_uri, client_id, nonce)
+
+
+def complete_sign_in(
+    provider: OidcProvider, authorize_url: str, username: str, *, redirect_uri: str, password: str | None = None
+) -> str:
+    """Play the browser for a client that made its own authorization URL (the CLI, kubelogin):
+    sign in at the provider's pages and return the URL it redirects to (``redirect_uri?code=…&state=…``)."""
+    session = browser(provider)
+    response = session.get(authorize_url, allow_redirects=False)
+    return _walk_to_redirect(response, session, username, password, redirect_uri)
+
+
+def _walk_to_redirect(
+    response: requests.Response, session: requests.Session, username: str, password: str | None, redirect_uri: str
+) -> str:
     credentials = {"username": username, "password": password or f"{username}-pass"}
     for _ in range(_MAX_STEPS):
         if response.is_redirect:
             target = urljoin(response.url, response.headers["Location"])
             if target.startswith(redirect_uri):
-                return _authorization(target, state, verifier, redirect_uri, client_id, nonce)
+                return target
             response = session.get(target, allow_redirects=False)
             continue
         if response.status_code != 200:
@@ -111,7 +134,9 @@ def _form_action(response: requests.Response) -> str:
     return match.group(1)
 
 
-def _authorization(location: str, state: str, verifier: str, redirect_uri: str, client_id: str, nonce: str) -> Authorization:
+def _authorization(
+    location: str, state: str, verifier: str, redirect_uri: str, client_id: str, nonce: str
+) -> Authorization:
     query = {key: values[0] for key, values in parse_qs(urlsplit(location).query).items()}
     if "error" in query:
         raise SignInRefused(f"{query['error']}: {query.get('error_description', '')}")
@@ -136,7 +161,7 @@ def token_request(
     elif client_secret is not None:
         data["client_secret"] = client_secret
     return requests.post(
-        provider.discovery()["token_endpoint"], data=data, auth=auth, verify=provider.ca_file, timeout=10
+        provider.discovery()["token_endpoint"], data=data, auth=auth, verify=str(provider.ca_file), timeout=10
     )
 
 
@@ -166,9 +191,9 @@ def redeem(
 
 @pytest.fixture(scope="session")
 def oidc_provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OidcProvider]:
-    """The demo provider (berth-portal, kubectl; alice, amir, bob, vera, carol, dave, erin), shared by the run.
+    """The demo provider (clients berth-portal, kubectl, berth-cli; users alice, amir, bob, vera, carol, dave, erin).
 
-    Its data dir, with provider.log, stays under pytest's basetemp for post-mortems.
+    Shared by the run. Its data dir, with provider.log, stays under pytest's basetemp for post-mortems.
     """
     with OidcProvider(data_dir=tmp_path_factory.mktemp("oidc-provider")) as provider:
         yield provider

@@ -1,4 +1,8 @@
-"""Worker fixtures for every test that needs them: one real Celery worker process for the run, and a Cluster row on the dev control plane."""
+"""Worker fixtures for every test that needs them.
+
+One real Celery worker process for the run, and a Cluster row on the dev control plane.
+"""
+
 from __future__ import annotations
 
 import os
@@ -20,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "test-output"
 
 
-def _worker_env() -> dict[str, str]:
+def django_process_env() -> dict[str, str]:
+    """The environment of a portal or worker process on this run's test database and Redis."""
     db = settings.DATABASES["default"]
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONPATH": str(ROOT)}
     env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
@@ -30,18 +35,42 @@ def _worker_env() -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def celery_worker(django_db_setup, django_db_blocker) -> Iterator[Component]:
-    """`celery worker` as a separate process on the test database and this run's Redis (log: test-output/celery-worker.log)."""
+    """`celery worker` as a separate process on the test database and this run's Redis.
+
+    Its log: test-output/celery-worker.log.
+    """
     OUTPUT.mkdir(exist_ok=True)
     log = OUTPUT / "celery-worker.log"
     worker = Component(
         "celery worker",
-        [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=prefork", "--concurrency=4",
-         "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO", "-n", f"test-{os.getpid()}@%h"],
-        log, cwd=ROOT, env=_worker_env(),
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "portal",
+            "worker",
+            "--pool=prefork",
+            "--concurrency=4",
+            # Every queue the settings declare, the events queue (webhook deliveries) included.
+            "--queues=" + ",".join(queue.name for queue in settings.CELERY_TASK_QUEUES),
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "INFO",
+            "-n",
+            f"test-{os.getpid()}@%h",
+        ],
+        log,
+        cwd=ROOT,
+        env=django_process_env(),
     )
     worker.start()
     try:
-        wait_until(lambda: b"ready." in log.read_bytes(), timeout=60, watched=[worker], what="the celery worker to be ready")
+        wait_until(
+            lambda: b"ready." in log.read_bytes(), timeout=60, watched=[worker], what="the celery worker to be ready"
+        )
         yield worker
     finally:
         worker.stop(grace_seconds=20)
@@ -52,9 +81,14 @@ def live_cluster(control_plane, kube_admin, small, medium, large) -> Iterator[Cl
     """A registered Cluster on the dev control plane; a unique namespace prefix keeps each test's namespaces apart."""
     prefix = f"t{secrets.token_hex(2)}-"
     cluster = Cluster.objects.create(
-        name=f"dev-{prefix[:-1]}", display_name="Dev control plane", api_url=control_plane.api_url,
-        ca_pem=control_plane.ca_cert_pem, credential_ref=f"kubeconfig:{control_plane.kubeconfig_path}",
-        public_endpoint=control_plane.api_url, namespace_prefix=prefix, kinds=["namespace"],
+        name=f"dev-{prefix[:-1]}",
+        display_name="Dev control plane",
+        api_url=control_plane.api_url,
+        ca_pem=control_plane.ca_cert_pem,
+        credential_ref=f"kubeconfig:{control_plane.kubeconfig_path}",
+        public_endpoint=control_plane.api_url,
+        namespace_prefix=prefix,
+        kinds=["namespace"],
         monitoring_links=[{"name": "Grafana", "url": "https://grafana.example.test/d/ns?var-namespace={namespace}"}],
     )
     cluster.tiers.set([small, medium, large])
@@ -63,8 +97,9 @@ def live_cluster(control_plane, kube_admin, small, medium, large) -> Iterator[Cl
 
     core = client.CoreV1Api(kube_admin)
     for ns in core.list_namespace().items:
-        if ns.metadata.name.startswith(prefix):
-            core.delete_namespace(ns.metadata.name)
+        name = str(ns.metadata.name)
+        if name.startswith(prefix):
+            core.delete_namespace(name)
 
 
 def wait_status(tenant: Tenant, status: str, timeout: float = 90.0) -> Tenant:
@@ -72,7 +107,9 @@ def wait_status(tenant: Tenant, status: str, timeout: float = 90.0) -> Tenant:
         tenant.refresh_from_db()
         return tenant.status == status
 
-    wait_for(check, timeout=timeout, what=f"tenant {tenant.name} to be {status} (is {tenant.status}: {tenant.status_reason})")
+    wait_for(
+        check, timeout=timeout, what=f"tenant {tenant.name} to be {status} (is {tenant.status}: {tenant.status_reason})"
+    )
     return tenant
 
 

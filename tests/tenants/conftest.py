@@ -1,29 +1,22 @@
 """Helpers for the portal-core tests: API clients, an audit context, and tenants in a chosen state."""
+
 from __future__ import annotations
 
 import itertools
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import pytest
-from django.core.cache import cache
 from django.db import connection
 from rest_framework.test import APIClient
 
 from tenants import services
 from tenants.audit import AuditContext
-from tenants.models import Cluster, Request, Team, Tenant, TenantStatus, Tier, User
+from tenants.models import Cluster, Team, Tenant, TenantRequest, TenantStatus, Tier, User
 
 # What a page or API call would pass: used to check that every audit row carries it.
 CTX = AuditContext(request_id="req-0042", source_ip="203.0.113.7", user_agent="pytest-agent/1.0")
-
-
-@pytest.fixture(autouse=True)
-def _empty_cache():
-    """Throttle counters live in the cache: no test may inherit another's."""
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture
@@ -53,10 +46,12 @@ def token_client() -> Callable[..., APIClient]:
 
 
 @pytest.fixture
-def submit(alice: User, team_a: Team, medium: Tier, cluster: Cluster) -> Callable[..., Request]:
+def submit(alice: User, team_a: Team, medium: Tier, cluster: Cluster) -> Callable[..., TenantRequest]:
     """``submit(name=..., actor=..., tier=...)``: a create request through the service (alice, team-a, medium)."""
 
-    def _submit(*, name: str = "web", actor: User = alice, team: Team = team_a, tier: Tier = medium, **kwargs) -> Request:
+    def _submit(
+        *, name: str = "web", actor: User = alice, team: Team = team_a, tier: Tier = medium, **kwargs
+    ) -> TenantRequest:
         kwargs.setdefault("cluster", cluster)
         return services.request_submit(actor=actor, action="create", team=team, name=name, tier=tier, **kwargs)
 
@@ -69,8 +64,8 @@ def ready_tenant(submit, carol: User, dispatched) -> Callable[..., Tenant]:
 
     def _ready(*, name: str = "web", **kwargs) -> Tenant:
         req = submit(name=name, **kwargs)
-        if req.status == Request.Status.PENDING:
-            services.request_approve(request=req, actor=carol)
+        if req.status == TenantRequest.Status.PENDING:
+            services.request_approve(tenant_request=req, actor=carol)
         tenant = services.tenant_mark_provisioning(tenant=Tenant.objects.get(pk=req.tenant_id))
         return services.tenant_mark_ready(tenant=tenant, applied_generation=tenant.generation)
 
@@ -82,26 +77,35 @@ def make_tenant(cluster: Cluster, medium: Tier) -> Callable[..., Tenant]:
     """``make_tenant(team=..., created_by=..., status=...)``: a row written directly, for read-side tests."""
     names = itertools.count(1)
 
-    def _make(*, team: Team, created_by: User, status: str = TenantStatus.READY, tier: Tier = medium, name: str = "") -> Tenant:
+    def _make(
+        *,
+        team: Team,
+        created_by: User,
+        status: str = TenantStatus.READY,
+        tier: Tier = medium,
+        name: str = "",
+        cluster: Cluster = cluster,
+        **fields: Any,
+    ) -> Tenant:
         name = name or f"row-{next(names)}"
+        fields.setdefault("namespace", cluster.namespace_prefix + name)
         return Tenant.objects.create(
-            name=name, namespace=cluster.namespace_prefix + name, team=team, tier=tier, cluster=cluster,
-            status=status, created_by=created_by,
+            name=name, team=team, tier=tier, cluster=cluster, status=status, created_by=created_by, **fields
         )
 
     return _make
 
 
-def run_together(*calls: Callable[[], object]) -> list[object]:
+def run_together(*calls: Callable[[], Any]) -> list[Any]:
     """Run ``calls`` in threads released at the same instant; each result is a return value or the exception.
 
     Each thread uses its own database connection (Django's are per thread) and closes it at the end.
     Only for ``transaction=True`` tests: the threads must see committed data.
     """
     barrier = threading.Barrier(len(calls))
-    results: list[object] = [None] * len(calls)
+    results: list[Any] = [None] * len(calls)
 
-    def worker(i: int, fn: Callable[[], object]) -> None:
+    def worker(i: int, fn: Callable[[], Any]) -> None:
         try:
             barrier.wait(timeout=10)
             results[i] = fn()

@@ -1,4 +1,5 @@
 """Platform admins edit tiers in the Django admin; an edit is audited and re-applies every live tenant on the tier."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,7 +8,9 @@ from tenants import dispatch
 from tenants.models import AuditEvent, Tier
 
 
-def test_editing_a_tier_in_the_admin_reapplies_its_live_tenants(client, dave, ready_tenant, dispatched, django_capture_on_commit_callbacks):
+def test_editing_a_tier_in_the_admin_reapplies_its_live_tenants(
+    client, dave, ready_tenant, dispatched, django_capture_on_commit_callbacks
+):
     tenant = ready_tenant(name="web")
     dispatched.clear()
     client.force_login(dave)
@@ -15,8 +18,16 @@ def test_editing_a_tier_in_the_admin_reapplies_its_live_tenants(client, dave, re
     page = client.get(f"/admin/tenants/tier/{tier.pk}/change/")
     assert page.status_code == 200
     form = {k: v for k, v in page.context["adminform"].form.initial.items() if v is not None}
-    form.update({"max_pods": 77, "node_selector": "{}", "tolerations": "[]", "allowed_priority_classes": "[]",
-                 "allowed_storage_classes": "[]", "_save": "Save"})
+    form.update(
+        {
+            "max_pods": 77,
+            "node_selector": "{}",
+            "tolerations": "[]",
+            "allowed_priority_classes": "[]",
+            "allowed_storage_classes": "[]",
+            "_save": "Save",
+        }
+    )
     for key in ("auto_approve", "is_active"):
         if not form.get(key):
             form.pop(key, None)
@@ -45,7 +56,9 @@ def test_a_cluster_with_unusable_kinds_or_settings_is_refused_with_the_reason(cl
         cluster.full_clean()
     assert "openstack" in str(unknown.value.message_dict["kinds"])
     cluster.kinds = ["namespace", "vcluster"]
-    cluster.virtual_config = {"vcluster": {"installer": "kustomize", "public_host_template": "{namespace}.vc.example.test"}}
+    cluster.virtual_config = {
+        "vcluster": {"installer": "kustomize", "public_host_template": "{namespace}.vc.example.test"}
+    }
     with pytest.raises(ValidationError) as bad:
         cluster.full_clean()
     message = " ".join(bad.value.message_dict["virtual_config"])
@@ -58,8 +71,15 @@ def test_the_admin_form_shows_a_bad_virtual_config_next_to_the_field(client, dav
     client.force_login(dave)
     page = client.get(f"/admin/tenants/cluster/{cluster.pk}/change/")
     form = {k: v for k, v in page.context["adminform"].form.initial.items() if v is not None}
-    form.update({"kinds": '["namespace", "kcp"]', "virtual_config": '{"kcp": {}}', "monitoring_links": "[]",
-                 "tiers": [t.pk for t in cluster.tiers.all()], "_save": "Save"})
+    form.update(
+        {
+            "kinds": '["namespace", "kcp"]',
+            "virtual_config": '{"kcp": {}}',
+            "monitoring_links": "[]",
+            "tiers": [t.pk for t in cluster.tiers.all()],
+            "_save": "Save",
+        }
+    )
     response = client.post(f"/admin/tenants/cluster/{cluster.pk}/change/", form)
     assert response.status_code == 200
     errors = response.context["adminform"].form.errors

@@ -1,4 +1,5 @@
 """The REST API v1: every endpoint, every error path, and no N+1 on lists."""
+
 from __future__ import annotations
 
 import csv
@@ -11,7 +12,7 @@ from django.utils import timezone
 
 from tenants import audit, dispatch, services
 from tenants.api.views import WriteThrottle
-from tenants.models import AuditEvent, Request, Team, Tenant, TenantStatus
+from tenants.models import AuditEvent, Team, Tenant, TenantRequest, TenantStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -27,8 +28,13 @@ def create_body(**overrides) -> dict:
 
 def test_me_describes_the_caller(api, alice):
     body = api(alice).get(f"{API}/me/").json()
-    assert body == {"username": "alice", "display_name": "", "email": "alice@example.test",
-                    "teams": [{"team": "team-a", "role": "owner"}], "platform_roles": []}
+    assert body == {
+        "username": "alice",
+        "display_name": "",
+        "email": "alice@example.test",
+        "teams": [{"team": "team-a", "role": "owner"}],
+        "platform_roles": [],
+    }
 
 
 def test_me_names_platform_roles(api, dave, carol):
@@ -54,15 +60,24 @@ def test_tiers_lists_active_tiers_with_their_clusters(api, erin, cluster, large)
     large.is_active = False
     large.save()
     tiers = api(erin).get(f"{API}/tiers/").json()["results"]
-    assert [(t["name"], t["clusters"], t["auto_approve"]) for t in tiers] == [("small", ["dev"], True), ("medium", ["dev"], False)]
+    assert [(t["name"], t["clusters"], t["auto_approve"]) for t in tiers] == [
+        ("small", ["dev"], True),
+        ("medium", ["dev"], False),
+    ]
     assert tiers[0]["max_credential_lifetime_seconds"] == 3600
 
 
 def test_clusters_lists_active_clusters_with_tiers_and_kinds(api, erin, cluster):
     (body,) = api(erin).get(f"{API}/clusters/").json()["results"]
-    assert body == {"name": "dev", "display_name": "Dev cluster", "public_endpoint": "https://dev.example.test:6443",
-                    "access_mode": "token", "kinds": ["namespace", "vcluster"], "tiers": ["small", "medium", "large"],
-                    "namespace_prefix": ""}
+    assert body == {
+        "name": "dev",
+        "display_name": "Dev cluster",
+        "public_endpoint": "https://dev.example.test:6443",
+        "access_mode": "token",
+        "kinds": ["namespace", "vcluster"],
+        "tiers": ["small", "medium", "large"],
+        "namespace_prefix": "",
+    }
     assert "credential_ref" not in body and "api_url" not in body
 
 
@@ -74,11 +89,18 @@ def test_alice_submits_a_request(api, alice, cluster):
     assert response.status_code == 201, response.content
     body = response.json()
     assert (body["status"], body["team"], body["tier"], body["cluster"], body["requested_by"]) == (
-        "pending", "team-a", "medium", "dev", "alice")
+        "pending",
+        "team-a",
+        "medium",
+        "dev",
+        "alice",
+    )
     assert Tenant.objects.get(pk=body["tenant"]).status == TenantStatus.REQUESTED
 
 
-def test_a_small_request_is_auto_approved_over_the_api(api, alice, cluster, dispatched, django_capture_on_commit_callbacks):
+def test_a_small_request_is_auto_approved_over_the_api(
+    api, alice, cluster, dispatched, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=True):
         body = api(alice).post(f"{API}/requests/", create_body(tier="small"), format="json").json()
     assert body["status"] == "approved" and body["auto_approved"] and body["decided_by"] is None
@@ -90,6 +112,15 @@ def test_the_idempotency_key_header_returns_the_first_request(api, alice, cluste
     first = client.post(f"{API}/requests/", create_body(), format="json", HTTP_IDEMPOTENCY_KEY="run-1").json()
     again = client.post(f"{API}/requests/", create_body(), format="json", HTTP_IDEMPOTENCY_KEY="run-1")
     assert again.status_code == 201 and again.json()["id"] == first["id"]
+
+
+def test_a_replayed_key_with_another_body_answers_409_and_creates_nothing(api, alice, cluster):
+    client = api(alice)
+    first = client.post(f"{API}/requests/", create_body(), format="json", HTTP_IDEMPOTENCY_KEY="run-2")
+    assert first.status_code == 201
+    other = client.post(f"{API}/requests/", create_body(name="other"), format="json", HTTP_IDEMPOTENCY_KEY="run-2")
+    assert other.status_code == 409 and "another request" in other.json()["detail"]
+    assert TenantRequest.objects.count() == 1
 
 
 @pytest.mark.parametrize("key", ["k" * 65, "with space", "tab\tkey", "nul\x00key", "ümlaut"])
@@ -107,7 +138,7 @@ def test_a_change_request_names_the_tenant(api, alice, ready_tenant):
 
 def test_requests_are_listed_for_the_team_and_filtered(api, alice, submit, carol):
     pending = submit(name="one")
-    services.request_reject(request=submit(name="two"), actor=carol, reason="no")
+    services.request_reject(tenant_request=submit(name="two"), actor=carol, reason="no")
     client = api(alice)
     assert client.get(f"{API}/requests/").json()["count"] == 2
     body = client.get(f"{API}/requests/", {"status": "pending"}).json()
@@ -127,7 +158,11 @@ def test_carol_approves_over_the_api(api, carol, submit, dispatched, django_capt
     with django_capture_on_commit_callbacks(execute=True):
         response = api(carol).post(f"{API}/requests/{req.pk}/approve/", {"comment": "ok"}, format="json")
     assert response.status_code == 200
-    assert (response.json()["status"], response.json()["decided_by"], response.json()["decision_comment"]) == ("approved", "carol", "ok")
+    assert (response.json()["status"], response.json()["decided_by"], response.json()["decision_comment"]) == (
+        "approved",
+        "carol",
+        "ok",
+    )
     assert dispatched == [(dispatch.PROVISION, (str(req.tenant_id),))]
 
 
@@ -172,7 +207,7 @@ def test_approving_your_own_request_is_403(api, dave, submit):
 def test_a_viewer_submitting_is_403(api, vera, cluster):
     response = api(vera).post(f"{API}/requests/", create_body(), format="json")
     assert response.status_code == 403
-    assert not Request.objects.exists()
+    assert not TenantRequest.objects.exists()
 
 
 @pytest.mark.parametrize("verb", ["approve", "reject", "cancel"])
@@ -181,7 +216,7 @@ def test_bob_gets_404_for_alices_request(api, bob, submit, verb):
     client = api(bob)
     assert client.get(f"{API}/requests/{req.pk}/").status_code == 404
     assert client.post(f"{API}/requests/{req.pk}/{verb}/", {"reason": "x"}, format="json").status_code == 404
-    assert Request.objects.get(pk=req.pk).status == Request.Status.PENDING
+    assert TenantRequest.objects.get(pk=req.pk).status == TenantRequest.Status.PENDING
 
 
 def test_bob_naming_team_a_gets_a_field_error_not_a_403(api, bob, cluster):
@@ -230,15 +265,40 @@ def test_an_unsupported_media_type_is_415(api, alice, cluster):
 
 
 GARBAGE = [
-    [], [create_body()], "just a string", 12, None, True,
-    {"team": ["team-a"]}, {"team": {"slug": "team-a"}}, {"team": 5}, {"tier": None}, {"tier": ["medium"]},
-    {"name": "x" * 100_000}, {"purpose": "p" * 100_000}, {"name": "a\x00b"}, {"purpose": "a\x00b"},
-    {"team": "team-a\x00"}, {"tier": "\x00"}, {"cluster": "dev\x00"}, {"kind": "\x00"},
-    {"name": {"a": 1}}, {"name": ["web"]}, {"name": True}, {"purpose": {"a": 1}},
-    {"requested_expiry": 12}, {"requested_expiry": "9999-12-31"}, {"requested_expiry": "0001-01-01"},
-    {"requested_expiry": "2024-02-30"}, {"requested_expiry": ["2030-01-01"]},
-    {"tenant": 7}, {"tenant": str(uuid.uuid4())}, {"tenant": "\x00"}, {"action": "delete", "tenant": None},
-    {"action": None}, {"kind": ["namespace"]},
+    [],
+    [create_body()],
+    "just a string",
+    12,
+    None,
+    True,
+    {"team": ["team-a"]},
+    {"team": {"slug": "team-a"}},
+    {"team": 5},
+    {"tier": None},
+    {"tier": ["medium"]},
+    {"name": "x" * 100_000},
+    {"purpose": "p" * 100_000},
+    {"name": "a\x00b"},
+    {"purpose": "a\x00b"},
+    {"team": "team-a\x00"},
+    {"tier": "\x00"},
+    {"cluster": "dev\x00"},
+    {"kind": "\x00"},
+    {"name": {"a": 1}},
+    {"name": ["web"]},
+    {"name": True},
+    {"purpose": {"a": 1}},
+    {"requested_expiry": 12},
+    {"requested_expiry": "9999-12-31"},
+    {"requested_expiry": "0001-01-01"},
+    {"requested_expiry": "2024-02-30"},
+    {"requested_expiry": ["2030-01-01"]},
+    {"tenant": 7},
+    {"tenant": str(uuid.uuid4())},
+    {"tenant": "\x00"},
+    {"action": "delete", "tenant": None},
+    {"action": None},
+    {"kind": ["namespace"]},
 ]
 
 
@@ -249,8 +309,20 @@ def test_garbage_request_payloads_are_4xx_never_500(api, alice, cluster, payload
     assert 400 <= response.status_code < 500, (response.status_code, response.content[:300])
 
 
-@pytest.mark.parametrize("payload", [[], "x", 5, None, {"comment": {"a": 1}}, {"comment": "c" * 5000}, {"reason": ["x"]},
-                                     {"reason": "a\x00b"}, {"comment": "a\x00b"}])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        [],
+        "x",
+        5,
+        None,
+        {"comment": {"a": 1}},
+        {"comment": "c" * 5000},
+        {"reason": ["x"]},
+        {"reason": "a\x00b"},
+        {"comment": "a\x00b"},
+    ],
+)
 @pytest.mark.parametrize("verb", ["approve", "reject"])
 def test_garbage_decision_payloads_are_4xx_never_500(api, carol, submit, payload, verb):
     response = api(carol).post(f"{API}/requests/{submit().pk}/{verb}/", payload, format="json")
@@ -260,9 +332,17 @@ def test_garbage_decision_payloads_are_4xx_never_500(api, carol, submit, payload
 @pytest.mark.parametrize(
     "path",
     [
-        "requests/not-a-uuid/", "requests/not-a-uuid/approve/", "requests/12345/reject/", "requests/%00/",
-        "tenants/not-a-uuid/", "tenants/not-a-uuid/decommission/", "tenants/00000000-0000-0000-0000-000000000000/retry/",
-        "tokens/abc/revoke/", "tokens/99999999999999999999999/revoke/", "tokens/-1/revoke/", "tokens/%00/revoke/",
+        "requests/not-a-uuid/",
+        "requests/not-a-uuid/approve/",
+        "requests/12345/reject/",
+        "requests/%00/",
+        "tenants/not-a-uuid/",
+        "tenants/not-a-uuid/decommission/",
+        "tenants/00000000-0000-0000-0000-000000000000/retry/",
+        "tokens/abc/revoke/",
+        "tokens/99999999999999999999999/revoke/",
+        "tokens/-1/revoke/",
+        "tokens/%00/revoke/",
     ],
 )
 def test_odd_ids_in_the_url_are_404_never_500(api, dave, path):
@@ -284,8 +364,16 @@ def test_tenants_list_and_detail_with_monitoring_links(api, alice, ready_tenant)
     assert listed["count"] == 1
     detail = client.get(f"{API}/tenants/{tenant.pk}/").json()
     assert (detail["id"], detail["name"], detail["namespace"], detail["status"], detail["team"], detail["tier"]) == (
-        str(tenant.pk), "web", "web", "ready", "team-a", "medium")
-    assert detail["monitoring_links"] == [{"name": "Grafana", "url": "https://grafana.example.test/d/ns?var-namespace=web"}]
+        str(tenant.pk),
+        "web",
+        "web",
+        "ready",
+        "team-a",
+        "medium",
+    )
+    assert detail["monitoring_links"] == [
+        {"name": "Grafana", "url": "https://grafana.example.test/d/ns?var-namespace=web"}
+    ]
 
 
 def test_tenants_are_filtered_by_status_team_and_cluster(api, dave, make_tenant, team_a, team_b, alice, bob):
@@ -341,7 +429,9 @@ def test_bob_gets_404_for_alices_tenant(api, bob, ready_tenant, verb):
 
 @pytest.mark.parametrize("payload", [[], "x", 5, {"reason": {"a": 1}}, {"reason": "r" * 5000}, {"reason": "a\x00b"}])
 def test_garbage_decommission_payloads_are_400(api, alice, ready_tenant, payload):
-    assert api(alice).post(f"{API}/tenants/{ready_tenant().pk}/decommission/", payload, format="json").status_code == 400
+    assert (
+        api(alice).post(f"{API}/tenants/{ready_tenant().pk}/decommission/", payload, format="json").status_code == 400
+    )
 
 
 # --- audit events ---------------------------------------------------------------------
@@ -349,15 +439,20 @@ def test_garbage_decommission_payloads_are_400(api, alice, ready_tenant, payload
 
 def test_audit_events_are_listed_for_the_team_and_filtered(api, alice, submit, carol, bob, team_b):
     req = submit()
-    services.request_approve(request=req, actor=carol)
+    services.request_approve(tenant_request=req, actor=carol)
     audit.record(actor=bob, action="test.secret_of_b", object_type="x", team=team_b)
     client = api(alice)
     actions = [e["action"] for e in client.get(f"{API}/audit-events/").json()["results"]]
     assert "request.submit" in actions and "request.approve" in actions and "test.secret_of_b" not in actions
     assert [e["action"] for e in client.get(f"{API}/audit-events/", {"action": "request."}).json()["results"]] == [
-        "request.approve", "request.submit"]
+        "request.approve",
+        "request.submit",
+    ]
     assert client.get(f"{API}/audit-events/", {"actor": "carol"}).json()["count"] == 2
-    assert client.get(f"{API}/audit-events/", {"object_type": "tenant", "object_id": str(req.tenant_id)}).json()["count"] == 1
+    assert (
+        client.get(f"{API}/audit-events/", {"object_type": "tenant", "object_id": str(req.tenant_id)}).json()["count"]
+        == 1
+    )
     assert client.get(f"{API}/audit-events/", {"team": "team-a"}).json()["count"] == 3
 
 
@@ -373,12 +468,29 @@ def test_audit_events_filter_by_time(api, dave, alice):
 
 
 def test_audit_events_serialize_every_field(api, alice, team_a):
-    audit.record(actor=alice, action="test.shape", object_type="thing", object_id="7", team=team_a,
-                 before={"a": 1}, after={"b": 2}, ctx=audit.AuditContext("rid", "192.0.2.1", "ua"))
+    audit.record(
+        actor=alice,
+        action="test.shape",
+        object_type="thing",
+        object_id="7",
+        team=team_a,
+        before={"a": 1},
+        after={"b": 2},
+        ctx=audit.AuditContext("rid", "192.0.2.1", "ua"),
+    )
     (event,) = api(alice).get(f"{API}/audit-events/").json()["results"]
     assert {k: v for k, v in event.items() if k not in ("id", "at")} == {
-        "actor_name": "alice", "team": "team-a", "object_type": "thing", "object_id": "7", "action": "test.shape",
-        "before": {"a": 1}, "after": {"b": 2}, "request_id": "rid", "source_ip": "192.0.2.1", "user_agent": "ua"}
+        "actor_name": "alice",
+        "team": "team-a",
+        "object_type": "thing",
+        "object_id": "7",
+        "action": "test.shape",
+        "before": {"a": 1},
+        "after": {"b": 2},
+        "request_id": "rid",
+        "source_ip": "192.0.2.1",
+        "user_agent": "ua",
+    }
 
 
 def test_the_audit_export_is_a_filtered_csv(api, alice, submit, bob, team_b):
@@ -394,7 +506,9 @@ def test_the_audit_export_is_a_filtered_csv(api, alice, submit, bob, team_b):
     assert "request.submit" in actions and "test.hidden" not in actions
     assert "'=cmd|'/c calc'!A1" in actions  # no spreadsheet formula injection
     only = api(alice).get(f"{API}/audit-events/export/", {"action": "request."})
-    assert [r[5] for r in list(csv.reader(io.StringIO(b"".join(only.streaming_content).decode())))[1:]] == ["request.submit"]
+    assert [r[5] for r in list(csv.reader(io.StringIO(b"".join(only.streaming_content).decode())))[1:]] == [
+        "request.submit"
+    ]
 
 
 def test_the_audit_export_refuses_a_bad_filter(api, alice):
@@ -406,9 +520,22 @@ def test_the_audit_export_refuses_a_bad_filter(api, alice):
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("get", "me/"), ("get", "teams/"), ("get", "tiers/"), ("get", "clusters/"), ("get", "requests/"), ("post", "requests/"),
-     ("get", "tenants/"), ("get", "audit-events/"), ("get", "audit-events/export/"), ("get", "tokens/"), ("post", "tokens/"),
-     ("post", f"requests/{uuid.uuid4()}/approve/"), ("post", f"tenants/{uuid.uuid4()}/decommission/"), ("post", "tokens/1/revoke/")],
+    [
+        ("get", "me/"),
+        ("get", "teams/"),
+        ("get", "tiers/"),
+        ("get", "clusters/"),
+        ("get", "requests/"),
+        ("post", "requests/"),
+        ("get", "tenants/"),
+        ("get", "audit-events/"),
+        ("get", "audit-events/export/"),
+        ("get", "tokens/"),
+        ("post", "tokens/"),
+        ("post", f"requests/{uuid.uuid4()}/approve/"),
+        ("post", f"tenants/{uuid.uuid4()}/decommission/"),
+        ("post", "tokens/1/revoke/"),
+    ],
 )
 def test_every_endpoint_needs_credentials(api, method, path):
     response = getattr(api(), method)(f"{API}/{path}")
@@ -456,9 +583,19 @@ LIST_QUERIES = 3
 
 def _fill_requests(n: int, *, team, user, cluster, tier) -> None:
     for i in range(n):
-        tenant = Tenant.objects.create(name=f"q{i}", namespace=f"q{i}", team=team, tier=tier, cluster=cluster, created_by=user)
-        Request.objects.create(action="create", name=tenant.name, team=team, tier=tier, cluster=cluster, tenant=tenant,
-                               requested_by=user, decided_by=user if i % 2 else None)
+        tenant = Tenant.objects.create(
+            name=f"q{i}", namespace=f"q{i}", team=team, tier=tier, cluster=cluster, created_by=user
+        )
+        TenantRequest.objects.create(
+            action="create",
+            name=tenant.name,
+            team=team,
+            tier=tier,
+            cluster=cluster,
+            tenant=tenant,
+            requested_by=user,
+            decided_by=user if i % 2 else None,
+        )
 
 
 @pytest.mark.parametrize("rows", [3, 30])
@@ -491,7 +628,9 @@ def test_the_audit_events_list_has_no_n_plus_1(api, alice, team_a, rows, django_
 def test_the_teams_list_has_no_n_plus_1(api, dave, alice, cluster, medium, rows, django_assert_max_num_queries):
     for i in range(rows):
         team = Team.objects.create(slug=f"team-q{i}", name=f"Q{i}", oidc_group=f"team-q{i}")
-        Tenant.objects.create(name=f"q{i}", namespace=f"q{i}", team=team, tier=medium, cluster=cluster, created_by=alice)
+        Tenant.objects.create(
+            name=f"q{i}", namespace=f"q{i}", team=team, tier=medium, cluster=cluster, created_by=alice
+        )
     client = api(dave)
     with django_assert_max_num_queries(LIST_QUERIES):
         body = client.get(f"{API}/teams/").json()
@@ -515,8 +654,18 @@ def test_the_openapi_schema_renders(api, erin):
 
 @pytest.mark.parametrize(
     "query",
-    ["limit=abc", "limit=-1", "offset=-5", "offset=99999999999999999999", "limit=100000", "team=%00", "status=%00",
-     "cluster=%00", "team=" + "t" * 10_000, "status=ready&status=%00"],
+    [
+        "limit=abc",
+        "limit=-1",
+        "offset=-5",
+        "offset=99999999999999999999",
+        "limit=100000",
+        "team=%00",
+        "status=%00",
+        "cluster=%00",
+        "team=" + "t" * 10_000,
+        "status=ready&status=%00",
+    ],
 )
 @pytest.mark.parametrize("path", ["requests/", "tenants/", "audit-events/", "audit-events/export/"])
 def test_odd_query_strings_on_lists_are_never_500(api, dave, path, query):
@@ -532,29 +681,17 @@ def test_odd_audit_filters_are_400_or_empty_never_500(api, dave, query):
 
 
 @pytest.fixture
-def fake_issuer(monkeypatch) -> list[tuple]:
+def fake_issuer(worker_hooks) -> list[tuple]:
     """Stands in for the worker's TokenRequest: records what was asked, returns a recognisable kubeconfig."""
-    from tenants import hooks
-
-    issued: list[tuple] = []
-
-    def issue(tenant, *, role, lifetime_seconds):
-        issued.append((tenant.name, role, lifetime_seconds))
-        return f"apiVersion: v1\nkind: Config\n# {tenant.namespace} {role} {lifetime_seconds}\n"
-
-    def issue_merged(grants):
-        issued.extend((t.name, role, lifetime) for t, role, lifetime in grants)
-        return "apiVersion: v1\nkind: Config\n"
-
-    monkeypatch.setattr(hooks, "issue_kubeconfig", issue)
-    monkeypatch.setattr(hooks, "issue_merged_kubeconfig", issue_merged)
-    return issued
+    return worker_hooks.grants
 
 
 @pytest.mark.parametrize(("who", "role"), [("alice", "edit"), ("amir", "edit"), ("vera", "view"), ("dave", "edit")])
 def test_the_team_gets_a_kubeconfig_with_its_role(api, ready_tenant, fake_issuer, who, role, request):
     tenant = ready_tenant()
-    response = api(request.getfixturevalue(who)).post(f"{API}/tenants/{tenant.pk}/kubeconfig/", {"lifetime_seconds": 900}, format="json")
+    response = api(request.getfixturevalue(who)).post(
+        f"{API}/tenants/{tenant.pk}/kubeconfig/", {"lifetime_seconds": 900}, format="json"
+    )
     assert response.status_code == 200 and response["Content-Type"] == "application/yaml"
     assert response["Cache-Control"] == "no-store"
     assert fake_issuer == [("web", role, 900)]
@@ -589,15 +726,18 @@ def test_the_merged_kubeconfig_covers_my_ready_tenants(api, alice, ready_tenant,
     assert response.status_code == 200 and sorted(name for name, _, _ in fake_issuer) == ["one", "two"]
 
 
-def test_a_team_token_cannot_fetch_the_merged_kubeconfig_but_can_fetch_its_tenants(token_client, alice, team_a, ready_tenant,
-                                                                                   fake_issuer):
+def test_a_team_token_cannot_fetch_the_merged_kubeconfig_but_can_fetch_its_tenants(
+    token_client, alice, team_a, ready_tenant, fake_issuer
+):
     tenant = ready_tenant()
     scoped = token_client(alice, team=team_a)
     assert scoped.get(f"{API}/kubeconfig/").status_code == 403
     assert scoped.post(f"{API}/tenants/{tenant.pk}/kubeconfig/").status_code == 200
 
 
-def test_an_isolation_check_is_queued_for_a_ready_tenant(api, amir, ready_tenant, dispatched, django_capture_on_commit_callbacks):
+def test_an_isolation_check_is_queued_for_a_ready_tenant(
+    api, amir, ready_tenant, dispatched, django_capture_on_commit_callbacks
+):
     tenant = ready_tenant()
     dispatched.clear()
     with django_capture_on_commit_callbacks(execute=True):
@@ -610,7 +750,13 @@ def test_bob_gets_404_for_an_isolation_check_on_alices_tenant(api, bob, ready_te
     assert api(bob).post(f"{API}/tenants/{ready_tenant().pk}/isolation-check/").status_code == 404
 
 
-@pytest.mark.parametrize(("method", "path"), [("get", "kubeconfig/"), ("post", f"tenants/{uuid.uuid4()}/kubeconfig/"),
-                                              ("post", f"tenants/{uuid.uuid4()}/isolation-check/")])
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("get", "kubeconfig/"),
+        ("post", f"tenants/{uuid.uuid4()}/kubeconfig/"),
+        ("post", f"tenants/{uuid.uuid4()}/isolation-check/"),
+    ],
+)
 def test_credential_endpoints_need_credentials(api, method, path):
     assert getattr(api(), method)(f"{API}/{path}").status_code == 401

@@ -1,4 +1,8 @@
-"""The API against real access tokens from the dev OIDC provider (the unit-level refusals are in test_api_oidc_bearer.py)."""
+"""The API against real access tokens from the dev OIDC provider.
+
+The unit-level refusals are in test_api_oidc_bearer.py.
+"""
+
 from __future__ import annotations
 
 import base64
@@ -49,3 +53,16 @@ def test_a_token_for_another_audience_or_tampered_is_refused(db, provider_settin
     forged = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
     assert _get_me(f"{header}.{forged}.{signature}").status_code == 401
     assert _get_me(id_token + "x").status_code == 401
+
+
+def test_a_real_id_token_is_refused_as_a_bearer_token_even_when_the_audience_is_misconfigured(
+    db, provider_settings, oidc_tokens
+):
+    """The attack: an ID token's audience is the portal's client id. With the API's own audience it fails on
+    audience; with an audience misconfigured to the client id, its type (not at+jwt) still refuses it."""
+    id_token = oidc_tokens("alice")["id_token"]
+    assert _get_me(id_token).status_code == 401
+    provider_settings.OIDC_API_AUDIENCE = "berth-portal"
+    response = _get_me(id_token)
+    assert response.status_code == 401 and "Not an access token" in response.json()["detail"]
+    assert not Membership.objects.filter(user__username="alice").exists()

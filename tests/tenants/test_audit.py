@@ -1,4 +1,5 @@
 """tenants.audit: every service leaves a complete, redacted, append-only record."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,7 +11,7 @@ from django.test import RequestFactory
 from tenants import audit, services
 from tenants.audit import REDACTED, AuditContext, redact
 from tenants.errors import Forbidden
-from tenants.models import AuditEvent, Request, Tenant, TenantStatus
+from tenants.models import AuditEvent, Tenant, TenantRequest, TenantStatus
 
 from .conftest import CTX
 
@@ -37,16 +38,29 @@ def test_submit_records_actor_team_object_and_context(submit, alice, team_a):
     assert (event.actor, event.actor_name, event.team) == (alice, "alice", team_a)
     assert (event.object_type, event.object_id) == ("request", str(req.pk))
     assert event.before == {}
-    assert event.after == {"action": "create", "kind": "namespace", "name": "web", "team": "team-a", "tier": "medium",
-                           "cluster": "dev", "status": "pending", "requested_expiry": req.requested_expiry.isoformat()}
+    assert event.after == {
+        "action": "create",
+        "kind": "namespace",
+        "name": "web",
+        "team": "team-a",
+        "tier": "medium",
+        "cluster": "dev",
+        "status": "pending",
+        "requested_expiry": req.requested_expiry.isoformat(),
+    }
     assert_context(event)
     assert event.at is not None
 
 
 def test_approve_records_the_request_and_the_tenant_move(submit, carol, team_a):
-    req = services.request_approve(request=submit(), actor=carol, comment="fine", ctx=CTX)
+    req = services.request_approve(tenant_request=submit(), actor=carol, comment="fine", ctx=CTX)
     decision = only_event("request.approve")
-    assert (decision.actor, decision.actor_name, decision.team, decision.object_id) == (carol, "carol", team_a, str(req.pk))
+    assert (decision.actor, decision.actor_name, decision.team, decision.object_id) == (
+        carol,
+        "carol",
+        team_a,
+        str(req.pk),
+    )
     assert decision.before == {"status": "pending"}
     assert decision.after == {"status": "approved", "comment": "fine", "auto": False}
     assert_context(decision)
@@ -57,7 +71,7 @@ def test_approve_records_the_request_and_the_tenant_move(submit, carol, team_a):
 
 
 def test_reject_records_the_reason(submit, carol):
-    req = services.request_reject(request=submit(), actor=carol, reason="Use shared", ctx=CTX)
+    req = services.request_reject(tenant_request=submit(), actor=carol, reason="Use shared", ctx=CTX)
     event = only_event("request.reject")
     assert event.after == {"status": "rejected", "reason": "Use shared"}
     assert_context(event)
@@ -65,7 +79,7 @@ def test_reject_records_the_reason(submit, carol):
 
 
 def test_cancel_is_recorded_for_request_and_tenant(submit, alice):
-    req = services.request_cancel(request=submit(), actor=alice, ctx=CTX)
+    req = services.request_cancel(tenant_request=submit(), actor=alice, ctx=CTX)
     assert_context(only_event("request.cancel", object_id=str(req.pk), actor=alice))
     assert_context(only_event("tenant.cancel", object_id=str(req.tenant_id), actor=alice))
 
@@ -74,7 +88,12 @@ def test_decommission_records_before_and_after(ready_tenant, alice, team_a):
     tenant = services.tenant_decommission(tenant=ready_tenant(), actor=alice, reason="done", ctx=CTX)
     event = only_event("tenant.decommission")
     assert (event.actor, event.team, event.object_id) == (alice, team_a, str(tenant.pk))
-    assert event.before == {"status": "ready", "tier": "medium", "expires_at": tenant.expires_at.isoformat(), "generation": 1}
+    assert event.before == {
+        "status": "ready",
+        "tier": "medium",
+        "expires_at": tenant.expires_at.isoformat(),
+        "generation": 1,
+    }
     assert event.after == {**event.before, "status": "decommissioning", "reason": "done"}
     assert_context(event)
 
@@ -97,7 +116,11 @@ def test_token_create_and_revoke_are_recorded_without_the_secret(alice):
     token, plaintext = services.api_token_create(actor=alice, name="ci", expires_in_days=7, ctx=CTX)
     services.api_token_revoke(token=token, actor=alice, ctx=CTX)
     created = only_event("api_token.create")
-    assert (created.object_type, created.object_id, created.after["prefix"]) == ("apitoken", str(token.pk), token.prefix)
+    assert (created.object_type, created.object_id, created.after["prefix"]) == (
+        "apitoken",
+        str(token.pk),
+        token.prefix,
+    )
     assert_context(created)
     assert_context(only_event("api_token.revoke"))
     rows = list(AuditEvent.objects.values_list("before", "after"))
@@ -111,10 +134,8 @@ def test_tier_update_is_recorded_without_a_team(dave, medium):
     assert_context(event)
 
 
-def test_a_kubeconfig_issue_is_recorded_never_the_credential(ready_tenant, alice, monkeypatch):
-    from tenants import hooks
-
-    monkeypatch.setattr(hooks, "issue_kubeconfig", lambda tenant, role, lifetime_seconds: f"token: {JWT}\n")
+def test_a_kubeconfig_issue_is_recorded_never_the_credential(ready_tenant, alice, worker_hooks, monkeypatch):
+    monkeypatch.setattr(worker_hooks, "issue_kubeconfig", lambda grant: f"token: {JWT}\n")
     tenant = ready_tenant()
     services.tenant_issue_kubeconfig(tenant=tenant, actor=alice, ctx=CTX)
     event = only_event("tenant.kubeconfig_issued")
@@ -137,8 +158,8 @@ def test_when_the_audit_write_fails_the_state_change_is_undone(submit, carol, mo
 
     monkeypatch.setattr(audit, "record", failing_record)
     with pytest.raises(RuntimeError):
-        services.request_approve(request=req, actor=carol)
-    assert Request.objects.get(pk=req.pk).status == Request.Status.PENDING
+        services.request_approve(tenant_request=req, actor=carol)
+    assert TenantRequest.objects.get(pk=req.pk).status == TenantRequest.Status.PENDING
     assert Tenant.objects.get(pk=req.tenant_id).status == TenantStatus.REQUESTED
     assert not AuditEvent.objects.filter(action="request.approve").exists()
 
@@ -147,7 +168,7 @@ def test_a_refused_action_leaves_no_audit_row(submit, amir):
     req = submit()
     before = AuditEvent.objects.count()
     with pytest.raises(Forbidden):
-        services.request_approve(request=req, actor=amir)
+        services.request_approve(tenant_request=req, actor=amir)
     assert AuditEvent.objects.count() == before
 
 
@@ -156,9 +177,28 @@ def test_a_refused_action_leaves_no_audit_row(submit, amir):
 
 @pytest.mark.parametrize(
     "key",
-    ["token", "access_token", "refreshToken", "password", "db_passwd", "client_secret", "kubeconfig", "credential",
-     "private_key", "Authorization", "client-key", "client_key", "client-key-data", "key_data", "digest", "api_key",
-     "apiKey", "aws_access_key_id", "passphrase", "cookie"],
+    [
+        "token",
+        "access_token",
+        "refreshToken",
+        "password",
+        "db_passwd",
+        "client_secret",
+        "kubeconfig",
+        "credential",
+        "private_key",
+        "Authorization",
+        "client-key",
+        "client_key",
+        "client-key-data",
+        "key_data",
+        "digest",
+        "api_key",
+        "apiKey",
+        "aws_access_key_id",
+        "passphrase",
+        "cookie",
+    ],
 )
 def test_secret_looking_keys_are_redacted(key):
     assert redact({key: "anything", "name": "ci"}) == {key: REDACTED, "name": "ci"}
@@ -181,8 +221,14 @@ def test_secret_looking_values_are_redacted(value, secret):
 
 
 def test_redaction_reaches_into_nested_lists_and_dicts():
-    data = {"items": [{"password": "x"}, JWT, ("brt_0a1b2c3d_" + "a" * 40,)], "nested": {"deeper": {"kubeconfig": {"a": 1}}}}
-    assert redact(data) == {"items": [{"password": REDACTED}, REDACTED, [REDACTED]], "nested": {"deeper": {"kubeconfig": REDACTED}}}
+    data = {
+        "items": [{"password": "x"}, JWT, ("brt_0a1b2c3d_" + "a" * 40,)],
+        "nested": {"deeper": {"kubeconfig": {"a": 1}}},
+    }
+    assert redact(data) == {
+        "items": [{"password": REDACTED}, REDACTED, [REDACTED]],
+        "nested": {"deeper": {"kubeconfig": REDACTED}},
+    }
 
 
 def test_ordinary_values_are_kept():
@@ -191,7 +237,9 @@ def test_ordinary_values_are_kept():
 
 
 def test_redaction_happens_before_the_row_is_written(alice):
-    audit.record(actor=alice, action="test.secret", object_type="x", before={"password": "hunter2"}, after={"log": f"got {JWT}"})
+    audit.record(
+        actor=alice, action="test.secret", object_type="x", before={"password": "hunter2"}, after={"log": f"got {JWT}"}
+    )
     row = AuditEvent.objects.get(action="test.secret")
     assert row.before == {"password": REDACTED} and JWT not in row.after["log"]
 
@@ -213,10 +261,15 @@ def event(alice) -> AuditEvent:
 
 
 @pytest.mark.parametrize(
-    "sql", ["UPDATE tenants_auditevent SET action = 'forged' WHERE id = %s", "DELETE FROM tenants_auditevent WHERE id = %s"]
+    "sql",
+    ["UPDATE tenants_auditevent SET action = 'forged' WHERE id = %s", "DELETE FROM tenants_auditevent WHERE id = %s"],
 )
 def test_the_database_refuses_raw_update_and_delete(event, sql):
-    with pytest.raises(ProgrammingError, match="Cannot update or delete"), transaction.atomic(), connection.cursor() as cursor:
+    with (
+        pytest.raises(ProgrammingError, match="Cannot update or delete"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
         cursor.execute(sql, [event.pk])
     assert AuditEvent.objects.get(pk=event.pk).action == "test.row"
 
@@ -247,7 +300,12 @@ def test_login_and_logout_are_recorded_with_where_they_came_from(alice):
     user_logged_out.send(sender=type(alice), request=request, user=alice)
     login, logout = only_event("auth.login"), only_event("auth.logout")
     assert (login.actor, login.object_type, login.source_ip, login.user_agent, login.request_id) == (
-        alice, "session", "198.51.100.4", "Firefox", "abc")
+        alice,
+        "session",
+        "198.51.100.4",
+        "Firefox",
+        "abc",
+    )
     assert (logout.actor, logout.actor_name) == (alice, "alice")
 
 
@@ -255,7 +313,9 @@ def test_a_real_session_login_and_logout_fire_the_audit(client, alice):
     client.force_login(alice)
     client.logout()
     assert list(AuditEvent.objects.order_by("id").values_list("action", "actor_name")) == [
-        ("auth.login", "alice"), ("auth.logout", "alice")]
+        ("auth.login", "alice"),
+        ("auth.logout", "alice"),
+    ]
 
 
 def test_logout_of_an_anonymous_session_is_recorded_as_anonymous():
@@ -265,8 +325,9 @@ def test_logout_of_an_anonymous_session_is_recorded_as_anonymous():
 
 def test_an_api_refusal_is_recorded_as_authz_denied(submit, amir, api):
     req = submit()
-    response = api(amir).post(f"/api/v1/requests/{req.pk}/approve/", {}, format="json",
-                              HTTP_USER_AGENT="curl/8", REMOTE_ADDR="192.0.2.9")
+    response = api(amir).post(
+        f"/api/v1/requests/{req.pk}/approve/", {}, format="json", HTTP_USER_AGENT="curl/8", REMOTE_ADDR="192.0.2.9"
+    )
     assert response.status_code == 403
     event = only_event("authz.denied")
     assert (event.actor, event.actor_name, event.source_ip, event.user_agent) == (amir, "amir", "192.0.2.9", "curl/8")
@@ -275,7 +336,9 @@ def test_an_api_refusal_is_recorded_as_authz_denied(submit, amir, api):
 
 
 def test_a_bad_api_token_is_recorded_as_auth_token_failed(api):
-    response = api().get("/api/v1/tenants/", HTTP_AUTHORIZATION="Token brt_deadbeef_" + "x" * 43, REMOTE_ADDR="192.0.2.10")
+    response = api().get(
+        "/api/v1/tenants/", HTTP_AUTHORIZATION="Token brt_deadbeef_" + "x" * 43, REMOTE_ADDR="192.0.2.10"
+    )
     assert response.status_code == 401
     event = only_event("auth.token_failed")
     assert (event.actor, event.actor_name, event.source_ip) == (None, "anonymous", "192.0.2.10")
@@ -284,6 +347,26 @@ def test_a_bad_api_token_is_recorded_as_auth_token_failed(api):
 
 def test_context_from_http_prefers_the_middlewares_request_id():
     request = RequestFactory().get("/", HTTP_X_REQUEST_ID="from-header", HTTP_USER_AGENT="u" * 500)
-    request.request_id = "from-middleware"
+    request.request_id = "from-middleware"  # type: ignore[attr-defined]  # set by RequestIdMiddleware
     ctx = AuditContext.from_http(request)
     assert (ctx.request_id, ctx.source_ip, len(ctx.user_agent)) == ("from-middleware", "127.0.0.1", 400)
+
+
+@pytest.mark.parametrize(
+    ("value", "exported"),
+    [
+        ("=cmd|'/c calc'!A1", "'=cmd|'/c calc'!A1"),
+        ("web", "web"),
+        ("  =1+2", "  '=1+2"),  # leading blanks are skipped by spreadsheets
+        ("name;=HYPERLINK(1)", "name;'=HYPERLINK(1)"),  # a ';' list separator starts a new cell
+        ("a,@SUM(A1)", "a,'@SUM(A1)"),
+        ("line\n-2+3", "line\n'-2+3"),
+        ("\uff1dcmd", "'\uff1dcmd"),  # the full-width equals sign
+        ("a|+1", "a|'+1"),
+        ("2026-11-23T08:00:00+00:00", "2026-11-23T08:00:00+00:00"),
+    ],
+)
+def test_csv_cells_cannot_start_a_formula_anywhere_a_spreadsheet_may_split(value, exported):
+    from tenants.csv_export import _safe
+
+    assert _safe(value) == exported

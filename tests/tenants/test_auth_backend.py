@@ -1,4 +1,5 @@
 """tenants.auth: the OIDC sign-in backend, the audited callback and the provider logout URL."""
+
 from __future__ import annotations
 
 import pytest
@@ -56,7 +57,9 @@ def test_claims_the_domain_refuses_yield_no_user(backend):
 
 
 def test_userinfo_completes_the_id_token_claims(backend, monkeypatch):
-    monkeypatch.setattr(OIDCAuthenticationBackend, "get_userinfo", lambda self, a, i, p: {"groups": ["team-pay"], "email": "u@x"})
+    monkeypatch.setattr(
+        OIDCAuthenticationBackend, "get_userinfo", lambda self, a, i, p: {"groups": ["team-pay"], "email": "u@x"}
+    )
     claims = backend.get_userinfo("access", "id", {"sub": "s", "email": "id@x"})
     assert claims == {"sub": "s", "email": "u@x", "groups": ["team-pay"]}
 
@@ -74,12 +77,18 @@ def test_an_unreachable_userinfo_endpoint_falls_back_to_the_id_token(backend, mo
 def test_a_failed_sign_in_is_audited_with_the_providers_reason(settings):
     settings.LOGIN_REDIRECT_URL_FAILURE = "/login/"
     view = AuditedCallbackView()
-    view.request = RequestFactory().get("/oidc/callback/", {"error": "access_denied", "error_description": "User said no"},
-                                        REMOTE_ADDR="203.0.113.99")
+    view.request = RequestFactory().get(
+        "/oidc/callback/", {"error": "access_denied", "error_description": "User said no"}, REMOTE_ADDR="203.0.113.99"
+    )
     response = view.login_failure()
     assert response.status_code == 302
     event = AuditEvent.objects.get(action="auth.login_failed")
-    assert (event.actor, event.actor_name, event.after, event.source_ip) == (None, "anonymous", {"reason": "User said no"}, "203.0.113.99")
+    assert (event.actor, event.actor_name, event.after, event.source_ip) == (
+        None,
+        "anonymous",
+        {"reason": "User said no", "failures_from_address_this_minute": 1},
+        "203.0.113.99",
+    )
 
 
 def test_logout_ends_the_provider_session_and_comes_back(settings):

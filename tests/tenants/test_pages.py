@@ -1,4 +1,5 @@
 """The browser UI: who sees which page, forms that call services, htmx polling, CSP hygiene."""
+
 from __future__ import annotations
 
 import csv
@@ -8,14 +9,14 @@ import re
 from collections.abc import Callable
 
 import pytest
+from django.template.loader import get_template
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from django.template.loader import get_template
-
 from tenants import hooks, services
-from tenants.models import ApiToken, AuditEvent, Request, Tenant, TenantStatus, User
+from tenants.models import ApiToken, AuditEvent, Tenant, TenantRequest, TenantStatus, User
+from tests.fixtures import FakeWorkerHooks
 
 pytestmark = pytest.mark.django_db
 
@@ -36,13 +37,18 @@ def as_user(client: Client) -> Callable[[User | None], Client]:
 @pytest.fixture
 def roomy_team_a(team_a):
     """team-a with budget for many tenants, for tests about pages rather than budgets."""
-    team_a.budget_cpu_millis, team_a.budget_memory_mib, team_a.budget_storage_gib, team_a.budget_tenants = 10**6, 10**7, 10**5, 100
+    team_a.budget_cpu_millis, team_a.budget_memory_mib, team_a.budget_storage_gib, team_a.budget_tenants = (
+        10**6,
+        10**7,
+        10**5,
+        100,
+    )
     team_a.save()
     return team_a
 
 
 @pytest.fixture
-def pending(submit) -> Request:
+def pending(submit) -> TenantRequest:
     """alice asks for a medium namespace in team-a: medium needs an approver, so it waits."""
     return submit(name="web", purpose="The payments web tier.")
 
@@ -52,8 +58,16 @@ def _form_key(html: str) -> str:
 
 
 def _create_post(team, tier, cluster, **overrides) -> dict:
-    data = {"team": team.pk, "kind": "namespace", "name": "api", "tier": tier.pk, "cluster": cluster.pk,
-            "purpose": "Our API.", "requested_expiry": "", "idempotency_key": "k" * 32}
+    data = {
+        "team": team.pk,
+        "kind": "namespace",
+        "name": "api",
+        "tier": tier.pk,
+        "cluster": cluster.pk,
+        "purpose": "Our API.",
+        "requested_expiry": "",
+        "idempotency_key": "k" * 32,
+    }
     data.update(overrides)
     return data
 
@@ -69,8 +83,11 @@ def test_anonymous_is_sent_to_sign_in(client, name):
 
 
 def test_anonymous_is_sent_to_sign_in_from_tenant_and_request_pages(client, pending):
-    for url in (reverse("request-detail", args=[pending.pk]), reverse("tenant-detail", args=[pending.tenant_id]),
-                reverse("tenant-status", args=[pending.tenant_id])):
+    for url in (
+        reverse("request-detail", args=[pending.pk]),
+        reverse("tenant-detail", args=[pending.tenant_id]),
+        reverse("tenant-status", args=[pending.tenant_id]),
+    ):
         response = client.get(url)
         assert response.status_code == 302 and response["Location"].startswith("/login/"), url
 
@@ -120,14 +137,14 @@ def test_only_team_writers_open_the_request_form(request, as_user, team_a, clust
 def test_vera_cannot_submit_for_team_a_even_by_forging_the_form(as_user, vera, team_a, medium, cluster):
     response = as_user(vera).post(reverse("request-new"), _create_post(team_a, medium, cluster))
     assert response.status_code == 403
-    assert not Request.objects.exists()
+    assert not TenantRequest.objects.exists()
 
 
 def test_bob_cannot_pick_team_a_in_the_request_form(as_user, bob, team_a, medium, cluster):
     response = as_user(bob).post(reverse("request-new"), _create_post(team_a, medium, cluster))
     assert response.status_code == 200
     assert 'id="id_team_error"' in response.content.decode()
-    assert not Request.objects.exists()
+    assert not TenantRequest.objects.exists()
 
 
 @pytest.mark.parametrize("role, status", [("carol", 200), ("dave", 200), ("alice", 403), ("erin", 403)])
@@ -145,8 +162,12 @@ def test_a_refused_page_is_audited(as_user, alice):
 @pytest.mark.parametrize("role", ["alice", "amir", "vera", "carol", "dave"])
 def test_team_and_deciders_see_the_tenant_and_request_pages(request, as_user, pending, role):
     client = as_user(request.getfixturevalue(role))
-    for name, pk in (("request-detail", pending.pk), ("request-status", pending.pk),
-                     ("tenant-detail", pending.tenant_id), ("tenant-status", pending.tenant_id)):
+    for name, pk in (
+        ("request-detail", pending.pk),
+        ("request-status", pending.pk),
+        ("tenant-detail", pending.tenant_id),
+        ("tenant-status", pending.tenant_id),
+    ):
         assert client.get(reverse(name, args=[pk])).status_code == 200, name
 
 
@@ -154,10 +175,22 @@ def test_team_and_deciders_see_the_tenant_and_request_pages(request, as_user, pe
 def test_others_get_404_on_alices_tenant_and_request(request, as_user, pending, role):
     client = as_user(request.getfixturevalue(role))
     req, tenant = pending.pk, pending.tenant_id
-    gets = [("request-detail", req), ("request-status", req), ("tenant-detail", tenant), ("tenant-status", tenant),
-            ("tenant-decommission", tenant)]
-    posts = [("request-approve", req), ("request-reject", req), ("request-cancel", req), ("tenant-request", tenant),
-             ("tenant-decommission", tenant), ("tenant-retry", tenant), ("tenant-isolation-check", tenant)]
+    gets = [
+        ("request-detail", req),
+        ("request-status", req),
+        ("tenant-detail", tenant),
+        ("tenant-status", tenant),
+        ("tenant-decommission", tenant),
+    ]
+    posts = [
+        ("request-approve", req),
+        ("request-reject", req),
+        ("request-cancel", req),
+        ("tenant-request", tenant),
+        ("tenant-decommission", tenant),
+        ("tenant-retry", tenant),
+        ("tenant-isolation-check", tenant),
+    ]
     for name, pk in gets:
         response = client.get(reverse(name, args=[pk]))
         assert response.status_code == 404, name
@@ -165,7 +198,7 @@ def test_others_get_404_on_alices_tenant_and_request(request, as_user, pending, 
     for name, pk in posts:
         assert client.post(reverse(name, args=[pk]), {"action": "delete"}).status_code == 404, name
     pending.refresh_from_db()
-    assert pending.status == Request.Status.PENDING
+    assert pending.status == TenantRequest.Status.PENDING
 
 
 # --- Asking for a tenant ---------------------------------------------------------------------
@@ -173,8 +206,20 @@ def test_others_get_404_on_alices_tenant_and_request(request, as_user, pending, 
 
 def test_request_form_compares_tiers_and_shows_the_budget(as_user, alice, cluster):
     html = as_user(alice).get(reverse("request-new")).content.decode()
-    for text in ("Pod Security level", "Network profile", "Credential lifetime", "Default expiry", "Pods",
-                 "Restricted", "Dedicated pool", "Automatic", "Approver decides", "1 hour", "12 hours", "Budget of Team A"):
+    for text in (
+        "Pod Security level",
+        "Network profile",
+        "Credential lifetime",
+        "Default expiry",
+        "Pods",
+        "Restricted",
+        "Dedicated pool",
+        "Automatic",
+        "Approver decides",
+        "1 hour",
+        "12 hours",
+        "Budget of Team A",
+    ):
         assert text in html, text
     assert 'hx-get="/requests/new/budget/"' in html
 
@@ -186,15 +231,19 @@ def test_budget_panel_follows_the_team_picked_and_stays_in_the_team(as_user, ali
     assert as_user(bob).get(reverse("request-budget"), {"team": team_a.pk}).status_code == 404
 
 
-@pytest.mark.parametrize("overrides, field, message", [
-    ({"name": "Bad_Name!"}, "name", "RFC 1123"),
-    ({"name": "default"}, "name", "reserved"),
-    ({"name": ""}, "name", "This field is required."),
-    ({"requested_expiry": "2001-01-01"}, "requested_expiry", "Choose a date in the future."),
-    ({"kind": "openshift"}, "kind", "Select a valid choice"),
-])
-def test_bad_input_is_shown_next_to_the_field_and_nothing_is_created(as_user, alice, team_a, medium, cluster,
-                                                                     overrides, field, message):
+@pytest.mark.parametrize(
+    "overrides, field, message",
+    [
+        ({"name": "Bad_Name!"}, "name", "RFC 1123"),
+        ({"name": "default"}, "name", "reserved"),
+        ({"name": ""}, "name", "This field is required."),
+        ({"requested_expiry": "2001-01-01"}, "requested_expiry", "Choose a date in the future."),
+        ({"kind": "openshift"}, "kind", "Select a valid choice"),
+    ],
+)
+def test_bad_input_is_shown_next_to_the_field_and_nothing_is_created(
+    as_user, alice, team_a, medium, cluster, overrides, field, message
+):
     response = as_user(alice).post(reverse("request-new"), _create_post(team_a, medium, cluster, **overrides))
     assert response.status_code == 200
     html = response.content.decode()
@@ -202,7 +251,7 @@ def test_bad_input_is_shown_next_to_the_field_and_nothing_is_created(as_user, al
     assert error_list and message in error_list.group(1)
     widget = re.search(rf'<(?:input|select)[^>]*\bid="id_{field}"[^>]*>', html).group(0)
     assert f"id_{field}_error" in widget and 'aria-invalid="true"' in widget
-    assert not Request.objects.exists() and not Tenant.objects.exists()
+    assert not TenantRequest.objects.exists() and not Tenant.objects.exists()
 
 
 def test_over_budget_is_shown_on_the_tier_field(as_user, alice, team_a, large, cluster):
@@ -211,16 +260,21 @@ def test_over_budget_is_shown_on_the_tier_field(as_user, alice, team_a, large, c
     response = as_user(alice).post(reverse("request-new"), _create_post(team_a, large, cluster))
     assert response.status_code == 200
     assert re.search(r'id="id_tier_error">.*budget', response.content.decode(), re.S)
-    assert not Request.objects.exists()
+    assert not TenantRequest.objects.exists()
 
 
 def test_a_good_request_creates_one_pending_request(as_user, alice, team_a, medium, cluster):
     client = as_user(alice)
     key = _form_key(client.get(reverse("request-new")).content.decode())
     response = client.post(reverse("request-new"), _create_post(team_a, medium, cluster, idempotency_key=key))
-    req = Request.objects.get()
+    req = TenantRequest.objects.get()
     assert response.status_code == 302 and response["Location"] == reverse("request-detail", args=[req.pk])
-    assert (req.status, req.name, req.requested_by, req.idempotency_key) == (Request.Status.PENDING, "api", alice, key)
+    assert (req.status, req.name, req.requested_by, req.idempotency_key) == (
+        TenantRequest.Status.PENDING,
+        "api",
+        alice,
+        key,
+    )
     page = client.get(response["Location"]).content.decode()
     assert "was sent to the approvers" in page
     event = AuditEvent.objects.get(action="request.submit")
@@ -234,7 +288,7 @@ def test_posting_the_same_form_twice_creates_one_request(as_user, alice, team_a,
     first = client.post(reverse("request-new"), data)
     second = client.post(reverse("request-new"), data)
     assert first["Location"] == second["Location"]
-    assert Request.objects.count() == 1 and Tenant.objects.count() == 1
+    assert TenantRequest.objects.count() == 1 and Tenant.objects.count() == 1
 
 
 def test_each_showing_of_the_form_has_its_own_key_and_is_never_cached(as_user, alice, cluster):
@@ -244,12 +298,13 @@ def test_each_showing_of_the_form_has_its_own_key_and_is_never_cached(as_user, a
     assert "no-store" in first["Cache-Control"]
 
 
-def test_a_small_tenant_is_approved_automatically(as_user, alice, team_a, small, cluster, dispatched,
-                                                   django_capture_on_commit_callbacks):
+def test_a_small_tenant_is_approved_automatically(
+    as_user, alice, team_a, small, cluster, dispatched, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=True):
         response = as_user(alice).post(reverse("request-new"), _create_post(team_a, small, cluster), follow=True)
-    req = Request.objects.get()
-    assert req.status == Request.Status.APPROVED and req.auto_approved
+    req = TenantRequest.objects.get()
+    assert req.status == TenantRequest.Status.APPROVED and req.auto_approved
     assert ("worker.tasks.provision_tenant", (str(req.tenant_id),)) in dispatched
     assert "approved automatically" in response.content.decode()
 
@@ -265,7 +320,11 @@ def test_carol_approves_through_the_page(as_user, carol, pending, dispatched, dj
         response = client.post(reverse("request-approve", args=[pending.pk]), {"approve-comment": "Looks right."})
     assert response["Location"] == reverse("request-detail", args=[pending.pk])
     pending.refresh_from_db()
-    assert (pending.status, pending.decided_by, pending.decision_comment) == (Request.Status.APPROVED, carol, "Looks right.")
+    assert (pending.status, pending.decided_by, pending.decision_comment) == (
+        TenantRequest.Status.APPROVED,
+        carol,
+        "Looks right.",
+    )
     assert Tenant.objects.get(pk=pending.tenant_id).status == TenantStatus.APPROVED
     assert dispatched == [("worker.tasks.provision_tenant", (str(pending.tenant_id),))]
     assert AuditEvent.objects.get(action="request.approve").actor == carol
@@ -277,7 +336,7 @@ def test_carol_rejects_with_a_reason(as_user, carol, pending, dispatched):
     response = client.post(reverse("request-reject", args=[pending.pk]), {"reject-reason": "Use the shared one."})
     assert response.status_code == 302
     pending.refresh_from_db()
-    assert pending.status == Request.Status.REJECTED
+    assert pending.status == TenantRequest.Status.REJECTED
     assert Tenant.objects.get(pk=pending.tenant_id).status == TenantStatus.REJECTED
     assert dispatched == []
 
@@ -287,7 +346,7 @@ def test_rejecting_without_a_reason_says_why_next_to_the_field(as_user, carol, p
     assert response.status_code == 200
     assert re.search(r'id="id_reject-reason_error">.*Say why the request is rejected', response.content.decode(), re.S)
     pending.refresh_from_db()
-    assert pending.status == Request.Status.PENDING
+    assert pending.status == TenantRequest.Status.PENDING
 
 
 def test_alice_gets_no_decision_buttons_and_a_forged_approval_is_refused(as_user, alice, pending, dispatched):
@@ -298,7 +357,7 @@ def test_alice_gets_no_decision_buttons_and_a_forged_approval_is_refused(as_user
     assert client.post(reverse("request-approve", args=[pending.pk]), {"approve-comment": "mine"}).status_code == 403
     assert client.post(reverse("request-reject", args=[pending.pk]), {"reject-reason": "x"}).status_code == 403
     pending.refresh_from_db()
-    assert pending.status == Request.Status.PENDING and dispatched == []
+    assert pending.status == TenantRequest.Status.PENDING and dispatched == []
 
 
 def test_an_admin_cannot_approve_their_own_request(as_user, dave, submit, dispatched):
@@ -309,7 +368,7 @@ def test_an_admin_cannot_approve_their_own_request(as_user, dave, submit, dispat
     assert "another approver decides it" in html
     response = client.post(reverse("request-approve", args=[req.pk]))
     assert response.status_code == 403 and b"cannot decide your own request" in response.content
-    assert Request.objects.get(pk=req.pk).status == Request.Status.PENDING
+    assert TenantRequest.objects.get(pk=req.pk).status == TenantRequest.Status.PENDING
 
 
 def test_approval_queue_lists_oldest_first_and_decides_inline(as_user, carol, submit, dispatched):
@@ -317,11 +376,18 @@ def test_approval_queue_lists_oldest_first_and_decides_inline(as_user, carol, su
     client = as_user(carol)
     html = client.get(reverse("approvals")).content.decode()
     assert html.index("Create first") < html.index("Create second")
-    response = client.post(reverse("request-approve", args=[newer.pk]), {"approve-comment": "", "next": reverse("approvals")})
+    response = client.post(
+        reverse("request-approve", args=[newer.pk]), {"approve-comment": "", "next": reverse("approvals")}
+    )
     assert response["Location"] == reverse("approvals")
-    response = client.post(reverse("request-reject", args=[older.pk]), {"reject-reason": "No.", "next": "https://evil.example/"})
+    response = client.post(
+        reverse("request-reject", args=[older.pk]), {"reject-reason": "No.", "next": "https://evil.example/"}
+    )
     assert response["Location"] == reverse("request-detail", args=[older.pk])
-    assert [r.status for r in Request.objects.order_by("created_at")] == [Request.Status.REJECTED, Request.Status.APPROVED]
+    assert [r.status for r in TenantRequest.objects.order_by("created_at")] == [
+        TenantRequest.Status.REJECTED,
+        TenantRequest.Status.APPROVED,
+    ]
 
 
 def test_the_requester_cancels_but_a_member_cannot(as_user, alice, amir, submit):
@@ -331,7 +397,7 @@ def test_the_requester_cancels_but_a_member_cannot(as_user, alice, amir, submit)
     assert reverse("request-cancel", args=[req.pk]) in html
     assert as_user(alice).post(reverse("request-cancel", args=[req.pk])).status_code == 302
     req.refresh_from_db()
-    assert req.status == Request.Status.CANCELLED
+    assert req.status == TenantRequest.Status.CANCELLED
 
 
 def test_request_history_shows_request_and_tenant_events(as_user, alice, carol, pending, dispatched):
@@ -341,20 +407,19 @@ def test_request_history_shows_request_and_tenant_events(as_user, alice, carol, 
         assert action in html
 
 
-def test_manifest_preview_is_shown_only_when_a_renderer_is_registered(as_user, carol, pending, monkeypatch):
+def test_manifest_preview_is_shown_only_when_a_renderer_is_registered(
+    as_user, carol, pending, worker_hooks, monkeypatch
+):
     url = reverse("request-detail", args=[pending.pk])
-    monkeypatch.setitem(hooks._registry, "manifest_preview", lambda tenant, *, tier=None: f"kind: Namespace\nname: {tenant.namespace}")
+    worker_hooks.preview = "kind: Namespace\nname: {namespace}"
     html = as_user(carol).get(url).content.decode()
-    assert "Manifests that will be created" in html and "kind: Namespace" in html
-    monkeypatch.delitem(hooks._registry, "manifest_preview")
+    assert "Manifests that will be created" in html and f"name: {pending.tenant.namespace}" in html
+    monkeypatch.setattr(hooks, "_installed", None)
     assert "Manifests that will be created" not in as_user(carol).get(url).content.decode()
 
 
-def test_a_broken_preview_renderer_does_not_break_the_approval_page(as_user, carol, pending, monkeypatch):
-    def broken(tenant, *, tier=None):
-        raise RuntimeError("boom")
-
-    monkeypatch.setitem(hooks._registry, "manifest_preview", broken)
+def test_a_broken_preview_renderer_does_not_break_the_approval_page(as_user, carol, pending, worker_hooks):
+    worker_hooks.preview_error = RuntimeError("boom")
     response = as_user(carol).get(reverse("request-detail", args=[pending.pk]))
     assert response.status_code == 200 and b"could not be rendered" in response.content
 
@@ -364,12 +429,15 @@ def test_a_broken_preview_renderer_does_not_break_the_approval_page(as_user, car
 
 def test_status_fragments_poll_while_moving_and_stop_when_final(as_user, alice, pending, carol, dispatched):
     client = as_user(alice)
-    tenant_url, request_url = (reverse("tenant-status", args=[pending.tenant_id]), reverse("request-status", args=[pending.pk]))
+    tenant_url, request_url = (
+        reverse("tenant-status", args=[pending.tenant_id]),
+        reverse("request-status", args=[pending.pk]),
+    )
     for url in (tenant_url, request_url):
         fragment = client.get(url).content.decode()
         assert 'hx-trigger="every 3s"' in fragment and "<html" not in fragment
 
-    services.request_approve(request=pending, actor=carol)
+    services.request_approve(tenant_request=pending, actor=carol)
     tenant = services.tenant_mark_provisioning(tenant=Tenant.objects.get(pk=pending.tenant_id))
     assert 'hx-trigger="every 3s"' in client.get(tenant_url).content.decode()
     services.tenant_mark_ready(tenant=tenant, applied_generation=tenant.generation)
@@ -388,26 +456,60 @@ def test_status_fragments_poll_while_moving_and_stop_when_final(as_user, alice, 
 
 def test_tenant_page_shows_usage_isolation_and_monitoring(as_user, alice, ready_tenant):
     tenant = ready_tenant()
-    services.tenant_record_usage(tenant=tenant, usage={
-        "hard": {"requests.cpu": "2", "limits.memory": "4Gi", "pods": "20", "services.nodeports": "0"},
-        "used": {"requests.cpu": "500m", "limits.memory": "1Gi", "pods": "19"},
-    })
-    services.tenant_record_isolation_report(tenant=tenant, report={"passed": False, "checks": [
-        {"id": "quota", "title": "ResourceQuota enforced", "passed": True, "detail": ""},
-        {"id": "netpol", "title": "Cross-namespace traffic blocked", "passed": False, "detail": "reached team-b"},
-    ]})
+    services.tenant_record_usage(
+        tenant=tenant,
+        usage={
+            "hard": {"requests.cpu": "2", "limits.memory": "4Gi", "pods": "20", "services.nodeports": "0"},
+            "used": {"requests.cpu": "500m", "limits.memory": "1Gi", "pods": "19"},
+        },
+    )
+    services.tenant_record_isolation_report(
+        tenant=tenant,
+        report={
+            "passed": False,
+            "checks": [
+                {"id": "quota", "title": "ResourceQuota enforced", "passed": True, "detail": ""},
+                {
+                    "id": "netpol",
+                    "title": "Cross-namespace traffic blocked",
+                    "passed": False,
+                    "detail": "reached team-b",
+                },
+            ],
+        },
+    )
     html = as_user(alice).get(reverse("tenant-detail", args=[tenant.pk])).content.decode()
-    for text in ("500m CPU of 2 CPU", "w-25", "1 GiB of 4 GiB", "19 of 20", "w-95", "bar__fill--warn", "0 used · none allowed",
-                 "Last refreshed", "Some checks failed", "Cross-namespace traffic blocked", "reached team-b", "Fail",
-                 f"https://grafana.example.test/d/ns?var-namespace={tenant.namespace}", "Ready"):
+    for text in (
+        "500m CPU of 2 CPU",
+        "w-25",
+        "1 GiB of 4 GiB",
+        "19 of 20",
+        "w-95",
+        "bar__fill--warn",
+        "0 used · none allowed",
+        "Last refreshed",
+        "Some checks failed",
+        "Cross-namespace traffic blocked",
+        "reached team-b",
+        "Fail",
+        f"https://grafana.example.test/d/ns?var-namespace={tenant.namespace}",
+        "Ready",
+    ):
         assert text in html, text
 
 
-@pytest.mark.parametrize("role, visible, hidden", [
-    ("alice", ["Change tier", "Extend expiry", "Decommission…", "Run the checks again"], ["Request deletion"]),
-    ("amir", ["Change tier", "Extend expiry", "Request deletion"], ["Decommission…"]),
-    ("vera", ["lets you view this tenant only"], ["Change tier", "Extend expiry", "Request deletion", "Decommission…"]),
-])
+@pytest.mark.parametrize(
+    "role, visible, hidden",
+    [
+        ("alice", ["Change tier", "Extend expiry", "Decommission…", "Run the checks again"], ["Request deletion"]),
+        ("amir", ["Change tier", "Extend expiry", "Request deletion"], ["Decommission…"]),
+        (
+            "vera",
+            ["lets you view this tenant only"],
+            ["Change tier", "Extend expiry", "Request deletion", "Decommission…"],
+        ),
+    ],
+)
 def test_tenant_actions_follow_the_role(request, as_user, ready_tenant, role, visible, hidden):
     tenant = ready_tenant()
     html = as_user(request.getfixturevalue(role)).get(reverse("tenant-detail", args=[tenant.pk])).content.decode()
@@ -420,44 +522,58 @@ def test_tenant_actions_follow_the_role(request, as_user, ready_tenant, role, vi
 def test_a_member_asks_for_a_tier_change_from_the_tenant_page(as_user, amir, roomy_team_a, ready_tenant, large):
     tenant = ready_tenant()
     client = as_user(amir)
-    key = re.search(r'name="change-idempotency_key" value="([0-9a-f]{32})"',
-                    client.get(reverse("tenant-detail", args=[tenant.pk])).content.decode()).group(1)
-    data = {"action": "change_tier", "change-tier": large.pk, "change-purpose": "Launch.", "change-idempotency_key": key}
+    key = re.search(
+        r'name="change-idempotency_key" value="([0-9a-f]{32})"',
+        client.get(reverse("tenant-detail", args=[tenant.pk])).content.decode(),
+    ).group(1)
+    data = {
+        "action": "change_tier",
+        "change-tier": large.pk,
+        "change-purpose": "Launch.",
+        "change-idempotency_key": key,
+    }
     first = client.post(reverse("tenant-request", args=[tenant.pk]), data)
     second = client.post(reverse("tenant-request", args=[tenant.pk]), data)
-    req = Request.objects.get(action=Request.Action.CHANGE_TIER)
+    req = TenantRequest.objects.get(action=TenantRequest.Action.CHANGE_TIER)
     assert first["Location"] == second["Location"] == reverse("request-detail", args=[req.pk])
-    assert (req.status, req.tier, req.requested_by) == (Request.Status.PENDING, large, amir)
+    assert (req.status, req.tier, req.requested_by) == (TenantRequest.Status.PENDING, large, amir)
 
 
 def test_a_bad_extension_date_is_shown_next_to_the_field(as_user, alice, ready_tenant):
     tenant = ready_tenant()
-    response = as_user(alice).post(reverse("tenant-request", args=[tenant.pk]), {
-        "action": "extend", "extend-requested_expiry": "2001-01-01", "extend-idempotency_key": "e" * 32,
-    })
+    response = as_user(alice).post(
+        reverse("tenant-request", args=[tenant.pk]),
+        {
+            "action": "extend",
+            "extend-requested_expiry": "2001-01-01",
+            "extend-idempotency_key": "e" * 32,
+        },
+    )
     assert response.status_code == 200
     html = response.content.decode()
     assert re.search(r'id="id_extend-requested_expiry_error">.*Choose a date', html, re.S)
     assert "<details open>" in html
-    assert not Request.objects.filter(action=Request.Action.EXTEND).exists()
+    assert not TenantRequest.objects.filter(action=TenantRequest.Action.EXTEND).exists()
 
 
 def test_a_viewer_cannot_ask_for_changes(as_user, vera, ready_tenant):
     tenant = ready_tenant()
-    response = as_user(vera).post(reverse("tenant-request", args=[tenant.pk]),
-                                  {"action": "delete", "delete-idempotency_key": "v" * 32})
+    response = as_user(vera).post(
+        reverse("tenant-request", args=[tenant.pk]), {"action": "delete", "delete-idempotency_key": "v" * 32}
+    )
     assert response.status_code == 403
 
 
-def test_the_owner_decommissions_after_confirming(as_user, alice, amir, ready_tenant, dispatched,
-                                                  django_capture_on_commit_callbacks):
+def test_the_owner_decommissions_after_confirming(
+    as_user, alice, amir, ready_tenant, dispatched, django_capture_on_commit_callbacks
+):
     tenant = ready_tenant()
     url = reverse("tenant-decommission", args=[tenant.pk])
     assert as_user(amir).get(url).status_code == 403
     client = as_user(alice)
     assert b"This cannot be undone" in client.get(url).content
     response = client.post(url, {"confirm_name": "not-it", "reason": ""})
-    assert response.status_code == 200 and b"id=\"id_confirm_name_error\"" in response.content
+    assert response.status_code == 200 and b'id="id_confirm_name_error"' in response.content
     assert Tenant.objects.get(pk=tenant.pk).status == TenantStatus.READY
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(url, {"confirm_name": tenant.name, "reason": "Project over."})
@@ -467,7 +583,9 @@ def test_the_owner_decommissions_after_confirming(as_user, alice, amir, ready_te
     assert ("worker.tasks.decommission_tenant", (str(tenant.pk),)) in dispatched
 
 
-def test_the_owner_retries_a_failed_tenant(as_user, alice, ready_tenant, dispatched, django_capture_on_commit_callbacks):
+def test_the_owner_retries_a_failed_tenant(
+    as_user, alice, ready_tenant, dispatched, django_capture_on_commit_callbacks
+):
     tenant = services.tenant_mark_failed(tenant=ready_tenant(), reason="Quota admission refused the namespace.")
     client = as_user(alice)
     html = client.get(reverse("tenant-detail", args=[tenant.pk])).content.decode()
@@ -483,13 +601,15 @@ def test_the_owner_retries_a_failed_tenant(as_user, alice, ready_tenant, dispatc
 
 
 def test_audit_page_filters_and_exports_the_same_events(as_user, alice, bob, carol, pending, dispatched):
-    services.request_approve(request=pending, actor=carol)
+    services.request_approve(tenant_request=pending, actor=carol)
     client = as_user(alice)
     html = client.get(reverse("audit"), {"action": "request."}).content.decode()
     assert "request.submit" in html and "request.approve" in html and "tenant.approve" not in html
 
     today = timezone.now().date().isoformat()
-    response = client.get(reverse("audit-export"), {"action": "request.", "team": "team-a", "since": today, "until": today})
+    response = client.get(
+        reverse("audit-export"), {"action": "request.", "team": "team-a", "since": today, "until": today}
+    )
     assert response["Content-Type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert sorted(r["action"] for r in rows) == ["request.approve", "request.submit"]
@@ -558,14 +678,23 @@ _EVENT_HANDLER = re.compile(r"\son[a-z]+\s*=", re.I)
 
 
 @pytest.mark.parametrize("role", ["alice", "carol"])
-def test_pages_carry_a_csp_and_no_inline_script_or_style(request, as_user, ready_tenant, submit, role, monkeypatch):
-    monkeypatch.setitem(hooks._registry, "manifest_preview", lambda tenant, *, tier=None: "kind: Namespace")
+def test_pages_carry_a_csp_and_no_inline_script_or_style(request, as_user, ready_tenant, submit, role, worker_hooks):
     tenant = ready_tenant()
     req = submit(name="other")
     client = as_user(request.getfixturevalue(role))
-    urls = [reverse("dashboard"), reverse("tenant-detail", args=[tenant.pk]), reverse("request-detail", args=[req.pk]),
-            reverse("audit"), reverse("tokens"), reverse("tenant-status", args=[tenant.pk])]
-    urls += [reverse("request-new"), reverse("tenant-decommission", args=[tenant.pk])] if role == "alice" else [reverse("approvals")]
+    urls = [
+        reverse("dashboard"),
+        reverse("tenant-detail", args=[tenant.pk]),
+        reverse("request-detail", args=[req.pk]),
+        reverse("audit"),
+        reverse("tokens"),
+        reverse("tenant-status", args=[tenant.pk]),
+    ]
+    urls += (
+        [reverse("request-new"), reverse("tenant-decommission", args=[tenant.pk])]
+        if role == "alice"
+        else [reverse("approvals")]
+    )
     for url in urls:
         response = client.get(url)
         assert response.status_code == 200, url
@@ -591,11 +720,12 @@ def test_posts_without_the_csrf_token_are_refused(alice, pending):
     response = client.post(reverse("request-cancel", args=[pending.pk]))
     assert response.status_code == 403 and b"This form has expired" in response.content
     pending.refresh_from_db()
-    assert pending.status == Request.Status.PENDING
+    assert pending.status == TenantRequest.Status.PENDING
 
 
-def test_the_dashboard_shows_tenants_requests_and_budgets_in_few_queries(as_user, alice, make_tenant, roomy_team_a,
-                                                                         submit, django_assert_max_num_queries):
+def test_the_dashboard_shows_tenants_requests_and_budgets_in_few_queries(
+    as_user, alice, make_tenant, roomy_team_a, submit, django_assert_max_num_queries
+):
     for _ in range(8):
         make_tenant(team=roomy_team_a, created_by=alice)
     submit(name="waiting")
@@ -605,7 +735,9 @@ def test_the_dashboard_shows_tenants_requests_and_budgets_in_few_queries(as_user
     assert html.count('href="/tenants/') == 9 and "Create waiting" in html and "Team A" in html
 
 
-def test_list_pages_do_not_grow_queries_with_rows(as_user, carol, dave, roomy_team_a, submit, django_assert_max_num_queries):
+def test_list_pages_do_not_grow_queries_with_rows(
+    as_user, carol, dave, roomy_team_a, submit, django_assert_max_num_queries
+):
     for i in range(6):
         submit(name=f"q{i}")
     client = as_user(carol)
@@ -618,32 +750,37 @@ def test_list_pages_do_not_grow_queries_with_rows(as_user, carol, dave, roomy_te
 
 def test_error_pages_keep_the_product_look(as_user, alice):
     response = as_user(alice).get("/no/such/page/")
-    assert response.status_code == 404 and b"There is nothing here" in response.content and b"Sign out" in response.content
+    assert (
+        response.status_code == 404 and b"There is nothing here" in response.content and b"Sign out" in response.content
+    )
     # Django renders 500.html without a request or context processors: it must still render.
     html = get_template("500.html").render()
     assert "Something went wrong on our side" in html and "berth.css" in html
 
 
-def test_preview_uses_the_registered_renderer_and_none_without_one(monkeypatch, ready_tenant):
-    monkeypatch.setattr(hooks, "_registry", {})
+def test_the_worker_app_installs_its_hooks_once_and_they_render_the_preview(ready_tenant):
+    from worker.hooks import PortalHooks
+
+    installed = hooks.installed()
+    assert isinstance(installed, PortalHooks)
+    hooks.install(PortalHooks())  # installing the same kind again (a second ready()) is harmless
+    with pytest.raises(RuntimeError, match="already installed"):
+        hooks.install(FakeWorkerHooks())
     tenant = ready_tenant()
-    assert hooks.manifest_preview(tenant) is None
-    hooks.register("manifest_preview", lambda t, *, tier=None: f"{t.namespace} at {(tier or t.tier).name}")
-    assert hooks.manifest_preview(tenant) == f"{tenant.namespace} at {tenant.tier.name}"
-    assert hooks.manifest_preview(tenant, tier=tenant.tier) == hooks.manifest_preview(tenant)
+    assert f"name: {tenant.namespace}" in installed.manifest_preview(tenant)
+
+
+def test_without_the_worker_app_there_are_no_hooks(monkeypatch):
+    monkeypatch.setattr(hooks, "_installed", None)
+    assert hooks.installed() is None
+    with pytest.raises(LookupError, match="worker"):
+        hooks.worker()
 
 
 @pytest.fixture
-def fake_kubeconfigs(monkeypatch) -> list[tuple]:
+def fake_kubeconfigs(worker_hooks) -> list[tuple]:
     """Stands in for the worker's issuer (the real one is proven in tests/worker against the dev cluster)."""
-    issued: list[tuple] = []
-
-    def issue(tenant, *, role, lifetime_seconds):
-        issued.append((tenant.pk, role, lifetime_seconds))
-        return f"apiVersion: v1\nkind: Config\n# {role} {lifetime_seconds}\n"
-
-    monkeypatch.setitem(hooks._registry, "issue_kubeconfig", issue)
-    return issued
+    return worker_hooks.grants
 
 
 def test_kubeconfig_download_from_the_tenant_page_is_audited(as_user, alice, ready_tenant, fake_kubeconfigs):
@@ -654,12 +791,14 @@ def test_kubeconfig_download_from_the_tenant_page_is_audited(as_user, alice, rea
     assert response.status_code == 200
     assert response["Content-Type"] == "application/yaml" and "attachment" in response["Content-Disposition"]
     assert response["Cache-Control"] == "no-store"
-    assert fake_kubeconfigs == [(tenant.pk, "edit", 600)]
+    assert fake_kubeconfigs == [(tenant.name, "edit", 600)]
     event = AuditEvent.objects.get(action="tenant.kubeconfig_issued", object_id=str(tenant.pk))
     assert event.actor == alice and event.after["lifetime_seconds"] == 600
 
 
-def test_kubeconfig_page_refuses_lifetimes_beyond_the_tier_and_outsiders(as_user, alice, bob, ready_tenant, fake_kubeconfigs):
+def test_kubeconfig_page_refuses_lifetimes_beyond_the_tier_and_outsiders(
+    as_user, alice, bob, ready_tenant, fake_kubeconfigs
+):
     tenant = ready_tenant()  # small tier: at most one hour
     too_long = as_user(alice).post(f"/tenants/{tenant.pk}/kubeconfig/", {"lifetime_seconds": str(12 * 3600)})
     assert too_long.status_code == 302 and fake_kubeconfigs == []
@@ -670,6 +809,11 @@ def test_kubeconfig_page_refuses_lifetimes_beyond_the_tier_and_outsiders(as_user
 def test_quota_bars_show_any_use_and_label_every_resource_berth_sets():
     from tenants.views.quota import usage_rows
 
-    rows = {r.label: r for r in usage_rows({"hard": {"pods": "100", "count/jobs.batch": "20"}, "used": {"pods": "1", "count/jobs.batch": "0"}})}
+    rows = {
+        r.label: r
+        for r in usage_rows(
+            {"hard": {"pods": "100", "count/jobs.batch": "20"}, "used": {"pods": "1", "count/jobs.batch": "0"}}
+        )
+    }
     assert rows["Pods"].width_class == "w-5"  # 1 % still shows
     assert rows["Jobs"].width_class == "w-0"

@@ -1,4 +1,5 @@
 """tenants.selectors: every read is scoped to the caller; another team's things are simply absent."""
+
 from __future__ import annotations
 
 import pytest
@@ -70,7 +71,7 @@ def test_admins_see_every_audit_event(two_teams, dave):
 
 def test_approvers_see_every_teams_history_but_not_other_peoples_sign_ins(two_teams, carol, alice, bob, team_a, team_b):
     *_, a_request, _ = two_teams
-    services.request_approve(request=a_request, actor=carol)
+    services.request_approve(tenant_request=a_request, actor=carol)
     audit.record(actor=None, action="tenant.ready", object_type="tenant", team=team_a)
     audit.record(actor=alice, action="auth.login", object_type="session")
     audit.record(actor=carol, action="auth.login", object_type="session")
@@ -128,8 +129,12 @@ def test_team_allocation_counts_live_tenants_only(make_tenant, team_a, alice, me
     for dead in (TenantStatus.DELETED, TenantStatus.REJECTED, TenantStatus.CANCELLED):
         make_tenant(team=team_a, created_by=alice, tier=medium, status=dead)
     used = selectors.team_allocation(team=team_a)
-    assert used.astuple() == (medium.cpu_limit_millis + small.cpu_limit_millis, medium.memory_limit_mib + small.memory_limit_mib,
-                              medium.storage_gib + small.storage_gib, 2)
+    assert used.astuple() == (
+        medium.cpu_limit_millis + small.cpu_limit_millis,
+        medium.memory_limit_mib + small.memory_limit_mib,
+        medium.storage_gib + small.storage_gib,
+        2,
+    )
 
 
 def test_team_budget_reports_used_total_and_remaining(make_tenant, team_a, alice, medium):
@@ -178,10 +183,16 @@ def links_for(make_tenant, team, user, cluster, templates, name="web"):
 
 
 def test_monitoring_links_are_filled_in_for_the_tenant(make_tenant, team_a, alice, cluster):
-    links = links_for(make_tenant, team_a, alice, cluster, [
-        {"name": "Grafana", "url": "https://g.example.test/d?ns={namespace}&t={tenant}&team={team}&c={cluster}"},
-        {"url": "http://logs.example.test/{namespace}"},
-    ])
+    links = links_for(
+        make_tenant,
+        team_a,
+        alice,
+        cluster,
+        [
+            {"name": "Grafana", "url": "https://g.example.test/d?ns={namespace}&t={tenant}&team={team}&c={cluster}"},
+            {"url": "http://logs.example.test/{namespace}"},
+        ],
+    )
     assert links == [
         {"name": "Grafana", "url": "https://g.example.test/d?ns=web&t=web&team=team-a&c=dev"},
         {"name": "Monitoring", "url": "http://logs.example.test/web"},
@@ -189,16 +200,29 @@ def test_monitoring_links_are_filled_in_for_the_tenant(make_tenant, team_a, alic
 
 
 def test_monitoring_links_other_than_http_are_dropped(make_tenant, team_a, alice, cluster):
-    links = links_for(make_tenant, team_a, alice, cluster, [
-        {"name": "x", "url": "javascript:alert({namespace})"}, {"name": "y", "url": "//evil.example/{namespace}"},
-        "not-a-dict", {"name": "no url"}, {"name": "bad", "url": 42},
-    ])
+    links = links_for(
+        make_tenant,
+        team_a,
+        alice,
+        cluster,
+        [
+            {"name": "x", "url": "javascript:alert({namespace})"},
+            {"name": "y", "url": "//evil.example/{namespace}"},
+            "not-a-dict",
+            {"name": "no url"},
+            {"name": "bad", "url": 42},
+        ],
+    )
     assert links == []
 
 
-@pytest.mark.parametrize("template", ["https://g.test/{", "https://g.test/{0}", "https://g.test/{}", "https://g.test/}{"])
+@pytest.mark.parametrize(
+    "template", ["https://g.test/{", "https://g.test/{0}", "https://g.test/{}", "https://g.test/}{"]
+)
 def test_a_malformed_monitoring_template_never_breaks_the_tenant_page(make_tenant, team_a, alice, cluster, template):
-    assert links_for(make_tenant, team_a, alice, cluster, [{"name": "g", "url": template}]) == [{"name": "g", "url": template}]
+    assert links_for(make_tenant, team_a, alice, cluster, [{"name": "g", "url": template}]) == [
+        {"name": "g", "url": template}
+    ]
 
 
 def test_monitoring_templates_cannot_reach_into_python_objects(make_tenant, team_a, alice, cluster):
@@ -216,4 +240,7 @@ def test_the_team_and_owner_mailing_lists(alice, amir, vera, team_a, carol, dave
 
 def test_memberships_of_a_person(alice, team_b):
     Membership.objects.create(user=alice, team=team_b, role="viewer")
-    assert [(m.team.slug, m.role) for m in selectors.memberships_of(user=alice)] == [("team-a", "owner"), ("team-b", "viewer")]
+    assert [(m.team.slug, m.role) for m in selectors.memberships_of(user=alice)] == [
+        ("team-a", "owner"),
+        ("team-b", "viewer"),
+    ]

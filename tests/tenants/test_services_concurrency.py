@@ -2,26 +2,30 @@
 
 These tests commit (``transaction=True``) so each thread sees the other's writes and locks.
 """
+
 from __future__ import annotations
+
+from functools import partial
+from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
 
 from tenants import dispatch, services
 from tenants.errors import InvalidTransition
-from tenants.models import AuditEvent, Request, Tenant, TenantStatus
+from tenants.models import AuditEvent, Membership, Tenant, TenantRequest, TenantStatus, User
 
 from .conftest import run_together
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def fresh(req: Request) -> Request:
+def fresh(req: TenantRequest) -> TenantRequest:
     """A separate in-memory copy, as two web requests would each load their own."""
-    return Request.objects.get(pk=req.pk)
+    return TenantRequest.objects.get(pk=req.pk)
 
 
-def outcome(results: list[object]) -> tuple[list[object], list[object]]:
+def outcome(results: list[Any]) -> tuple[list[Any], list[Exception]]:
     won = [r for r in results if not isinstance(r, Exception)]
     lost = [r for r in results if isinstance(r, Exception)]
     return won, lost
@@ -30,8 +34,8 @@ def outcome(results: list[object]) -> tuple[list[object], list[object]]:
 def test_two_deciders_approving_at_once_yield_one_approval_one_job_and_one_audit_event(submit, carol, dave, dispatched):
     req = submit()
     results = run_together(
-        lambda: services.request_approve(request=fresh(req), actor=carol),
-        lambda: services.request_approve(request=fresh(req), actor=dave),
+        lambda: services.request_approve(tenant_request=fresh(req), actor=carol),
+        lambda: services.request_approve(tenant_request=fresh(req), actor=dave),
     )
     won, lost = outcome(results)
     assert len(won) == 1 and len(lost) == 1
@@ -39,7 +43,7 @@ def test_two_deciders_approving_at_once_yield_one_approval_one_job_and_one_audit
     assert dispatched == [(dispatch.PROVISION, (str(req.tenant_id),))]
     assert AuditEvent.objects.filter(action="request.approve", object_id=str(req.pk)).count() == 1
     assert AuditEvent.objects.filter(action="tenant.approve", object_id=str(req.tenant_id)).count() == 1
-    assert Request.objects.get(pk=req.pk).decided_by == won[0].decided_by
+    assert TenantRequest.objects.get(pk=req.pk).decided_by == won[0].decided_by
 
 
 def test_approve_and_reject_at_once_never_deadlock_and_one_decision_stands(submit, carol, dave, dispatched, team_a):
@@ -49,20 +53,26 @@ def test_approve_and_reject_at_once_never_deadlock_and_one_decision_stands(submi
     for attempt in range(5):
         req = submit(name=f"race-{attempt}")
         results = run_together(
-            lambda req=req: services.request_approve(request=fresh(req), actor=carol),
-            lambda req=req: services.request_reject(request=fresh(req), actor=dave, reason="no"),
+            partial(services.request_approve, tenant_request=fresh(req), actor=carol),
+            partial(services.request_reject, tenant_request=fresh(req), actor=dave, reason="no"),
         )
         won, lost = outcome(results)
         assert len(won) == 1 and isinstance(lost[0], InvalidTransition), repr(lost)
-        decided = Request.objects.get(pk=req.pk)
+        decided = TenantRequest.objects.get(pk=req.pk)
         tenant = Tenant.objects.get(pk=req.tenant_id)
-        expected = {Request.Status.APPROVED: TenantStatus.APPROVED, Request.Status.REJECTED: TenantStatus.REJECTED}
+        expected: dict[str, str] = {
+            TenantRequest.Status.APPROVED: TenantStatus.APPROVED,
+            TenantRequest.Status.REJECTED: TenantStatus.REJECTED,
+        }
         assert tenant.status == expected[decided.status]
-        assert AuditEvent.objects.filter(object_id=str(req.pk), action__in=["request.approve", "request.reject"]).count() == 1
+        assert (
+            AuditEvent.objects.filter(object_id=str(req.pk), action__in=["request.approve", "request.reject"]).count()
+            == 1
+        )
 
 
 def test_two_workers_marking_provisioning_at_once_yield_one_transition(submit, carol, dispatched):
-    req = services.request_approve(request=submit(), actor=carol)
+    req = services.request_approve(tenant_request=submit(), actor=carol)
     results = run_together(
         lambda: services.tenant_mark_provisioning(tenant=Tenant.objects.get(pk=req.tenant_id)),
         lambda: services.tenant_mark_provisioning(tenant=Tenant.objects.get(pk=req.tenant_id)),
@@ -90,4 +100,15 @@ def test_a_retry_racing_its_first_attempt_returns_the_same_request(submit):
     )
     won, lost = outcome(results)
     assert lost == [] and won[0].pk == won[1].pk
-    assert Request.objects.count() == 1 and Tenant.objects.count() == 1
+    assert TenantRequest.objects.count() == 1 and Tenant.objects.count() == 1
+
+
+def test_two_first_sign_ins_of_one_person_at_once_make_one_user():
+    claims = {"sub": "sub-twice", "preferred_username": "twice", "groups": ["team-race", "team-race2:owner"]}
+    results = run_together(
+        partial(services.user_sync_from_claims, claims=claims), partial(services.user_sync_from_claims, claims=claims)
+    )
+    won, lost = outcome(results)
+    assert lost == [] and won[0].pk == won[1].pk
+    assert User.objects.filter(oidc_subject="sub-twice").count() == 1
+    assert Membership.objects.filter(user=won[0]).count() == 2

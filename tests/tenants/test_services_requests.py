@@ -1,4 +1,5 @@
 """tenants.services: submitting, approving, rejecting and cancelling requests."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -8,8 +9,8 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from tenants import dispatch, services
-from tenants.errors import Forbidden, InvalidTransition
-from tenants.models import AuditEvent, Cluster, Request, Tenant, TenantStatus
+from tenants.errors import Forbidden, IdempotencyConflict, InvalidTransition
+from tenants.models import AuditEvent, Cluster, Membership, Tenant, TenantRequest, TenantStatus
 
 from .conftest import CTX
 
@@ -30,7 +31,7 @@ def today() -> dt.date:
 def test_alices_medium_request_waits_for_approval(submit, medium, dispatched, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         req = submit(name="web", purpose="payments API")
-    assert req.status == Request.Status.PENDING and req.action == Request.Action.CREATE
+    assert req.status == TenantRequest.Status.PENDING and req.action == TenantRequest.Action.CREATE
     assert req.decided_by is None and not req.auto_approved
     tenant = Tenant.objects.get(pk=req.tenant_id)
     assert tenant.status == TenantStatus.REQUESTED
@@ -84,8 +85,14 @@ def test_a_live_name_cannot_be_taken_twice_on_the_same_cluster(submit, amir):
 
 
 def test_the_same_name_is_free_on_another_cluster(submit, cluster, medium):
-    other = Cluster.objects.create(name="prod", display_name="Prod", api_url="https://10.0.0.1", credential_ref="incluster",
-                                   public_endpoint="https://prod.example.test", kinds=["namespace"])
+    other = Cluster.objects.create(
+        name="prod",
+        display_name="Prod",
+        api_url="https://10.0.0.1",
+        credential_ref="incluster",
+        public_endpoint="https://prod.example.test",
+        kinds=["namespace"],
+    )
     other.tiers.set([medium])
     submit(name="web")
     assert submit(name="web", cluster=other).cluster == other
@@ -93,14 +100,14 @@ def test_the_same_name_is_free_on_another_cluster(submit, cluster, medium):
 
 def test_a_name_is_free_again_after_its_request_is_rejected(submit, carol):
     first = submit(name="web")
-    services.request_reject(request=first, actor=carol, reason="Use the shared namespace.")
+    services.request_reject(tenant_request=first, actor=carol, reason="Use the shared namespace.")
     second = submit(name="web")
     assert second.tenant_id != first.tenant_id
 
 
 def test_a_name_is_free_again_after_its_request_is_cancelled(submit, alice):
     first = submit(name="web")
-    services.request_cancel(request=first, actor=alice)
+    services.request_cancel(tenant_request=first, actor=alice)
     assert submit(name="web").tenant_id != first.tenant_id
 
 
@@ -169,7 +176,7 @@ def test_team_tier_and_cluster_are_required(submit, missing):
 def test_viewers_outsiders_and_other_teams_cannot_submit_for_team_a(submit, who, request):
     with pytest.raises(Forbidden):
         submit(actor=request.getfixturevalue(who))
-    assert not Request.objects.exists()
+    assert not TenantRequest.objects.exists()
 
 
 def test_an_unknown_action_is_refused(alice):
@@ -206,7 +213,7 @@ def test_a_small_tier_request_is_approved_at_once_and_provisioning_is_enqueued_a
     with django_capture_on_commit_callbacks(execute=True):
         req = submit(name="ci", tier=small)
         assert dispatched == []  # nothing leaves before the transaction commits
-    assert req.status == Request.Status.APPROVED
+    assert req.status == TenantRequest.Status.APPROVED
     assert req.auto_approved and req.decided_by is None and req.decided_at is not None
     assert "Auto-approved" in req.decision_comment
     tenant = Tenant.objects.get(pk=req.tenant_id)
@@ -238,7 +245,7 @@ def test_a_rolled_back_submission_enqueues_nothing(submit, small, dispatched, dj
 def test_carol_approves_and_the_tenant_is_provisioned(submit, carol, dispatched, django_capture_on_commit_callbacks):
     req = submit()
     with django_capture_on_commit_callbacks(execute=True):
-        req = services.request_approve(request=req, actor=carol, comment="ok", ctx=CTX)
+        req = services.request_approve(tenant_request=req, actor=carol, comment="ok", ctx=CTX)
     assert (req.status, req.decided_by, req.decision_comment, req.auto_approved) == ("approved", carol, "ok", False)
     tenant = Tenant.objects.get(pk=req.tenant_id)
     assert tenant.status == TenantStatus.APPROVED
@@ -246,20 +253,20 @@ def test_carol_approves_and_the_tenant_is_provisioned(submit, carol, dispatched,
 
 
 def test_a_platform_admin_may_approve(submit, dave):
-    assert services.request_approve(request=submit(), actor=dave).decided_by == dave
+    assert services.request_approve(tenant_request=submit(), actor=dave).decided_by == dave
 
 
 def test_a_requester_cannot_approve_their_own_request_even_as_admin(submit, dave, team_a):
     req = submit(actor=dave, team=team_a)  # admins may ask for any team
     with pytest.raises(Forbidden, match="your own"):
-        services.request_approve(request=req, actor=dave)
+        services.request_approve(tenant_request=req, actor=dave)
     req.refresh_from_db()
-    assert req.status == Request.Status.PENDING
+    assert req.status == TenantRequest.Status.PENDING
 
 
 def test_a_requester_cannot_reject_their_own_request_either(submit, dave):
     with pytest.raises(Forbidden):
-        services.request_reject(request=submit(actor=dave), actor=dave, reason="no")
+        services.request_reject(tenant_request=submit(actor=dave), actor=dave, reason="no")
 
 
 @pytest.mark.parametrize("who", ["alice", "amir", "vera", "bob", "erin"])
@@ -267,22 +274,22 @@ def test_only_approvers_and_admins_decide(submit, amir, who, request):
     req = submit(actor=amir)
     actor = request.getfixturevalue(who)
     with pytest.raises(Forbidden):
-        services.request_approve(request=req, actor=actor)
+        services.request_approve(tenant_request=req, actor=actor)
     with pytest.raises(Forbidden):
-        services.request_reject(request=req, actor=actor, reason="no")
+        services.request_reject(tenant_request=req, actor=actor, reason="no")
     req.refresh_from_db()
-    assert req.status == Request.Status.PENDING
+    assert req.status == TenantRequest.Status.PENDING
 
 
 @pytest.mark.parametrize("reason", ["", "   ", "\n"])
 def test_a_rejection_needs_a_reason(submit, carol, reason):
     with pytest.raises(ValidationError) as refused:
-        services.request_reject(request=submit(), actor=carol, reason=reason)
+        services.request_reject(tenant_request=submit(), actor=carol, reason=reason)
     assert "reason" in field_errors(refused)
 
 
 def test_carol_rejects_and_the_tenant_is_rejected_with_the_reason(submit, carol, dispatched):
-    req = services.request_reject(request=submit(), actor=carol, reason="Use the shared namespace.")
+    req = services.request_reject(tenant_request=submit(), actor=carol, reason="Use the shared namespace.")
     assert (req.status, req.decided_by, req.decision_comment) == ("rejected", carol, "Use the shared namespace.")
     tenant = Tenant.objects.get(pk=req.tenant_id)
     assert (tenant.status, tenant.status_reason) == (TenantStatus.REJECTED, "Use the shared namespace.")
@@ -290,59 +297,61 @@ def test_carol_rejects_and_the_tenant_is_rejected_with_the_reason(submit, carol,
 
 def test_approve_after_reject_is_an_invalid_transition(submit, carol, dave):
     req = submit()
-    stale = Request.objects.get(pk=req.pk)
-    services.request_reject(request=req, actor=carol, reason="no")
+    stale = TenantRequest.objects.get(pk=req.pk)
+    services.request_reject(tenant_request=req, actor=carol, reason="no")
     with pytest.raises(InvalidTransition, match="rejected"):
-        services.request_approve(request=stale, actor=dave)
+        services.request_approve(tenant_request=stale, actor=dave)
     assert Tenant.objects.get(pk=req.tenant_id).status == TenantStatus.REJECTED
 
 
 def test_approve_after_reject_is_an_invalid_transition_even_when_the_budget_shrank(submit, carol, dave, team_a):
     req = submit()
-    services.request_reject(request=req, actor=carol, reason="no")
+    services.request_reject(tenant_request=req, actor=carol, reason="no")
     team_a.budget_tenants = 0
     team_a.save()
     with pytest.raises(InvalidTransition):
-        services.request_approve(request=req, actor=dave)
+        services.request_approve(tenant_request=req, actor=dave)
 
 
 def test_a_request_cannot_be_approved_twice(submit, carol, dave, dispatched, django_capture_on_commit_callbacks):
     req = submit()
     with django_capture_on_commit_callbacks(execute=True):
-        services.request_approve(request=Request.objects.get(pk=req.pk), actor=carol)
+        services.request_approve(tenant_request=TenantRequest.objects.get(pk=req.pk), actor=carol)
         with pytest.raises(InvalidTransition):
-            services.request_approve(request=Request.objects.get(pk=req.pk), actor=dave)
+            services.request_approve(tenant_request=TenantRequest.objects.get(pk=req.pk), actor=dave)
     assert len(dispatched) == 1
     assert AuditEvent.objects.filter(action="request.approve", object_id=str(req.pk)).count() == 1
 
 
 def test_reject_after_approve_is_an_invalid_transition(submit, carol, dave):
     req = submit()
-    services.request_approve(request=req, actor=carol)
+    services.request_approve(tenant_request=req, actor=carol)
     with pytest.raises(InvalidTransition):
-        services.request_reject(request=req, actor=dave, reason="too late")
+        services.request_reject(tenant_request=req, actor=dave, reason="too late")
 
 
 def test_the_requester_cancels_and_the_tenant_is_cancelled(submit, amir):
-    req = services.request_cancel(request=submit(actor=amir), actor=amir)
-    assert req.status == Request.Status.CANCELLED
+    req = services.request_cancel(tenant_request=submit(actor=amir), actor=amir)
+    assert req.status == TenantRequest.Status.CANCELLED
     assert Tenant.objects.get(pk=req.tenant_id).status == TenantStatus.CANCELLED
 
 
 def test_a_team_owner_may_cancel_a_members_request(submit, amir, alice):
-    assert services.request_cancel(request=submit(actor=amir), actor=alice).status == Request.Status.CANCELLED
+    assert (
+        services.request_cancel(tenant_request=submit(actor=amir), actor=alice).status == TenantRequest.Status.CANCELLED
+    )
 
 
 @pytest.mark.parametrize("who", ["vera", "bob", "erin", "carol"])
 def test_others_cannot_cancel(submit, amir, who, request):
     with pytest.raises(Forbidden):
-        services.request_cancel(request=submit(actor=amir), actor=request.getfixturevalue(who))
+        services.request_cancel(tenant_request=submit(actor=amir), actor=request.getfixturevalue(who))
 
 
 def test_an_approved_request_cannot_be_cancelled(submit, carol, alice):
-    req = services.request_approve(request=submit(), actor=carol)
+    req = services.request_approve(tenant_request=submit(), actor=carol)
     with pytest.raises(InvalidTransition):
-        services.request_cancel(request=req, actor=alice)
+        services.request_cancel(tenant_request=req, actor=alice)
 
 
 # --- budget ---------------------------------------------------------------------------
@@ -372,19 +381,19 @@ def test_the_budget_is_checked_again_at_approval(submit, team_a, carol):
     team_a.budget_memory_mib = 1024  # shrunk by an admin while the request waited
     team_a.save()
     with pytest.raises(ValidationError) as refused:
-        services.request_approve(request=req, actor=carol)
+        services.request_approve(tenant_request=req, actor=carol)
     assert "memory" in field_errors(refused)["tier"][0]
     req.refresh_from_db()
-    assert req.status == Request.Status.PENDING
+    assert req.status == TenantRequest.Status.PENDING
     assert Tenant.objects.get(pk=req.tenant_id).status == TenantStatus.REQUESTED
 
 
 def test_rejected_and_cancelled_tenants_free_their_budget(submit, team_a, carol, alice):
     team_a.budget_tenants = 1
     team_a.save()
-    services.request_reject(request=submit(name="one"), actor=carol, reason="no")
-    services.request_cancel(request=submit(name="two"), actor=alice)
-    assert submit(name="three").status == Request.Status.PENDING
+    services.request_reject(tenant_request=submit(name="one"), actor=carol, reason="no")
+    services.request_cancel(tenant_request=submit(name="two"), actor=alice)
+    assert submit(name="three").status == TenantRequest.Status.PENDING
 
 
 # --- idempotency -------------------------------------------------------------------------
@@ -404,7 +413,24 @@ def test_idempotency_keys_are_per_person(submit, amir):
     assert first.pk != second.pk
 
 
+def test_the_same_key_with_a_different_request_is_a_conflict_and_changes_nothing(submit):
+    first = submit(name="web", idempotency_key="ci-run-18")
+    with pytest.raises(IdempotencyConflict, match="first used for another request"):
+        submit(name="api", idempotency_key="ci-run-18")
+    with pytest.raises(IdempotencyConflict):
+        submit(name="web", purpose="something else", idempotency_key="ci-run-18")
+    assert list(TenantRequest.objects.values_list("pk", flat=True)) == [first.pk]
+
+
+def test_idempotency_keys_are_per_credential_and_per_team(submit, alice, team_b):
+    Membership.objects.create(user=alice, team=team_b, role=Membership.Role.OWNER)
+    from_ci = submit(name="web", idempotency_key="k", idempotency_scope="token:1")
+    from_browser = submit(name="web2", idempotency_key="k", idempotency_scope="session")
+    other_team = submit(team=team_b, name="web3", idempotency_key="k", idempotency_scope="token:1")
+    assert len({from_ci.pk, from_browser.pk, other_team.pk}) == 3
+
+
 def test_without_a_key_every_submission_is_new(submit):
     submit(name="one")
     submit(name="two")
-    assert Request.objects.count() == 2
+    assert TenantRequest.objects.count() == 2

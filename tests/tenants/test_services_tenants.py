@@ -1,4 +1,5 @@
 """tenants.services: the tenant lifecycle, change/extend/delete requests, and who may do what."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -11,13 +12,15 @@ from django.utils import timezone
 from tenants import dispatch, services
 from tenants.audit import SYSTEM
 from tenants.errors import Forbidden, InvalidTransition
-from tenants.models import AuditEvent, Request, Tenant, TenantStatus
+from tenants.models import AuditEvent, Tenant, TenantRequest, TenantStatus
 from tenants.services import TRANSITIONS
 
 pytestmark = pytest.mark.django_db
 
 ALLOWED = sorted((old, new) for old, targets in TRANSITIONS.items() for new in targets)
-REFUSED = sorted((old, new) for old in TRANSITIONS for new in TenantStatus.values if new not in TRANSITIONS[old] and new != old)
+REFUSED = sorted(
+    (old, new) for old in TRANSITIONS for new in TenantStatus.values if new not in TRANSITIONS[old] and new != old
+)
 
 
 def test_the_transition_table_names_every_status():
@@ -28,7 +31,7 @@ def test_the_transition_table_names_every_status():
 @pytest.mark.parametrize(("old", "new"), ALLOWED)
 def test_every_allowed_transition_moves_the_tenant_and_is_audited(make_tenant, team_a, alice, old, new):
     tenant = make_tenant(team=team_a, created_by=alice, status=old)
-    moved = services._transition(tenant=tenant, new=new, actor=None, action="tenant.test", ctx=SYSTEM, reason="why")
+    moved = services.transition(tenant=tenant, new=new, actor=None, action="tenant.test", ctx=SYSTEM, reason="why")
     assert moved.status == new == Tenant.objects.get(pk=tenant.pk).status
     assert moved.status_reason == "why"
     event = AuditEvent.objects.get(action="tenant.test")
@@ -41,7 +44,7 @@ def test_every_allowed_transition_moves_the_tenant_and_is_audited(make_tenant, t
 def test_every_other_transition_is_refused(make_tenant, team_a, alice, old, new):
     tenant = make_tenant(team=team_a, created_by=alice, status=old)
     with pytest.raises(InvalidTransition):
-        services._transition(tenant=tenant, new=new, actor=None, action="tenant.test", ctx=SYSTEM)
+        services.transition(tenant=tenant, new=new, actor=None, action="tenant.test", ctx=SYSTEM)
     assert Tenant.objects.get(pk=tenant.pk).status == old
     assert not AuditEvent.objects.filter(action="tenant.test").exists()
 
@@ -65,12 +68,14 @@ def test_the_database_refuses_an_unknown_status(make_tenant, team_a, alice):
 
 
 def test_the_worker_moves_an_approved_tenant_to_ready(submit, carol):
-    req = services.request_approve(request=submit(), actor=carol)
+    req = services.request_approve(tenant_request=submit(), actor=carol)
     tenant = services.tenant_mark_provisioning(tenant=req.tenant)
     tenant = services.tenant_mark_ready(tenant=tenant, applied_generation=1)
     assert (tenant.status, tenant.applied_generation) == (TenantStatus.READY, 1)
     assert tenant.ready_at is not None
-    actions = list(AuditEvent.objects.filter(object_id=str(tenant.pk)).order_by("id").values_list("action", "actor_name"))
+    actions = list(
+        AuditEvent.objects.filter(object_id=str(tenant.pk)).order_by("id").values_list("action", "actor_name")
+    )
     assert actions[-2:] == [("tenant.provisioning", "system"), ("tenant.ready", "system")]
 
 
@@ -88,8 +93,9 @@ def test_a_requested_tenant_cannot_start_provisioning(submit):
 
 
 @pytest.mark.parametrize("who", ["alice", "dave"])
-def test_owners_and_admins_decommission_and_the_worker_is_told(ready_tenant, who, request, dispatched,
-                                                               django_capture_on_commit_callbacks):
+def test_owners_and_admins_decommission_and_the_worker_is_told(
+    ready_tenant, who, request, dispatched, django_capture_on_commit_callbacks
+):
     tenant = ready_tenant()
     dispatched.clear()
     with django_capture_on_commit_callbacks(execute=True):
@@ -117,11 +123,13 @@ def test_decommission_cancels_pending_requests_and_audits_it(ready_tenant, alice
     pending = services.request_submit(actor=amir, action="delete", tenant=tenant)
     services.tenant_decommission(tenant=tenant, actor=alice)
     pending.refresh_from_db()
-    assert pending.status == Request.Status.CANCELLED and pending.decided_by == alice
+    assert pending.status == TenantRequest.Status.CANCELLED and pending.decided_by == alice
     assert AuditEvent.objects.filter(action="request.cancel", object_id=str(pending.pk), actor=alice).exists()
 
 
-def test_an_expired_tenant_is_decommissioned_by_the_system(ready_tenant, dispatched, django_capture_on_commit_callbacks):
+def test_an_expired_tenant_is_decommissioned_by_the_system(
+    ready_tenant, dispatched, django_capture_on_commit_callbacks
+):
     tenant = ready_tenant()
     dispatched.clear()
     with django_capture_on_commit_callbacks(execute=True):
@@ -131,7 +139,9 @@ def test_an_expired_tenant_is_decommissioned_by_the_system(ready_tenant, dispatc
     assert dispatched == [(dispatch.DECOMMISSION, (str(tenant.pk),))]
 
 
-def test_a_failed_tenant_is_retried_by_provisioning_again(ready_tenant, alice, dispatched, django_capture_on_commit_callbacks):
+def test_a_failed_tenant_is_retried_by_provisioning_again(
+    ready_tenant, alice, dispatched, django_capture_on_commit_callbacks
+):
     tenant = services.tenant_mark_failed(tenant=ready_tenant(), reason="drift")
     dispatched.clear()
     with django_capture_on_commit_callbacks(execute=True):
@@ -140,8 +150,9 @@ def test_a_failed_tenant_is_retried_by_provisioning_again(ready_tenant, alice, d
     assert dispatched == [(dispatch.PROVISION, (str(tenant.pk),))]
 
 
-def test_a_failed_decommission_is_retried_as_a_decommission(ready_tenant, alice, dave, dispatched,
-                                                           django_capture_on_commit_callbacks):
+def test_a_failed_decommission_is_retried_as_a_decommission(
+    ready_tenant, alice, dave, dispatched, django_capture_on_commit_callbacks
+):
     tenant = services.tenant_decommission(tenant=ready_tenant(), actor=alice)
     tenant = services.tenant_mark_failed(tenant=tenant, reason="namespace stuck terminating")
     dispatched.clear()
@@ -165,16 +176,17 @@ def test_a_member_cannot_retry(ready_tenant, amir):
 # --- change tier, extend, delete ------------------------------------------------------
 
 
-def test_a_tier_change_waits_then_bumps_the_generation_and_reapplies(ready_tenant, amir, carol, large, team_a, dispatched,
-                                                                    django_capture_on_commit_callbacks):
+def test_a_tier_change_waits_then_bumps_the_generation_and_reapplies(
+    ready_tenant, amir, carol, large, team_a, dispatched, django_capture_on_commit_callbacks
+):
     team_a.budget_cpu_millis, team_a.budget_memory_mib = 64000, 131072
     team_a.save()
     tenant = ready_tenant()
     req = services.request_submit(actor=amir, action="change_tier", tenant=tenant, tier=large, purpose="load test")
-    assert (req.status, req.tier, req.name) == (Request.Status.PENDING, large, tenant.name)
+    assert (req.status, req.tier, req.name) == (TenantRequest.Status.PENDING, large, tenant.name)
     dispatched.clear()
     with django_capture_on_commit_callbacks(execute=True):
-        services.request_approve(request=req, actor=carol)
+        services.request_approve(tenant_request=req, actor=carol)
     tenant.refresh_from_db()
     assert (tenant.tier, tenant.generation, tenant.status) == (large, 2, TenantStatus.READY)
     assert dispatched == [(dispatch.PROVISION, (str(tenant.pk),))]
@@ -185,7 +197,7 @@ def test_a_tier_change_waits_then_bumps_the_generation_and_reapplies(ready_tenan
 def test_a_change_down_to_an_auto_approved_tier_is_approved_at_once(ready_tenant, alice, small):
     tenant = ready_tenant()
     req = services.request_submit(actor=alice, action="change_tier", tenant=tenant, tier=small)
-    assert req.status == Request.Status.APPROVED and req.auto_approved
+    assert req.status == TenantRequest.Status.APPROVED and req.auto_approved
     tenant.refresh_from_db()
     assert tenant.tier == small
 
@@ -222,7 +234,7 @@ def test_a_tier_change_is_held_to_the_budget_at_submit_and_at_approval(ready_ten
     team_a.budget_cpu_millis = 16000
     team_a.save()
     with pytest.raises(ValidationError):
-        services.request_approve(request=req, actor=carol)
+        services.request_approve(tenant_request=req, actor=carol)
     tenant.refresh_from_db()
     assert tenant.tier.name == "medium"
 
@@ -232,10 +244,10 @@ def test_extend_moves_the_expiry_and_resets_the_reminder(ready_tenant, alice, ca
     services.tenant_remind_expiry(tenant=tenant)
     wanted = timezone.now().date() + dt.timedelta(days=medium.max_expiry_days)
     req = services.request_submit(actor=alice, action="extend", tenant=tenant, requested_expiry=wanted)
-    assert req.status == Request.Status.PENDING  # medium is not auto-approved
-    services.request_approve(request=req, actor=carol)
+    assert req.status == TenantRequest.Status.PENDING  # medium is not auto-approved
+    services.request_approve(tenant_request=req, actor=carol)
     tenant.refresh_from_db()
-    assert tenant.expires_at == dt.datetime.combine(wanted, dt.time(23, 59, 59), tzinfo=dt.timezone.utc)
+    assert tenant.expires_at == dt.datetime.combine(wanted, dt.time(23, 59, 59), tzinfo=dt.UTC)
     assert tenant.expiry_reminded_at is None
     assert AuditEvent.objects.filter(action="tenant.extend", object_id=str(tenant.pk)).exists()
 
@@ -244,7 +256,7 @@ def test_extend_on_an_auto_approved_tier_is_approved_at_once(ready_tenant, alice
     tenant = ready_tenant(tier=small)
     wanted = timezone.now().date() + dt.timedelta(days=small.max_expiry_days)
     req = services.request_submit(actor=alice, action="extend", tenant=tenant, requested_expiry=wanted)
-    assert req.status == Request.Status.APPROVED
+    assert req.status == TenantRequest.Status.APPROVED
     tenant.refresh_from_db()
     assert tenant.expires_at.date() == wanted
 
@@ -261,18 +273,23 @@ def test_extend_needs_a_date_within_the_tiers_maximum(ready_tenant, alice, mediu
     with pytest.raises(ValidationError):
         services.request_submit(actor=alice, action="extend", tenant=tenant)
     with pytest.raises(ValidationError):
-        services.request_submit(actor=alice, action="extend", tenant=tenant,
-                                requested_expiry=timezone.now().date() + dt.timedelta(days=medium.max_expiry_days + 1))
+        services.request_submit(
+            actor=alice,
+            action="extend",
+            tenant=tenant,
+            requested_expiry=timezone.now().date() + dt.timedelta(days=medium.max_expiry_days + 1),
+        )
 
 
-def test_a_delete_request_is_never_auto_approved_and_starts_decommissioning(ready_tenant, amir, carol, small, dispatched,
-                                                                          django_capture_on_commit_callbacks):
+def test_a_delete_request_is_never_auto_approved_and_starts_decommissioning(
+    ready_tenant, amir, carol, small, dispatched, django_capture_on_commit_callbacks
+):
     tenant = ready_tenant(tier=small)
     req = services.request_submit(actor=amir, action="delete", tenant=tenant)
-    assert req.status == Request.Status.PENDING
+    assert req.status == TenantRequest.Status.PENDING
     dispatched.clear()
     with django_capture_on_commit_callbacks(execute=True):
-        services.request_approve(request=req, actor=carol)
+        services.request_approve(tenant_request=req, actor=carol)
     tenant.refresh_from_db()
     assert tenant.status == TenantStatus.DECOMMISSIONING and tenant.decommission_requested_at is not None
     assert dispatched == [(dispatch.DECOMMISSION, (str(tenant.pk),))]
@@ -282,7 +299,7 @@ def test_a_failed_tenant_may_be_deleted_but_not_changed(ready_tenant, alice, lar
     tenant = services.tenant_mark_failed(tenant=ready_tenant(), reason="x")
     with pytest.raises(InvalidTransition):
         services.request_submit(actor=alice, action="change_tier", tenant=tenant, tier=large)
-    assert services.request_submit(actor=alice, action="delete", tenant=tenant).status == Request.Status.PENDING
+    assert services.request_submit(actor=alice, action="delete", tenant=tenant).status == TenantRequest.Status.PENDING
 
 
 def test_a_tenant_still_being_requested_takes_no_change_request(submit, alice):
@@ -301,9 +318,16 @@ def test_the_database_refuses_a_second_pending_request_for_a_tenant(ready_tenant
     tenant = ready_tenant()
     first = services.request_submit(actor=alice, action="delete", tenant=tenant)
     with pytest.raises(IntegrityError), transaction.atomic():
-        Request.objects.create(action="delete", name=tenant.name, team=tenant.team, tier=tenant.tier, cluster=tenant.cluster,
-                               tenant=tenant, requested_by=alice)
-    assert first.status == Request.Status.PENDING
+        TenantRequest.objects.create(
+            action="delete",
+            name=tenant.name,
+            team=tenant.team,
+            tier=tenant.tier,
+            cluster=tenant.cluster,
+            tenant=tenant,
+            requested_by=alice,
+        )
+    assert first.status == TenantRequest.Status.PENDING
 
 
 def test_a_change_request_needs_a_tenant(alice):
@@ -321,8 +345,9 @@ def test_only_the_teams_owners_and_members_ask_for_changes(ready_tenant, who, re
 # --- tiers and housekeeping -----------------------------------------------------------
 
 
-def test_tier_reapply_bumps_every_live_tenant_and_enqueues_it(ready_tenant, make_tenant, team_a, alice, medium, dispatched,
-                                                            django_capture_on_commit_callbacks):
+def test_tier_reapply_bumps_every_live_tenant_and_enqueues_it(
+    ready_tenant, make_tenant, team_a, alice, medium, dispatched, django_capture_on_commit_callbacks
+):
     live = ready_tenant()
     make_tenant(team=team_a, created_by=alice, status=TenantStatus.DELETED, name="gone")
     dispatched.clear()

@@ -1,4 +1,5 @@
 """tenants.services.user_sync_from_claims: the IdP's groups claim decides teams, roles and platform roles."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,7 +26,12 @@ def roles(user: User) -> dict[str, str]:
 
 def test_a_first_sign_in_creates_the_user_from_claims():
     user = sync(["team-pay"])
-    assert (user.username, user.email, user.display_name, user.oidc_subject) == ("nina", "nina@example.test", "Nina N", "sub-nina")
+    assert (user.username, user.email, user.display_name, user.oidc_subject) == (
+        "nina",
+        "nina@example.test",
+        "Nina N",
+        "sub-nina",
+    )
     assert not (user.is_platform_admin or user.is_approver or user.is_staff or user.is_superuser)
 
 
@@ -45,8 +51,10 @@ def test_claims_without_a_subject_are_refused():
         services.user_sync_from_claims(claims={"preferred_username": "x", "groups": []})
 
 
-@pytest.mark.parametrize(("group", "role"), [("team-pay", "member"), ("team-pay:owner", "owner"),
-                                             ("team-pay:member", "member"), ("team-pay:viewer", "viewer")])
+@pytest.mark.parametrize(
+    ("group", "role"),
+    [("team-pay", "member"), ("team-pay:owner", "owner"), ("team-pay:member", "member"), ("team-pay:viewer", "viewer")],
+)
 def test_team_groups_become_memberships_with_their_role(group, role):
     assert roles(sync([group])) == {"team-pay": role}
 
@@ -59,7 +67,11 @@ def test_a_team_seen_for_the_first_time_is_created_from_its_group():
 
 @pytest.mark.parametrize(
     "groups",
-    [["team-pay:viewer", "team-pay", "team-pay:owner"], ["team-pay:owner", "team-pay:viewer"], ["team-pay", "team-pay:owner"]],
+    [
+        ["team-pay:viewer", "team-pay", "team-pay:owner"],
+        ["team-pay:owner", "team-pay:viewer"],
+        ["team-pay", "team-pay:owner"],
+    ],
 )
 def test_the_highest_role_wins_whatever_the_order(groups):
     assert roles(sync(groups)) == {"team-pay": "owner"}
@@ -82,7 +94,9 @@ def test_losing_the_admin_group_at_the_idp_removes_admin_rights_and_is_audited()
     sync(["berth-admins", "team-pay"])
     user = sync(["team-pay"])
     assert not (user.is_platform_admin or user.is_staff or user.is_superuser)
-    changes = list(AuditEvent.objects.filter(action="user.platform_roles").order_by("id").values_list("before", "after"))
+    changes = list(
+        AuditEvent.objects.filter(action="user.platform_roles").order_by("id").values_list("before", "after")
+    )
     assert changes == [({"roles": []}, {"roles": ["admin"]}), ({"roles": ["admin"]}, {"roles": []})]
 
 
@@ -131,3 +145,39 @@ def test_a_single_group_sent_as_a_string_counts_as_that_group():
 def test_membership_changes_for_team_a_come_from_its_oidc_group(team_a):
     user = sync(["team-a:owner"])
     assert Membership.objects.get(user=user).team == team_a
+
+
+# --- hostile or unlucky claims: clear errors, never a 500 ---------------------------------------------
+
+
+def test_long_group_names_that_share_a_prefix_become_distinct_teams():
+    first, second = "team-" + "x" * 60 + "-a", "team-" + "x" * 60 + "-b"
+    user = sync([first, second])
+    teams = Team.objects.filter(oidc_group__in=[first, second])
+    assert teams.count() == 2 and len({t.slug for t in teams}) == 2
+    assert all(len(t.slug) <= 50 for t in teams) and set(roles(user)) == {t.slug for t in teams}
+    assert services.team_slug(first) == services.team_slug(first)  # stable across sign-ins
+
+
+def test_a_group_that_is_no_slug_gets_one():
+    sync(["team-pay.eu"])
+    slug = Team.objects.get(oidc_group="team-pay.eu").slug
+    assert slug.startswith("team-payeu-") and slug != services.team_slug("team-payeu")
+
+
+def test_a_slug_held_by_another_team_is_a_clear_error(dave):
+    Team.objects.create(slug=services.team_slug("team-pay.eu"), name="Taken", oidc_group="something-else")
+    with pytest.raises(ValidationError) as refused:
+        sync(["team-pay.eu"])
+    assert "belongs to the group 'something-else'" in refused.value.message_dict["groups"][0]
+    assert not User.objects.filter(oidc_subject="sub-nina").exists()  # the sign-in changed nothing
+
+
+@pytest.mark.parametrize(
+    ("claims", "field"),
+    [({"sub": "s" * 300}, "sub"), ({"groups": ["team-" + "g" * 300]}, "groups")],
+)
+def test_oversized_claims_are_refused_with_a_reason(claims, field):
+    with pytest.raises(ValidationError) as refused:
+        services.user_sync_from_claims(claims={"sub": "sub-x", "preferred_username": "x", **claims}, ctx=CTX)
+    assert field in refused.value.message_dict

@@ -1,4 +1,5 @@
 """tenants.validation: tenant names are DNS-1123 labels that fit, with the cluster prefix, in 63 characters."""
+
 from __future__ import annotations
 
 import pytest

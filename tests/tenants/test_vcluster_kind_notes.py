@@ -1,4 +1,5 @@
 """What a requester should know about each kind of tenant is on the request form and the tenant's page."""
+
 from __future__ import annotations
 
 import html
@@ -7,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from tenants import services
-from tenants.models import KIND_NOTES, Request, TenantKind
+from tenants.models import KIND_NOTES, TenantKind, TenantRequest
 
 pytestmark = pytest.mark.django_db
 
@@ -21,8 +22,16 @@ def test_the_request_form_explains_each_kind_the_clusters_offer(client, alice, c
 
 
 def test_a_vcluster_tenants_page_says_what_a_virtual_cluster_gives(client, alice, cluster, medium):
-    req = services.request_submit(actor=alice, action=Request.Action.CREATE, kind="vcluster", team=alice.memberships.get().team,
-                                  tier=medium, cluster=cluster, name="crds", purpose="our operators")
+    req = services.request_submit(
+        actor=alice,
+        action=TenantRequest.Action.CREATE,
+        kind="vcluster",
+        team=alice.memberships.get().team,
+        tier=medium,
+        cluster=cluster,
+        name="crds",
+        purpose="our operators",
+    )
     client.force_login(alice)
     page = html.unescape(client.get(reverse("tenant-detail", args=[req.tenant.pk])).content.decode())
     assert KIND_NOTES[TenantKind.VCLUSTER] in page

@@ -4,6 +4,7 @@ Nothing in the product depends on this folder. A stand-in does at the operator's
 operator would do: it sees the installer's output on the host, sets the status the operator would set, and
 writes the virtual API server's admin kubeconfig into the Secret the operator would write.
 """
+
 from __future__ import annotations
 
 import base64
@@ -40,8 +41,10 @@ def admin_kubeconfig_dict(plane: ControlPlane) -> dict:
 
 def write_kubeconfig_secret(api: client.ApiClient, *, namespace: str, name: str, key: str, kubeconfig: dict) -> None:
     """What the operator does when the control plane is up: its admin kubeconfig in a Secret on the host."""
-    body = {"metadata": {"name": name, "namespace": namespace},
-            "data": {key: base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()}}
+    body = {
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {key: base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()},
+    }
     core = client.CoreV1Api(api)
     try:
         core.create_namespaced_secret(namespace, body)

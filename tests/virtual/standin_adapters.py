@@ -9,6 +9,7 @@ server's admin kubeconfig into the Secret the operator would write. On deletion
 it cleans up what it made and removes its finalizer, so Berth's teardown really
 has to wait for it. Only objects of the test's own cluster prefix are touched.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -21,7 +22,7 @@ from kubernetes import client
 
 from devcluster.launcher import ControlPlane
 from tenants import services
-from tenants.models import Cluster, Request, Tenant
+from tenants.models import Cluster, Tenant, TenantRequest
 from tests.virtual.conftest import PollingStandIn, admin_kubeconfig_dict, write_kubeconfig_secret
 
 FINALIZER = "standin.berth.test/cleanup"
@@ -72,7 +73,7 @@ class OperatorStandIn(PollingStandIn):
                 except client.ApiException as exc:
                     if exc.status not in (404, 409):  # raced with a deletion or an update: the next pass sees it
                         self._error(f"{res.plural}: {exc.status} {exc.reason}: {exc.body}")
-                except Exception as exc:  # noqa: BLE001 - reported by the test through .errors
+                except Exception as exc:
                     self._error(f"{res.plural}: {type(exc).__name__}: {exc}")
             self._stop.wait(self.interval)
 
@@ -103,7 +104,11 @@ class OperatorStandIn(PollingStandIn):
     def patch(self, res: Resource, obj: dict, body: dict, *, status: bool = False) -> None:
         meta = obj["metadata"]
         if res.namespaced:
-            call = self.custom.patch_namespaced_custom_object_status if status else self.custom.patch_namespaced_custom_object
+            call = (
+                self.custom.patch_namespaced_custom_object_status
+                if status
+                else self.custom.patch_namespaced_custom_object
+            )
             call(res.group, res.version, meta["namespace"], res.plural, meta["name"], body, _content_type=MERGE_PATCH)
         else:
             call = self.custom.patch_cluster_custom_object_status if status else self.custom.patch_cluster_custom_object
@@ -154,28 +159,55 @@ class VirtualClusterStandIn(OperatorStandIn):
         if status.get("phase") in ("Running", "Error"):
             return
         if not status.get("phase"):
-            self.set_status(res, obj, {"phase": "Pending", "reason": "Provisioning", "message": "creating the control plane"})
+            self.set_status(
+                res, obj, {"phase": "Pending", "reason": "Provisioning", "message": "creating the control plane"}
+            )
             return
         version = obj["spec"]["clusterVersionName"]
         try:
-            self.custom.get_cluster_custom_object(CLUSTER_VERSION.group, CLUSTER_VERSION.version, CLUSTER_VERSION.plural, version)
+            self.custom.get_cluster_custom_object(
+                CLUSTER_VERSION.group, CLUSTER_VERSION.version, CLUSTER_VERSION.plural, version
+            )
         except client.ApiException as exc:
             if exc.status != 404:
                 raise
-            self.set_status(res, obj, {"phase": "Error", "reason": "ClusterVersionNotFound", "message": f"clusterversion {version} not found"})
+            self.set_status(
+                res,
+                obj,
+                {
+                    "phase": "Error",
+                    "reason": "ClusterVersionNotFound",
+                    "message": f"clusterversion {version} not found",
+                },
+            )
             return
         # Upstream names it "<namespace>-<6 characters of the uid>-<name>" (default-b41df0-vc-sample-1).
         cluster_namespace = f"{meta['namespace']}-{meta['uid'][:6]}-{meta['name']}"[:63].rstrip("-")
         try:
-            self.core.create_namespace({"metadata": {"name": cluster_namespace, "labels": {"tenancy.x-k8s.io/vcname": meta["name"]}}})
+            self.core.create_namespace(
+                {"metadata": {"name": cluster_namespace, "labels": {"tenancy.x-k8s.io/vcname": meta["name"]}}}
+            )
         except client.ApiException as exc:
             if exc.status != 409:
                 raise
         server = self.advertised_server.format(cluster_namespace=cluster_namespace) if self.advertised_server else ""
-        write_kubeconfig_secret(self.api, namespace=cluster_namespace, name="admin-kubeconfig", key="admin-kubeconfig",
-                                kubeconfig=self.virtual_admin_kubeconfig(server))
-        self.set_status(res, obj, {"phase": "Running", "clusterNamespace": cluster_namespace, "reason": "ClusterRunning",
-                                   "message": "the virtual cluster is running"})
+        write_kubeconfig_secret(
+            self.api,
+            namespace=cluster_namespace,
+            name="admin-kubeconfig",
+            key="admin-kubeconfig",
+            kubeconfig=self.virtual_admin_kubeconfig(server),
+        )
+        self.set_status(
+            res,
+            obj,
+            {
+                "phase": "Running",
+                "clusterNamespace": cluster_namespace,
+                "reason": "ClusterRunning",
+                "message": "the virtual cluster is running",
+            },
+        )
 
     def cleanup(self, res: Resource, obj: dict) -> None:
         cluster_namespace = (obj.get("status") or {}).get("clusterNamespace")
@@ -204,8 +236,22 @@ class HyperShiftStandIn(OperatorStandIn):
     def _node_pool(self, obj: dict) -> None:
         replicas = obj["spec"].get("replicas", 0)
         if (obj.get("status") or {}).get("replicas") != replicas:
-            self.set_status(NODE_POOL, obj, {"replicas": replicas, "conditions": [
-                {"type": "Ready", "status": "True", "reason": "AsExpected", "message": "", "lastTransitionTime": now()}]})
+            self.set_status(
+                NODE_POOL,
+                obj,
+                {
+                    "replicas": replicas,
+                    "conditions": [
+                        {
+                            "type": "Ready",
+                            "status": "True",
+                            "reason": "AsExpected",
+                            "message": "",
+                            "lastTransitionTime": now(),
+                        }
+                    ],
+                },
+            )
 
     def _hosted_cluster(self, obj: dict) -> None:
         meta, spec = obj["metadata"], obj["spec"]
@@ -215,29 +261,61 @@ class HyperShiftStandIn(OperatorStandIn):
         generation = meta.get("generation", 1)
 
         def cond(type_: str, status: str, reason: str, message: str = "") -> dict:
-            return {"type": type_, "status": status, "reason": reason, "message": message,
-                    "lastTransitionTime": now(), "observedGeneration": generation}
+            return {
+                "type": type_,
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": now(),
+                "observedGeneration": generation,
+            }
 
         pull_secret = spec["pullSecret"]["name"]
         if not self.secret_exists(meta["namespace"], pull_secret):
-            self.set_status(HOSTED_CLUSTER, obj, {"conditions": [
-                cond("ValidReleaseImage", "True", "AsExpected"),
-                cond("ValidConfiguration", "False", "InvalidConfiguration", f"failed to get pull secret {pull_secret}: not found"),
-                cond("Available", "False", "NotAvailable", "waiting for a valid configuration"),
-            ]})
+            self.set_status(
+                HOSTED_CLUSTER,
+                obj,
+                {
+                    "conditions": [
+                        cond("ValidReleaseImage", "True", "AsExpected"),
+                        cond(
+                            "ValidConfiguration",
+                            "False",
+                            "InvalidConfiguration",
+                            f"failed to get pull secret {pull_secret}: not found",
+                        ),
+                        cond("Available", "False", "NotAvailable", "waiting for a valid configuration"),
+                    ]
+                },
+            )
             return
         secret = f"{meta['name']}-admin-kubeconfig"
-        write_kubeconfig_secret(self.api, namespace=meta["namespace"], name=secret, key="kubeconfig", kubeconfig=self.virtual_admin_kubeconfig())
-        self.set_status(HOSTED_CLUSTER, obj, {"kubeconfig": {"name": secret}, "conditions": [
-            cond("ValidReleaseImage", "True", "AsExpected"),
-            cond("ValidConfiguration", "True", "AsExpected"),
-            cond("Available", "True", "AsExpected", "The hosted control plane is available"),
-        ]})
+        write_kubeconfig_secret(
+            self.api,
+            namespace=meta["namespace"],
+            name=secret,
+            key="kubeconfig",
+            kubeconfig=self.virtual_admin_kubeconfig(),
+        )
+        self.set_status(
+            HOSTED_CLUSTER,
+            obj,
+            {
+                "kubeconfig": {"name": secret},
+                "conditions": [
+                    cond("ValidReleaseImage", "True", "AsExpected"),
+                    cond("ValidConfiguration", "True", "AsExpected"),
+                    cond("Available", "True", "AsExpected", "The hosted control plane is available"),
+                ],
+            },
+        )
 
     def cleanup(self, res: Resource, obj: dict) -> None:
         if res is HOSTED_CLUSTER:
             try:
-                self.core.delete_namespaced_secret(f"{obj['metadata']['name']}-admin-kubeconfig", obj["metadata"]["namespace"])
+                self.core.delete_namespaced_secret(
+                    f"{obj['metadata']['name']}-admin-kubeconfig", obj["metadata"]["namespace"]
+                )
             except client.ApiException as exc:
                 if exc.status != 404:
                     raise
@@ -272,9 +350,15 @@ def register_cluster(control_plane: ControlPlane, *, kind: str, config: dict, ti
     """A registered Cluster on the dev control plane offering ``kind``; the unique prefix keeps each test's objects apart."""
     prefix = f"a{secrets.token_hex(2)}-"
     cluster = Cluster.objects.create(
-        name=f"{kind}-{prefix[:-1]}", display_name=f"Dev control plane ({kind})", api_url=control_plane.api_url,
-        ca_pem=control_plane.ca_cert_pem, credential_ref=f"kubeconfig:{control_plane.kubeconfig_path}",
-        public_endpoint=control_plane.api_url, namespace_prefix=prefix, kinds=[kind], virtual_config={kind: config},
+        name=f"{kind}-{prefix[:-1]}",
+        display_name=f"Dev control plane ({kind})",
+        api_url=control_plane.api_url,
+        ca_pem=control_plane.ca_cert_pem,
+        credential_ref=f"kubeconfig:{control_plane.kubeconfig_path}",
+        public_endpoint=control_plane.api_url,
+        namespace_prefix=prefix,
+        kinds=[kind],
+        virtual_config={kind: config},
     )
     cluster.tiers.set(tiers)
     return cluster
@@ -288,11 +372,19 @@ def delete_prefixed_namespaces(api: client.ApiClient, prefix: str) -> None:
 
 
 def approved(*, kind: str, alice: Any, carol: Any, team: Any, tier: Any, cluster: Cluster, name: str = "web") -> Tenant:
-    req = services.request_submit(actor=alice, action=Request.Action.CREATE, kind=kind, team=team, tier=tier, cluster=cluster,
-                                  name=name, purpose="adapter test")
+    req = services.request_submit(
+        actor=alice,
+        action=TenantRequest.Action.CREATE,
+        kind=kind,
+        team=team,
+        tier=tier,
+        cluster=cluster,
+        name=name,
+        purpose="adapter test",
+    )
     tenant = req.tenant
     if tenant.status == "requested":
-        services.request_approve(request=req, actor=carol, comment="ok")
+        services.request_approve(tenant_request=req, actor=carol, comment="ok")
     return tenant
 
 
@@ -308,13 +400,17 @@ def custom_object(api: client.ApiClient, res: Resource, name: str, namespace: st
         raise
 
 
-def assert_admin_inside_and_refused_by_host(kubectl: Any, path: str, *, virtual: ControlPlane, host: ControlPlane, tag: str) -> None:
+def assert_admin_inside_and_refused_by_host(
+    kubectl: Any, path: str, *, virtual: ControlPlane, host: ControlPlane, tag: str
+) -> None:
     """The handed-back kubeconfig is cluster-admin on the virtual API server, and its token means nothing to the host."""
     assert kubectl("auth", "can-i", "*", "*", kubeconfig=path).stdout.strip() == "yes"
     made = kubectl("create", "configmap", tag, "-n", "default", "--from-literal=made-by=tenant", kubeconfig=path)
     assert made.returncode == 0, made.stderr
-    with kubernetes.config.new_client_from_config(config_file=str(virtual.kubeconfig_path)) as api_virtual, \
-            kubernetes.config.new_client_from_config(config_file=str(host.kubeconfig_path)) as api_host:
+    with (
+        kubernetes.config.new_client_from_config(config_file=str(virtual.kubeconfig_path)) as api_virtual,
+        kubernetes.config.new_client_from_config(config_file=str(host.kubeconfig_path)) as api_host,
+    ):
         assert client.CoreV1Api(api_virtual).read_namespaced_config_map(tag, "default").data == {"made-by": "tenant"}
         try:
             client.CoreV1Api(api_host).read_namespaced_config_map(tag, "default")

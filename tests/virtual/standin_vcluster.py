@@ -15,6 +15,7 @@ Berth talks to, what the real thing does, and a second real dev control plane
   replica and the virtual API server's admin kubeconfig appears in the Secret vcluster
   (or Cluster API) writes, with the server the chart values export.
 """
+
 from __future__ import annotations
 
 import base64
@@ -27,6 +28,7 @@ from typing import Any
 import kubernetes
 import yaml
 from kubernetes import client
+
 from tests.virtual.conftest import PollingStandIn, write_kubeconfig_secret
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,50 +60,115 @@ def chart_objects(*, release: str, namespace: str, values: dict, chart_version: 
     selector = {"app": "vcluster", "release": release}
     base = {"app": "vcluster", "chart": f"vcluster-{chart_version}", "release": release, "heritage": "Helm"}
     service_spec = {**((cp.get("service") or {}).get("spec") or {"type": "ClusterIP"})}
-    service_spec.update({"selector": selector, "ports": [
-        {"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"},
-        {"name": "kubelet", "port": 10250, "targetPort": 8443, "protocol": "TCP"},
-    ]})
+    service_spec.update(
+        {
+            "selector": selector,
+            "ports": [
+                {"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"},
+                {"name": "kubelet", "port": 10250, "targetPort": 8443, "protocol": "TCP"},
+            ],
+        }
+    )
     container = {
-        "name": "syncer", "image": f"ghcr.io/loft-sh/vcluster-pro:{chart_version}",
+        "name": "syncer",
+        "image": f"ghcr.io/loft-sh/vcluster-pro:{chart_version}",
         "ports": [{"containerPort": 8443, "name": "https"}],
         "resources": sts.get("resources") or {},
         "securityContext": security.get("containerSecurityContext") or {},
     }
     objs: list[dict] = [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": f"vc-{release}", "namespace": namespace, "labels": base}},
-        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": release, "namespace": namespace, "labels": base}, "spec": service_spec},
-        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"{release}-headless", "namespace": namespace, "labels": base},
-         "spec": {"clusterIP": "None", "selector": selector, "ports": [{"name": "https", "port": 443, "targetPort": 8443}]}},
-        {"apiVersion": "apps/v1", "kind": "StatefulSet",
-         "metadata": {"name": release, "namespace": namespace, "labels": {**base, **(sts.get("labels") or {})}},
-         "spec": {
-             "serviceName": f"{release}-headless", "replicas": 1, "podManagementPolicy": "Parallel",
-             "selector": {"matchLabels": selector},
-             "template": {
-                 "metadata": {"labels": {**selector, **((sts.get("pods") or {}).get("labels") or {})}},
-                 "spec": {"serviceAccountName": f"vc-{release}", "securityContext": security.get("podSecurityContext") or {},
-                          "nodeSelector": (sts.get("scheduling") or {}).get("nodeSelector") or {},
-                          "containers": [container]},
-             },
-         }},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": f"vc-{release}", "namespace": namespace, "labels": base},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": release, "namespace": namespace, "labels": base},
+            "spec": service_spec,
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": f"{release}-headless", "namespace": namespace, "labels": base},
+            "spec": {
+                "clusterIP": "None",
+                "selector": selector,
+                "ports": [{"name": "https", "port": 443, "targetPort": 8443}],
+            },
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": release, "namespace": namespace, "labels": {**base, **(sts.get("labels") or {})}},
+            "spec": {
+                "serviceName": f"{release}-headless",
+                "replicas": 1,
+                "podManagementPolicy": "Parallel",
+                "selector": {"matchLabels": selector},
+                "template": {
+                    "metadata": {"labels": {**selector, **((sts.get("pods") or {}).get("labels") or {})}},
+                    "spec": {
+                        "serviceAccountName": f"vc-{release}",
+                        "securityContext": security.get("podSecurityContext") or {},
+                        "nodeSelector": (sts.get("scheduling") or {}).get("nodeSelector") or {},
+                        "containers": [container],
+                    },
+                },
+            },
+        },
     ]
     policies = values.get("policies") or {}
     quota, limits = policies.get("resourceQuota") or {}, policies.get("limitRange") or {}
     if quota.get("enabled") is True:
-        objs.append({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": f"vc-{release}", "namespace": namespace, "labels": base},
-                     "spec": {"hard": quota.get("quota") or {}}})
+        objs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": f"vc-{release}", "namespace": namespace, "labels": base},
+                "spec": {"hard": quota.get("quota") or {}},
+            }
+        )
     if limits.get("enabled") is True:
-        limit = {"type": "Container", **{k: limits[k] for k in ("default", "defaultRequest", "max", "min") if limits.get(k)}}
-        objs.append({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": f"vc-{release}", "namespace": namespace, "labels": base},
-                     "spec": {"limits": [limit]}})
+        limit = {
+            "type": "Container",
+            **{k: limits[k] for k in ("default", "defaultRequest", "max", "min") if limits.get(k)},
+        }
+        objs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "LimitRange",
+                "metadata": {"name": f"vc-{release}", "namespace": namespace, "labels": base},
+                "spec": {"limits": [limit]},
+            }
+        )
     ingress = cp.get("ingress") or {}
     if ingress.get("enabled"):
-        objs.append({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
-                     "metadata": {"name": release, "namespace": namespace, "labels": base},
-                     "spec": {**(ingress.get("spec") or {}), "rules": [{"host": ingress["host"], "http": {"paths": [{
-                         "path": "/", "pathType": "ImplementationSpecific",
-                         "backend": {"service": {"name": release, "port": {"number": 443}}}}]}}]}})
+        objs.append(
+            {
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "Ingress",
+                "metadata": {"name": release, "namespace": namespace, "labels": base},
+                "spec": {
+                    **(ingress.get("spec") or {}),
+                    "rules": [
+                        {
+                            "host": ingress["host"],
+                            "http": {
+                                "paths": [
+                                    {
+                                        "path": "/",
+                                        "pathType": "ImplementationSpecific",
+                                        "backend": {"service": {"name": release, "port": {"number": 443}}},
+                                    }
+                                ]
+                            },
+                        }
+                    ],
+                },
+            }
+        )
     return objs
 
 
@@ -116,11 +183,22 @@ _PATHS = {
 }
 
 
-def _call(api: client.ApiClient, method: str, path: str, body: Any = None, content_type: str = "application/json",
-          query: list | None = None) -> None:
+def _call(
+    api: client.ApiClient,
+    method: str,
+    path: str,
+    body: Any = None,
+    content_type: str = "application/json",
+    query: list | None = None,
+) -> None:
     method, url, headers, body, _ = api.param_serialize(
-        method, path, query_params=query or [], header_params={"Content-Type": content_type, "Accept": "application/json"},
-        body=body, auth_settings=["BearerToken"])
+        method,
+        path,
+        query_params=query or [],
+        header_params={"Content-Type": content_type, "Accept": "application/json"},
+        body=body,
+        auth_settings=["BearerToken"],
+    )
     resp = api.call_api(method, url, header_params=headers, body=body, _request_timeout=15)
     resp.read()
     if not 200 <= resp.status < 300:
@@ -132,7 +210,14 @@ def apply_objects(api: client.ApiClient, objs: list[dict], *, manager: str) -> N
     for obj in objs:
         meta = obj["metadata"]
         path = f"{_PATHS[obj['kind']].format(ns=meta['namespace'])}/{meta['name']}"
-        _call(api, "PATCH", path, json.dumps(obj), "application/apply-patch+yaml", [("fieldManager", manager), ("force", "true")])
+        _call(
+            api,
+            "PATCH",
+            path,
+            json.dumps(obj),
+            "application/apply-patch+yaml",
+            [("fieldManager", manager), ("force", "true")],
+        )
 
 
 def delete_objects(api: client.ApiClient, objs: list[dict]) -> None:
@@ -158,16 +243,28 @@ def store_release(api: client.ApiClient, *, release: str, namespace: str, chart_
     for old in previous:
         core.patch_namespaced_secret(old.metadata.name, namespace, {"metadata": {"labels": {"status": "superseded"}}})
     payload = json.dumps({"name": release, "chart": f"vcluster-{chart_version}", "version": revision, "config": values})
-    core.create_namespaced_secret(namespace, {
-        "metadata": {"name": f"sh.helm.release.v1.{release}.v{revision}",
-                     "labels": {"owner": "helm", "name": release, "status": "deployed", "version": str(revision)}},
-        "type": "helm.sh/release.v1", "data": {"release": base64.b64encode(payload.encode()).decode()},
-    })
+    core.create_namespaced_secret(
+        namespace,
+        {
+            "metadata": {
+                "name": f"sh.helm.release.v1.{release}.v{revision}",
+                "labels": {"owner": "helm", "name": release, "status": "deployed", "version": str(revision)},
+            },
+            "type": "helm.sh/release.v1",
+            "data": {"release": base64.b64encode(payload.encode()).decode()},
+        },
+    )
     return revision
 
 
-def install_chart(api: client.ApiClient, *, release: str, namespace: str, chart_version: str, values: dict, manager: str) -> int:
-    apply_objects(api, chart_objects(release=release, namespace=namespace, values=values, chart_version=chart_version), manager=manager)
+def install_chart(
+    api: client.ApiClient, *, release: str, namespace: str, chart_version: str, values: dict, manager: str
+) -> int:
+    apply_objects(
+        api,
+        chart_objects(release=release, namespace=namespace, values=values, chart_version=chart_version),
+        manager=manager,
+    )
     return store_release(api, release=release, namespace=namespace, chart_version=chart_version, values=values)
 
 
@@ -176,8 +273,10 @@ def uninstall_chart(api: client.ApiClient, *, release: str, namespace: str) -> b
     stored = release_secrets(api, release=release, namespace=namespace)
     if not stored:
         return False
-    everything = {"controlPlane": {"ingress": {"enabled": True, "host": "x"}},
-                  "policies": {"resourceQuota": {"enabled": True}, "limitRange": {"enabled": True}}}
+    everything = {
+        "controlPlane": {"ingress": {"enabled": True, "host": "x"}},
+        "policies": {"resourceQuota": {"enabled": True}, "limitRange": {"enabled": True}},
+    }
     delete_objects(api, chart_objects(release=release, namespace=namespace, values=everything, chart_version="0"))
     core = client.CoreV1Api(api)
     for secret in stored:
@@ -219,8 +318,16 @@ class VClusterStandIn(PollingStandIn):
     CAPI_CLUSTER = ("cluster.x-k8s.io", "v1beta1", "clusters")
     VCLUSTER = ("infrastructure.cluster.x-k8s.io", "v1alpha1", "vclusters")
 
-    def __init__(self, *, host_kubeconfig: Path, virtual_kubeconfig: Path, namespace: str, release: str, installer: str,
-                 interval: float = 0.2):
+    def __init__(
+        self,
+        *,
+        host_kubeconfig: Path,
+        virtual_kubeconfig: Path,
+        namespace: str,
+        release: str,
+        installer: str,
+        interval: float = 0.2,
+    ):
         self.api = kubernetes.config.new_client_from_config(config_file=str(host_kubeconfig))
         self.core = client.CoreV1Api(self.api)
         self.apps = client.AppsV1Api(self.api)
@@ -229,7 +336,9 @@ class VClusterStandIn(PollingStandIn):
         self.namespace, self.release, self.installer = namespace, release, installer
         self.interval = interval
         self.errors: list[str] = []
-        self.events: list[str] = []  # what it did, in order: "installed", "ready", "uninstalled", "finalizer removed: ..."
+        self.events: list[
+            str
+        ] = []  # what it did, in order: "installed", "ready", "uninstalled", "finalizer removed: ..."
         self._prepare_thread(f"vcluster-standin-{installer}")
 
     def _run(self) -> None:
@@ -240,7 +349,7 @@ class VClusterStandIn(PollingStandIn):
             except client.ApiException as exc:
                 if exc.status not in (404, 409):  # raced with a deletion or an update: the next pass sees it
                     self._error(f"{exc.status} {exc.reason}: {exc.body}")
-            except Exception as exc:  # noqa: BLE001 - reported by the test through .errors
+            except Exception as exc:
                 self._error(f"{type(exc).__name__}: {exc}")
             self._stop.wait(self.interval)
 
@@ -257,11 +366,27 @@ class VClusterStandIn(PollingStandIn):
         """The StatefulSet's pod is ready and has written its admin kubeconfig (once)."""
         sts = self.apps.read_namespaced_stateful_set(self.release, self.namespace)
         if not (sts.status and sts.status.ready_replicas):
-            self.apps.patch_namespaced_stateful_set_status(self.release, self.namespace, {"status": {
-                "replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "currentReplicas": 1, "updatedReplicas": 1,
-                "observedGeneration": sts.metadata.generation}})
-        write_kubeconfig_secret(self.api, namespace=self.namespace, name=secret, key=key,
-                     kubeconfig=virtual_admin_kubeconfig(self.virtual_kubeconfig, server))
+            self.apps.patch_namespaced_stateful_set_status(
+                self.release,
+                self.namespace,
+                {
+                    "status": {
+                        "replicas": 1,
+                        "readyReplicas": 1,
+                        "availableReplicas": 1,
+                        "currentReplicas": 1,
+                        "updatedReplicas": 1,
+                        "observedGeneration": sts.metadata.generation,
+                    }
+                },
+            )
+        write_kubeconfig_secret(
+            self.api,
+            namespace=self.namespace,
+            name=secret,
+            key=key,
+            kubeconfig=virtual_admin_kubeconfig(self.virtual_kubeconfig, server),
+        )
         self._note("ready")
 
     def _ready_already(self, secret: str) -> bool:
@@ -279,7 +404,9 @@ class VClusterStandIn(PollingStandIn):
         if not installs or not release_secrets(self.api, release=self.release, namespace=self.namespace):
             return
         if not self._ready_already(f"vc-{self.release}"):
-            self._control_plane_up(server=installs[-1]["values"]["exportKubeConfig"]["server"], secret=f"vc-{self.release}", key="config")
+            self._control_plane_up(
+                server=installs[-1]["values"]["exportKubeConfig"]["server"], secret=f"vc-{self.release}", key="config"
+            )
 
     # --- Flux's helm-controller ---------------------------------------------------------------------------
     def _get(self, resource: tuple[str, str, str], name: str) -> dict | None:
@@ -291,13 +418,19 @@ class VClusterStandIn(PollingStandIn):
             raise
 
     def _patch(self, resource: tuple[str, str, str], name: str, body: dict, *, status: bool = False) -> None:
-        call = self.custom.patch_namespaced_custom_object_status if status else self.custom.patch_namespaced_custom_object
+        call = (
+            self.custom.patch_namespaced_custom_object_status if status else self.custom.patch_namespaced_custom_object
+        )
         call(*resource[:2], self.namespace, resource[2], name, body, _content_type=MERGE_PATCH)
 
     def _drop_finalizer(self, resource: tuple[str, str, str], obj: dict, finalizer: str) -> None:
         finalizers = obj["metadata"].get("finalizers") or []
         if finalizer in finalizers:
-            self._patch(resource, obj["metadata"]["name"], {"metadata": {"finalizers": [f for f in finalizers if f != finalizer]}})
+            self._patch(
+                resource,
+                obj["metadata"]["name"],
+                {"metadata": {"finalizers": [f for f in finalizers if f != finalizer]}},
+            )
             self._note(f"finalizer removed: {resource[2]}/{obj['metadata']['name']}")
 
     def _add_finalizer(self, resource: tuple[str, str, str], obj: dict, finalizer: str) -> bool:
@@ -322,32 +455,63 @@ class VClusterStandIn(PollingStandIn):
             return
         chart = release["spec"]["chart"]["spec"]
         source = chart["sourceRef"]
-        repository = self.custom.get_namespaced_custom_object(*self.HELM_REPOSITORY[:2], source.get("namespace", self.namespace),
-                                                              self.HELM_REPOSITORY[2], source["name"])
+        repository = self.custom.get_namespaced_custom_object(
+            *self.HELM_REPOSITORY[:2], source.get("namespace", self.namespace), self.HELM_REPOSITORY[2], source["name"]
+        )
         values = release["spec"].get("values") or {}
-        install_chart(self.api, release=release["spec"].get("releaseName", self.release), namespace=self.namespace,
-                      chart_version=chart["version"], values=values, manager="helm-controller")
+        install_chart(
+            self.api,
+            release=release["spec"].get("releaseName", self.release),
+            namespace=self.namespace,
+            chart_version=chart["version"],
+            values=values,
+            manager="helm-controller",
+        )
         self._note(f"installed {chart['chart']} {chart['version']} from {repository['spec']['url']}")
-        self._patch(self.HELM_RELEASE, self.release, {"status": {
-            "observedGeneration": release["metadata"]["generation"], "lastAttemptedRevision": chart["version"],
-            "conditions": [{"type": "Ready", "status": "True", "reason": "InstallSucceeded",
+        self._patch(
+            self.HELM_RELEASE,
+            self.release,
+            {
+                "status": {
+                    "observedGeneration": release["metadata"]["generation"],
+                    "lastAttemptedRevision": chart["version"],
+                    "conditions": [
+                        {
+                            "type": "Ready",
+                            "status": "True",
+                            "reason": "InstallSucceeded",
                             "message": f"Helm install succeeded for release {self.namespace}/{self.release}",
-                            "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}, status=True)
+                            "lastTransitionTime": "2026-01-01T00:00:00Z",
+                        }
+                    ],
+                }
+            },
+            status=True,
+        )
         self._control_plane_up(server=values["exportKubeConfig"]["server"], secret=f"vc-{self.release}", key="config")
 
     # --- Cluster API with cluster-api-provider-vcluster -----------------------------------------------------
     def _capi(self) -> None:
         cluster = self._get(self.CAPI_CLUSTER, self.release)
         vcluster = self._get(self.VCLUSTER, self.release)
-        if cluster is not None and cluster["metadata"].get("deletionTimestamp") and vcluster is not None \
-                and not vcluster["metadata"].get("deletionTimestamp"):
+        if (
+            cluster is not None
+            and cluster["metadata"].get("deletionTimestamp")
+            and vcluster is not None
+            and not vcluster["metadata"].get("deletionTimestamp")
+        ):
             # Cluster API deletes the control plane and infrastructure of a Cluster being deleted.
-            self.custom.delete_namespaced_custom_object(*self.VCLUSTER[:2], self.namespace, self.VCLUSTER[2], self.release)
+            self.custom.delete_namespaced_custom_object(
+                *self.VCLUSTER[:2], self.namespace, self.VCLUSTER[2], self.release
+            )
             return
         if vcluster is not None and vcluster["metadata"].get("deletionTimestamp"):
             if uninstall_chart(self.api, release=self.release, namespace=self.namespace):
                 self._note("uninstalled")
-            delete_objects(self.api, [{"kind": "Secret", "metadata": {"name": f"{self.release}-kubeconfig", "namespace": self.namespace}}])
+            delete_objects(
+                self.api,
+                [{"kind": "Secret", "metadata": {"name": f"{self.release}-kubeconfig", "namespace": self.namespace}}],
+            )
             self._drop_finalizer(self.VCLUSTER, vcluster, FINALIZER)
             return
         if cluster is not None and cluster["metadata"].get("deletionTimestamp"):
@@ -356,17 +520,38 @@ class VClusterStandIn(PollingStandIn):
             return
         if cluster is None or vcluster is None:
             return
-        if self._add_finalizer(self.CAPI_CLUSTER, cluster, FINALIZER) | self._add_finalizer(self.VCLUSTER, vcluster, FINALIZER):
+        if self._add_finalizer(self.CAPI_CLUSTER, cluster, FINALIZER) | self._add_finalizer(
+            self.VCLUSTER, vcluster, FINALIZER
+        ):
             return
         if (vcluster.get("status") or {}).get("ready"):
             return
         spec = vcluster["spec"]
         values = yaml.safe_load(spec["helmRelease"]["values"])
-        install_chart(self.api, release=self.release, namespace=self.namespace, chart_version=spec["helmRelease"]["chart"]["version"],
-                      values=values, manager="cluster-api-provider-vcluster")
-        self._note(f"installed vcluster {spec['helmRelease']['chart']['version']} from {spec['helmRelease']['chart']['repo']}")
+        install_chart(
+            self.api,
+            release=self.release,
+            namespace=self.namespace,
+            chart_version=spec["helmRelease"]["chart"]["version"],
+            values=values,
+            manager="cluster-api-provider-vcluster",
+        )
+        self._note(
+            f"installed vcluster {spec['helmRelease']['chart']['version']} from {spec['helmRelease']['chart']['repo']}"
+        )
         endpoint = spec["controlPlaneEndpoint"]
-        self._control_plane_up(server=f"https://{endpoint['host']}:{endpoint['port']}", secret=f"{self.release}-kubeconfig", key="value")
-        self._patch(self.VCLUSTER, self.release, {"status": {"ready": True, "initialized": True, "phase": "Deployed"}}, status=True)
-        self._patch(self.CAPI_CLUSTER, self.release, {"status": {"phase": "Provisioned", "controlPlaneReady": True,
-                                                                  "infrastructureReady": True}}, status=True)
+        self._control_plane_up(
+            server=f"https://{endpoint['host']}:{endpoint['port']}", secret=f"{self.release}-kubeconfig", key="value"
+        )
+        self._patch(
+            self.VCLUSTER,
+            self.release,
+            {"status": {"ready": True, "initialized": True, "phase": "Deployed"}},
+            status=True,
+        )
+        self._patch(
+            self.CAPI_CLUSTER,
+            self.release,
+            {"status": {"phase": "Provisioned", "controlPlaneReady": True, "infrastructureReady": True}},
+            status=True,
+        )

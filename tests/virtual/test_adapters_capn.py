@@ -3,6 +3,7 @@
 The stand-in (tests/virtual/standin_adapters.py) plays vc-manager; everything Berth does is real. Access is
 asserted with the handed-back kubeconfig itself.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -14,12 +15,18 @@ from tenants import services
 from tenants.audit import AuditContext
 from tenants.models import AuditEvent
 from tests.plugins.kube import read_or_none, wait_for
+from tests.plugins.worker import fetch_kubeconfig, wait_status
 from tests.virtual.conftest import install_crds
 from tests.virtual.standin_adapters import (
-    CLUSTER_VERSION, VIRTUAL_CLUSTER, VirtualClusterStandIn, approved, assert_admin_inside_and_refused_by_host, custom_object,
-    delete_prefixed_namespaces, register_cluster,
+    CLUSTER_VERSION,
+    VIRTUAL_CLUSTER,
+    VirtualClusterStandIn,
+    approved,
+    assert_admin_inside_and_refused_by_host,
+    custom_object,
+    delete_prefixed_namespaces,
+    register_cluster,
 )
-from tests.plugins.worker import fetch_kubeconfig, wait_status
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pytest.mark.worker]
 CLUSTER_VERSION_NAME = "cv-berth-test"
@@ -31,12 +38,23 @@ def capn_cluster(control_plane, kube_admin, small, medium, large) -> Iterator:
     install_crds(kube_admin, "clusterversion", "virtualcluster")
     custom = client.CustomObjectsApi(kube_admin)
     if custom_object(kube_admin, CLUSTER_VERSION, CLUSTER_VERSION_NAME) is None:
-        custom.create_cluster_custom_object(CLUSTER_VERSION.group, CLUSTER_VERSION.version, CLUSTER_VERSION.plural, {
-            "apiVersion": "tenancy.x-k8s.io/v1alpha1", "kind": "ClusterVersion", "metadata": {"name": CLUSTER_VERSION_NAME},
-            "spec": {"apiServer": {}, "controllerManager": {}, "etcd": {}},
-        })
-    cluster = register_cluster(control_plane, kind="virtualcluster", config={"cluster_version": CLUSTER_VERSION_NAME},
-                               tiers=[small, medium, large])
+        custom.create_cluster_custom_object(
+            CLUSTER_VERSION.group,
+            CLUSTER_VERSION.version,
+            CLUSTER_VERSION.plural,
+            {
+                "apiVersion": "tenancy.x-k8s.io/v1alpha1",
+                "kind": "ClusterVersion",
+                "metadata": {"name": CLUSTER_VERSION_NAME},
+                "spec": {"apiServer": {}, "controllerManager": {}, "etcd": {}},
+            },
+        )
+    cluster = register_cluster(
+        control_plane,
+        kind="virtualcluster",
+        config={"cluster_version": CLUSTER_VERSION_NAME},
+        tiers=[small, medium, large],
+    )
     yield cluster
     delete_prefixed_namespaces(kube_admin, cluster.namespace_prefix)
 
@@ -50,10 +68,24 @@ def _isolation_report(tenant) -> dict:
 
 
 def test_virtualcluster_tenant_lives_its_whole_life_through_vc_manager(
-    celery_worker, capn_cluster, control_plane, virtual_plane, kube_admin, kubectl, alice, carol, team_a, medium, tmp_path,
+    celery_worker,
+    capn_cluster,
+    control_plane,
+    virtual_plane,
+    kube_admin,
+    kubectl,
+    alice,
+    carol,
+    team_a,
+    medium,
+    tmp_path,
 ):
-    with VirtualClusterStandIn(host=control_plane, virtual=virtual_plane, prefix=capn_cluster.namespace_prefix) as operator:
-        tenant = approved(kind="virtualcluster", alice=alice, carol=carol, team=team_a, tier=medium, cluster=capn_cluster)
+    with VirtualClusterStandIn(
+        host=control_plane, virtual=virtual_plane, prefix=capn_cluster.namespace_prefix
+    ) as operator:
+        tenant = approved(
+            kind="virtualcluster", alice=alice, carol=carol, team=team_a, tier=medium, cluster=capn_cluster
+        )
         wait_status(tenant, "ready", timeout=180)
 
         vc = custom_object(kube_admin, VIRTUAL_CLUSTER, tenant.name, tenant.namespace)
@@ -67,15 +99,23 @@ def test_virtualcluster_tenant_lives_its_whole_life_through_vc_manager(
         assert core.read_namespaced_resource_quota("berth-quota", tenant.namespace).status.hard["limits.cpu"] == "8"
 
         path, config = fetch_kubeconfig(alice, tenant, tmp_path)
-        assert config["clusters"][0]["cluster"]["server"] == virtual_plane.api_url  # no endpoint_template: vc-manager's server
-        assert_admin_inside_and_refused_by_host(kubectl, path, virtual=virtual_plane, host=control_plane, tag=f"hello-{tenant.namespace}")
+        assert (
+            config["clusters"][0]["cluster"]["server"] == virtual_plane.api_url
+        )  # no endpoint_template: vc-manager's server
+        assert_admin_inside_and_refused_by_host(
+            kubectl, path, virtual=virtual_plane, host=control_plane, tag=f"hello-{tenant.namespace}"
+        )
         token = config["users"][0]["user"]["token"]
         assert token not in str(list(AuditEvent.objects.values_list("before", "after")))
 
         report = _isolation_report(tenant)
         assert report["passed"], [c for c in report["checks"] if not c["passed"]]
-        assert {c["id"] for c in report["checks"]} == {"virtual-cluster-admin", "virtual-no-host-credentials",
-                                                        "MTB-PL1-CC-FNS-1", "MTB-PL1-CC-NET-1"}
+        assert {c["id"] for c in report["checks"]} == {
+            "virtual-cluster-admin",
+            "virtual-no-host-credentials",
+            "MTB-PL1-CC-FNS-1",
+            "MTB-PL1-CC-NET-1",
+        }
 
         services.tenant_decommission(tenant=tenant, actor=alice, reason="done", ctx=AuditContext())
         wait_status(tenant, "deleted", timeout=180)
@@ -88,27 +128,52 @@ def test_virtualcluster_tenant_lives_its_whole_life_through_vc_manager(
 
 
 def test_virtualcluster_server_is_rewritten_to_the_endpoint_template(
-    celery_worker, capn_cluster, control_plane, virtual_plane, kubectl, alice, carol, team_a, medium, tmp_path,
+    celery_worker,
+    capn_cluster,
+    control_plane,
+    virtual_plane,
+    kubectl,
+    alice,
+    carol,
+    team_a,
+    medium,
+    tmp_path,
 ):
     # vc-manager writes an in-cluster address that nothing outside the host resolves; the cluster's template
     # says where tenants (and the worker) reach the virtual API server instead.
     public = f"https://localhost:{virtual_plane.apiserver_port}"
-    capn_cluster.virtual_config = {"virtualcluster": {"cluster_version": CLUSTER_VERSION_NAME, "endpoint_template": public}}
+    capn_cluster.virtual_config = {
+        "virtualcluster": {"cluster_version": CLUSTER_VERSION_NAME, "endpoint_template": public}
+    }
     capn_cluster.save()
-    with VirtualClusterStandIn(host=control_plane, virtual=virtual_plane, prefix=capn_cluster.namespace_prefix,
-                               advertised_server="https://apiserver-svc.{cluster_namespace}.svc:6443") as operator:
-        tenant = approved(kind="virtualcluster", alice=alice, carol=carol, team=team_a, tier=medium, cluster=capn_cluster, name="edge")
+    with VirtualClusterStandIn(
+        host=control_plane,
+        virtual=virtual_plane,
+        prefix=capn_cluster.namespace_prefix,
+        advertised_server="https://apiserver-svc.{cluster_namespace}.svc:6443",
+    ) as operator:
+        tenant = approved(
+            kind="virtualcluster", alice=alice, carol=carol, team=team_a, tier=medium, cluster=capn_cluster, name="edge"
+        )
         wait_status(tenant, "ready", timeout=180)
         path, config = fetch_kubeconfig(alice, tenant, tmp_path)
         assert config["clusters"][0]["cluster"]["server"] == public
-        assert_admin_inside_and_refused_by_host(kubectl, path, virtual=virtual_plane, host=control_plane, tag=f"hello-{tenant.namespace}")
+        assert_admin_inside_and_refused_by_host(
+            kubectl, path, virtual=virtual_plane, host=control_plane, tag=f"hello-{tenant.namespace}"
+        )
         services.tenant_decommission(tenant=tenant, actor=alice, reason="done", ctx=AuditContext())
         wait_status(tenant, "deleted", timeout=180)
     assert operator.errors == []
 
 
 def test_a_missing_cluster_version_fails_the_tenant_with_a_reason(
-    celery_worker, capn_cluster, kube_admin, alice, carol, team_a, medium,
+    celery_worker,
+    capn_cluster,
+    kube_admin,
+    alice,
+    carol,
+    team_a,
+    medium,
 ):
     capn_cluster.virtual_config = {"virtualcluster": {"cluster_version": "cv-nobody-made"}}
     capn_cluster.save()

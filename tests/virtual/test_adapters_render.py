@@ -1,4 +1,5 @@
 """The adapters' pure parts: settings validation and the VirtualCluster, HostedCluster, NodePool and Workspace renderers."""
+
 from __future__ import annotations
 
 import base64
@@ -16,8 +17,11 @@ from worker.kube import KubePermanentError, KubeTransientError
 
 pytestmark = pytest.mark.django_db
 TENANT_ID = "00000000-0000-0000-0000-000000000001"
-HYPERSHIFT = {"release_image": "quay.io/openshift-release-dev/ocp-release:4.17.0-multi", "base_domain": "hosted.example.com",
-              "pull_secret_name": "pull-secret"}
+HYPERSHIFT = {
+    "release_image": "quay.io/openshift-release-dev/ocp-release:4.17.0-multi",
+    "base_domain": "hosted.example.com",
+    "pull_secret_name": "pull-secret",
+}
 
 
 def _cluster(kind: str, config, *, api_url: str = "https://kcp.example.test:6443") -> SimpleNamespace:
@@ -25,8 +29,14 @@ def _cluster(kind: str, config, *, api_url: str = "https://kcp.example.test:6443
 
 
 def _tenant(cluster, tier, *, name: str = "web", prefix: str = "dev-") -> SimpleNamespace:
-    return SimpleNamespace(pk=TENANT_ID, name=name, namespace=prefix + name, team=SimpleNamespace(slug="team-a"),
-                           tier=tier, cluster=cluster)
+    return SimpleNamespace(
+        pk=TENANT_ID,
+        name=name,
+        namespace=prefix + name,
+        team=SimpleNamespace(slug="team-a"),
+        tier=tier,
+        cluster=cluster,
+    )
 
 
 def _refused(fn, *words: str) -> str:
@@ -68,21 +78,48 @@ def test_virtual_cluster_references_the_cluster_version_and_lives_in_the_host_na
 
 
 def test_virtual_cluster_settings_say_what_is_wrong():
-    _refused(lambda: CapnSettings.of(_cluster("virtualcluster", {})), "Cluster dev", "virtual_config.virtualcluster.cluster_version is required")
-    _refused(lambda: CapnSettings.of(_cluster("virtualcluster", {"cluster_version": "CV_1"})), "cluster_version 'CV_1' is not valid")
-    _refused(lambda: CapnSettings.of(_cluster("virtualcluster", {"cluster_version": "cv", "clusterVersion": "x"})),
-             "unknown setting clusterVersion", "known: cluster_version, endpoint_template")
-    _refused(lambda: CapnSettings.of(_cluster("virtualcluster", {"cluster_version": "cv", "endpoint_template": "https://{ns}.vc.example"})),
-             "endpoint_template", "{namespace}, {name}, {cluster_namespace}, {tenant}")
-    _refused(lambda: CapnSettings.of(_cluster("virtualcluster", {"cluster_version": "cv", "endpoint_template": "http://{namespace}.vc"})),
-             "must be an https:// URL")
-    _refused(lambda: CapnSettings.of(_cluster("virtualcluster", ["cluster_version"])), "virtual_config.virtualcluster must be an object")
+    _refused(
+        lambda: CapnSettings.of(_cluster("virtualcluster", {})),
+        "Cluster dev",
+        "virtual_config.virtualcluster.cluster_version is required",
+    )
+    _refused(
+        lambda: CapnSettings.of(_cluster("virtualcluster", {"cluster_version": "CV_1"})),
+        "cluster_version 'CV_1' is not valid",
+    )
+    _refused(
+        lambda: CapnSettings.of(_cluster("virtualcluster", {"cluster_version": "cv", "clusterVersion": "x"})),
+        "unknown setting clusterVersion",
+        "known: cluster_version, endpoint_template",
+    )
+    _refused(
+        lambda: CapnSettings.of(
+            _cluster("virtualcluster", {"cluster_version": "cv", "endpoint_template": "https://{ns}.vc.example"})
+        ),
+        "endpoint_template",
+        "{namespace}, {name}, {cluster_namespace}, {tenant}",
+    )
+    _refused(
+        lambda: CapnSettings.of(
+            _cluster("virtualcluster", {"cluster_version": "cv", "endpoint_template": "http://{namespace}.vc"})
+        ),
+        "must be an https:// URL",
+    )
+    _refused(
+        lambda: CapnSettings.of(_cluster("virtualcluster", ["cluster_version"])),
+        "virtual_config.virtualcluster must be an object",
+    )
 
 
 def test_endpoint_template_fills_in_the_tenant_and_where_vc_manager_runs_it():
     tier = seeded_tier("small")
-    cluster = _cluster("virtualcluster", {"cluster_version": "cv",
-                                          "endpoint_template": "https://{namespace}.vc.example.com:6443/{tenant}/{name}/{cluster_namespace}"})
+    cluster = _cluster(
+        "virtualcluster",
+        {
+            "cluster_version": "cv",
+            "endpoint_template": "https://{namespace}.vc.example.com:6443/{tenant}/{name}/{cluster_namespace}",
+        },
+    )
     template = CapnSettings.of(cluster).endpoint_template
     url = capn.endpoint(template, tenant=_tenant(cluster, tier), name="web", cluster_namespace="dev-web-1a2b3c-web")
     assert url == "https://dev-web.vc.example.com:6443/web/web/dev-web-1a2b3c-web"
@@ -91,9 +128,21 @@ def test_endpoint_template_fills_in_the_tenant_and_where_vc_manager_runs_it():
 def test_virtual_cluster_in_error_fails_the_tenant_with_vc_managers_reason():
     tier = seeded_tier("small")
     tenant = _tenant(_cluster("virtualcluster", {"cluster_version": "cv"}), tier)
-    host = FakeHost({("VirtualCluster", "dev-web", "web"): {"status": {
-        "phase": "Error", "reason": "ClusterVersionNotFound", "message": "clusterversion cv not found"}}})
-    _refused(lambda: capn.CapnBackend().control_plane_ready(tenant, host), "ClusterVersionNotFound: clusterversion cv not found")
+    host = FakeHost(
+        {
+            ("VirtualCluster", "dev-web", "web"): {
+                "status": {
+                    "phase": "Error",
+                    "reason": "ClusterVersionNotFound",
+                    "message": "clusterversion cv not found",
+                }
+            }
+        }
+    )
+    _refused(
+        lambda: capn.CapnBackend().control_plane_ready(tenant, host),
+        "ClusterVersionNotFound: clusterversion cv not found",
+    )
     host.objects[("VirtualCluster", "dev-web", "web")] = {"status": {"phase": "Pending"}}
     assert capn.CapnBackend().control_plane_ready(tenant, host) is False
 
@@ -106,7 +155,10 @@ def test_hosted_cluster_carries_release_dns_platform_and_secret_references():
     cluster = _cluster("hypershift", {**HYPERSHIFT, "ssh_key_secret_name": "ssh-key"})
     hc = hypershift.hosted_cluster(_tenant(cluster, tier), tier, HyperShiftSettings.of(cluster))
     assert hc["apiVersion"] == "hypershift.openshift.io/v1beta1" and hc["kind"] == "HostedCluster"
-    assert (hc["metadata"]["namespace"], hc["metadata"]["name"]) == ("dev-web", "web")  # default: the tenant's host namespace
+    assert (hc["metadata"]["namespace"], hc["metadata"]["name"]) == (
+        "dev-web",
+        "web",
+    )  # default: the tenant's host namespace
     spec = hc["spec"]
     assert spec["release"] == {"image": HYPERSHIFT["release_image"]}
     assert spec["pullSecret"] == {"name": "pull-secret"} and spec["sshKey"] == {"name": "ssh-key"}
@@ -125,7 +177,9 @@ def test_node_pool_size_follows_the_tier_and_can_be_overridden_per_tier():
         pool = hypershift.node_pool(_tenant(cluster, tier), tier, settings)
         sizes[name] = pool["spec"]["replicas"]
         assert pool["metadata"]["namespace"] == "clusters" and pool["spec"]["clusterName"] == "web"
-        assert pool["spec"]["release"] == {"image": HYPERSHIFT["release_image"]} and pool["spec"]["platform"] == {"type": "None"}
+        assert pool["spec"]["release"] == {"image": HYPERSHIFT["release_image"]} and pool["spec"]["platform"] == {
+            "type": "None"
+        }
         _assert_berths(pool)
     assert sizes == {"small": 1, "medium": 2, "large": 3}
     bigger = HyperShiftSettings.of(_cluster("hypershift", {**HYPERSHIFT, "node_pool_replicas": {"medium": 5}}))
@@ -142,7 +196,10 @@ def test_kubevirt_nodes_share_the_tiers_cpu_and_memory():
 
 def test_agent_platform_names_where_the_agents_are():
     tier = seeded_tier("small")
-    _refused(lambda: HyperShiftSettings.of(_cluster("hypershift", {**HYPERSHIFT, "platform": "Agent"})), "agent_namespace is required")
+    _refused(
+        lambda: HyperShiftSettings.of(_cluster("hypershift", {**HYPERSHIFT, "platform": "Agent"})),
+        "agent_namespace is required",
+    )
     cluster = _cluster("hypershift", {**HYPERSHIFT, "platform": "Agent", "agent_namespace": "agents"})
     hc = hypershift.hosted_cluster(_tenant(cluster, tier), tier, HyperShiftSettings.of(cluster))
     assert hc["spec"]["platform"] == {"type": "Agent", "agent": {"agentNamespace": "agents"}}
@@ -152,12 +209,19 @@ def test_hypershift_settings_say_what_is_wrong():
     def settings(**config):
         return lambda: HyperShiftSettings.of(_cluster("hypershift", config))
 
-    _refused(settings(base_domain="x.example", pull_secret_name="p"), "virtual_config.hypershift.release_image is required", "e.g. quay.io/")
+    _refused(
+        settings(base_domain="x.example", pull_secret_name="p"),
+        "virtual_config.hypershift.release_image is required",
+        "e.g. quay.io/",
+    )
     _refused(settings(**{**HYPERSHIFT, "release_image": "no tag"}), "release_image 'no tag' is not valid")
     _refused(settings(**{**HYPERSHIFT, "base_domain": ""}), "base_domain is required")
     _refused(settings(**{**HYPERSHIFT, "pull_secret_name": None}), "pull_secret_name must be a string")
     _refused(settings(**{**HYPERSHIFT, "platform": "AWS"}), "platform is 'AWS'; choose one of None, KubeVirt, Agent")
-    _refused(settings(**{**HYPERSHIFT, "node_pool_replicas": {"small": 0}}), "node_pool_replicas.small must be a whole number from 1 to 100")
+    _refused(
+        settings(**{**HYPERSHIFT, "node_pool_replicas": {"small": 0}}),
+        "node_pool_replicas.small must be a whole number from 1 to 100",
+    )
     _refused(settings(**{**HYPERSHIFT, "node_pool_replicas": 3}), "node_pool_replicas must map tier names to numbers")
     _refused(settings(**{**HYPERSHIFT, "releaseImage": "x:y"}), "unknown setting releaseImage")
 
@@ -166,16 +230,22 @@ def test_a_tier_without_a_node_pool_size_is_named():
     tier = seeded_tier("small")
     tier.name = "gpu"
     cluster = _cluster("hypershift", HYPERSHIFT)
-    _refused(lambda: hypershift.node_pool(_tenant(cluster, tier), tier, HyperShiftSettings.of(cluster)),
-             "no NodePool size for tier gpu", "node_pool_replicas.gpu")
+    _refused(
+        lambda: hypershift.node_pool(_tenant(cluster, tier), tier, HyperShiftSettings.of(cluster)),
+        "no NodePool size for tier gpu",
+        "node_pool_replicas.gpu",
+    )
 
 
 def test_a_control_plane_namespace_longer_than_kubernetes_allows_is_refused_before_anything_is_made():
     tier = seeded_tier("small")
     cluster = _cluster("hypershift", HYPERSHIFT)
     name = "n" * 40
-    _refused(lambda: hypershift.hosted_cluster(_tenant(cluster, tier, name=name), tier, HyperShiftSettings.of(cluster)),
-             f"namespace dev-{name}-{name}", "virtual_config.hypershift.namespace")
+    _refused(
+        lambda: hypershift.hosted_cluster(_tenant(cluster, tier, name=name), tier, HyperShiftSettings.of(cluster)),
+        f"namespace dev-{name}-{name}",
+        "virtual_config.hypershift.namespace",
+    )
 
 
 def test_hypershift_conditions_decide_between_waiting_and_failing():
@@ -184,15 +254,25 @@ def test_hypershift_conditions_decide_between_waiting_and_failing():
     backend = hypershift.HyperShiftBackend()
 
     def host(*conditions):
-        return FakeHost({("HostedCluster", "dev-web", "web"): {"status": {"conditions": [
-            {"type": t, "status": s, "message": m} for t, s, m in conditions]}}})
+        return FakeHost(
+            {
+                ("HostedCluster", "dev-web", "web"): {
+                    "status": {"conditions": [{"type": t, "status": s, "message": m} for t, s, m in conditions]}
+                }
+            }
+        )
 
     with pytest.raises(KubeTransientError, match="not valid yet: pull secret missing"):
         backend.control_plane_ready(tenant, host(("ValidConfiguration", "False", "pull secret missing")))
-    _refused(lambda: backend.control_plane_ready(tenant, host(("ValidReleaseImage", "False", "image not found"))),
-             "refuses the release image", "image not found")
+    _refused(
+        lambda: backend.control_plane_ready(tenant, host(("ValidReleaseImage", "False", "image not found"))),
+        "refuses the release image",
+        "image not found",
+    )
     assert backend.control_plane_ready(tenant, host(("Available", "False", ""))) is False
-    assert backend.control_plane_ready(tenant, host(("ValidConfiguration", "True", ""), ("Available", "True", ""))) is True
+    assert (
+        backend.control_plane_ready(tenant, host(("ValidConfiguration", "True", ""), ("Available", "True", ""))) is True
+    )
 
 
 # --- kcp -------------------------------------------------------------------------------------------
@@ -207,15 +287,31 @@ def test_workspace_is_cluster_scoped_in_the_parent_and_typed():
     assert ws["spec"] == {"type": {"name": "universal"}}
     _assert_berths(ws)
     typed = _cluster("kcp", {"parent_workspace": "root:teams", "workspace_type": "root:organization"})
-    assert kcp.workspace(_tenant(typed, tier), tier, KcpSettings.of(typed))["spec"]["type"] == {"name": "organization", "path": "root"}
+    assert kcp.workspace(_tenant(typed, tier), tier, KcpSettings.of(typed))["spec"]["type"] == {
+        "name": "organization",
+        "path": "root",
+    }
 
 
 def test_kcp_settings_say_what_is_wrong():
-    _refused(lambda: KcpSettings.of(_cluster("kcp", {})), "virtual_config.kcp.parent_workspace is required", "e.g. root:teams")
-    _refused(lambda: KcpSettings.of(_cluster("kcp", {"parent_workspace": "root/teams"})), "parent_workspace 'root/teams' is not valid")
-    _refused(lambda: KcpSettings.of(_cluster("kcp", {"parent_workspace": "root:teams"}, api_url="https://kcp.example.test/clusters/root:other")),
-             "the API URL serves workspace root:other, but virtual_config.kcp.parent_workspace is root:teams")
-    at_parent = _cluster("kcp", {"parent_workspace": "root:teams"}, api_url="https://kcp.example.test/clusters/root:teams")
+    _refused(
+        lambda: KcpSettings.of(_cluster("kcp", {})),
+        "virtual_config.kcp.parent_workspace is required",
+        "e.g. root:teams",
+    )
+    _refused(
+        lambda: KcpSettings.of(_cluster("kcp", {"parent_workspace": "root/teams"})),
+        "parent_workspace 'root/teams' is not valid",
+    )
+    _refused(
+        lambda: KcpSettings.of(
+            _cluster("kcp", {"parent_workspace": "root:teams"}, api_url="https://kcp.example.test/clusters/root:other")
+        ),
+        "the API URL serves workspace root:other, but virtual_config.kcp.parent_workspace is root:teams",
+    )
+    at_parent = _cluster(
+        "kcp", {"parent_workspace": "root:teams"}, api_url="https://kcp.example.test/clusters/root:teams"
+    )
     assert KcpSettings.of(at_parent).parent_workspace == "root:teams"
 
 
@@ -228,13 +324,22 @@ def test_kcp_worker_credential_points_at_the_workspace_and_embeds_its_ca(tmp_pat
     ca = tmp_path / "ca.crt"
     ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
     credential = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "admin",
-        "clusters": [{"name": "other", "cluster": {"server": "https://elsewhere"}},
-                     {"name": "kcp", "cluster": {"server": "https://kcp.example.test/clusters/root", "certificate-authority": str(ca)}}],
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "admin",
+        "clusters": [
+            {"name": "other", "cluster": {"server": "https://elsewhere"}},
+            {
+                "name": "kcp",
+                "cluster": {"server": "https://kcp.example.test/clusters/root", "certificate-authority": str(ca)},
+            },
+        ],
         "users": [{"name": "admin", "user": {"token": "t"}}],
         "contexts": [{"name": "admin", "context": {"cluster": "kcp", "user": "admin"}}],
     }
     config = with_server(kcp._single_context(credential, ""), "https://kcp.example.test/clusters/root:teams:dev-web")
-    assert [c["cluster"]["server"] for c in config["clusters"]] == ["https://kcp.example.test/clusters/root:teams:dev-web"]
+    assert [c["cluster"]["server"] for c in config["clusters"]] == [
+        "https://kcp.example.test/clusters/root:teams:dev-web"
+    ]
     assert base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"]).decode() == ca.read_text()
     assert config["users"][0]["user"] == {"token": "t"}

@@ -1,4 +1,5 @@
 """worker.helm, the runner of the helm binary: the host kubeconfig exists only as a private file during one call."""
+
 from __future__ import annotations
 
 import json
@@ -10,10 +11,14 @@ import pytest
 from worker import helm
 from worker.kube import KubePermanentError, KubeTransientError
 
-KUBECONFIG = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
-              "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
-              "users": [{"name": "u", "user": {"client-key-data": "c2VjcmV0LWtleS1kYXRh"}}],
-              "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}
+KUBECONFIG = {
+    "apiVersion": "v1",
+    "kind": "Config",
+    "current-context": "c",
+    "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+    "users": [{"name": "u", "user": {"client-key-data": "c2VjcmV0LWtleS1kYXRh"}}],
+    "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+}
 
 
 @pytest.fixture
@@ -46,11 +51,28 @@ sys.exit(answer.get("code", 0))
 
 def test_upgrade_install_hands_helm_a_private_kubeconfig_that_is_gone_afterwards(helm_binary, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", "/somewhere/else")
-    helm.upgrade_install(release="web", namespace="dev-web", repo="https://charts.loft.sh", chart="vcluster", version="0.30.0",
-                         values={"controlPlane": {"distro": {"k8s": {"enabled": True}}}}, kubeconfig=KUBECONFIG)
+    helm.upgrade_install(
+        release="web",
+        namespace="dev-web",
+        repo="https://charts.loft.sh",
+        chart="vcluster",
+        version="0.30.0",
+        values={"controlPlane": {"distro": {"k8s": {"enabled": True}}}},
+        kubeconfig=KUBECONFIG,
+    )
     seen = helm_binary["seen"]()
-    assert seen["args"][:10] == ["upgrade", "--install", "web", "vcluster", "--repo", "https://charts.loft.sh",
-                                 "--version", "0.30.0", "--namespace", "dev-web"]
+    assert seen["args"][:10] == [
+        "upgrade",
+        "--install",
+        "web",
+        "vcluster",
+        "--repo",
+        "https://charts.loft.sh",
+        "--version",
+        "0.30.0",
+        "--namespace",
+        "dev-web",
+    ]
     assert seen["modes"] == {"--kubeconfig": "0o600", "--values": "0o600"} and seen["dir_mode"] == "0o700"
     assert seen["env_kubeconfig"] is None  # the worker's own KUBECONFIG never leaks into the call
     assert "c2VjcmV0LWtleS1kYXRh" in seen["contents"]["--kubeconfig"]
@@ -59,28 +81,52 @@ def test_upgrade_install_hands_helm_a_private_kubeconfig_that_is_gone_afterwards
 
 
 def test_an_oci_chart_is_named_by_its_registry_path(helm_binary):
-    helm.upgrade_install(release="web", namespace="dev-web", repo="oci://ghcr.io/loft-sh/charts", chart="vcluster",
-                         version="0.30.0", values={}, kubeconfig=None)
+    helm.upgrade_install(
+        release="web",
+        namespace="dev-web",
+        repo="oci://ghcr.io/loft-sh/charts",
+        chart="vcluster",
+        version="0.30.0",
+        values={},
+        kubeconfig=None,
+    )
     seen = helm_binary["seen"]()
     assert seen["args"][:4] == ["upgrade", "--install", "web", "oci://ghcr.io/loft-sh/charts/vcluster"]
     assert "--repo" not in seen["args"] and "--kubeconfig" not in seen["args"]
 
 
-@pytest.mark.parametrize(("stderr", "error"), [
-    ("Error: Kubernetes cluster unreachable: Get \"https://10.0.0.1:6443/version\": dial tcp 10.0.0.1:6443: connect: connection refused",
-     KubeTransientError),
-    ("Error: looks like \"https://charts.loft.sh\" is not a valid chart repository or cannot be reached: context deadline exceeded",
-     KubeTransientError),
-    ("Error: UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress", KubeTransientError),
-    ("Error: chart \"vcluster\" version \"0.99.0\" not found in https://charts.loft.sh repository", KubePermanentError),
-    ("Error: values don't meet the specifications of the schema(s) in the following chart(s):\nvcluster:\n- controlPlane: "
-     "Additional property foo is not allowed", KubePermanentError),
-])
+@pytest.mark.parametrize(
+    ("stderr", "error"),
+    [
+        (
+            'Error: Kubernetes cluster unreachable: Get "https://10.0.0.1:6443/version": dial tcp 10.0.0.1:6443: connect: connection refused',
+            KubeTransientError,
+        ),
+        (
+            'Error: looks like "https://charts.loft.sh" is not a valid chart repository or cannot be reached: context deadline exceeded',
+            KubeTransientError,
+        ),
+        ("Error: UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress", KubeTransientError),
+        ('Error: chart "vcluster" version "0.99.0" not found in https://charts.loft.sh repository', KubePermanentError),
+        (
+            "Error: values don't meet the specifications of the schema(s) in the following chart(s):\nvcluster:\n- controlPlane: "
+            "Additional property foo is not allowed",
+            KubePermanentError,
+        ),
+    ],
+)
 def test_failures_are_transient_or_permanent_with_helms_last_words(helm_binary, stderr, error):
     helm_binary["answer"](code=1, stderr="WARNING: something unrelated\n" + stderr)
     with pytest.raises(error) as raised:
-        helm.upgrade_install(release="web", namespace="dev-web", repo="https://charts.loft.sh", chart="vcluster",
-                             version="0.30.0", values={}, kubeconfig=KUBECONFIG)
+        helm.upgrade_install(
+            release="web",
+            namespace="dev-web",
+            repo="https://charts.loft.sh",
+            chart="vcluster",
+            version="0.30.0",
+            values={},
+            kubeconfig=KUBECONFIG,
+        )
     assert str(raised.value).startswith("helm upgrade --install web in dev-web: ")
     assert "WARNING" not in str(raised.value) and "c2VjcmV0LWtleS1kYXRh" not in str(raised.value)
     assert type(raised.value) is error

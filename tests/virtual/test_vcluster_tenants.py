@@ -6,6 +6,7 @@ vcluster, Flux and Cluster API would do is played by the stand-ins in tests/virt
 admin kubeconfig Secret, create the tenant's ServiceAccount inside, issue a token. Every assertion about
 access is made with the handed-back kubeconfig itself.
 """
+
 from __future__ import annotations
 
 import base64
@@ -21,11 +22,11 @@ from kubernetes import client
 
 from tenants import services
 from tenants.audit import AuditContext
-from tenants.models import AuditEvent, Cluster, Request, Tenant
+from tenants.models import AuditEvent, Cluster, Tenant, TenantRequest
 from tests.plugins.kube import read_or_none, wait_for
+from tests.plugins.worker import OUTPUT, fetch_kubeconfig, wait_status
 from tests.virtual.conftest import install_crds
 from tests.virtual.standin_vcluster import VClusterStandIn, helm_calls
-from tests.plugins.worker import OUTPUT, fetch_kubeconfig, wait_status
 from worker import provisioning
 from worker.vcluster_values import DEFAULT_CHART_VERSION
 
@@ -40,7 +41,9 @@ def vcluster_crds(kube_admin) -> None:
 
 
 @pytest.fixture
-def vcluster_host(control_plane, virtual_plane, kube_admin, small, medium, large, vcluster_crds) -> Iterator[Callable[..., Cluster]]:
+def vcluster_host(
+    control_plane, virtual_plane, kube_admin, small, medium, large, vcluster_crds
+) -> Iterator[Callable[..., Cluster]]:
     """vcluster_host(installer=..., **settings): a registered Cluster on the host offering vcluster tenants."""
     prefixes: list[str] = []
 
@@ -49,10 +52,16 @@ def vcluster_host(control_plane, virtual_plane, kube_admin, small, medium, large
         prefixes.append(prefix)
         config = {"public_host_template": PUBLIC_HOST, "public_port": virtual_plane.apiserver_port, **settings}
         cluster = Cluster.objects.create(
-            name=f"vc-{prefix[:-1]}", display_name="Dev control plane (vcluster)", api_url=control_plane.api_url,
-            ca_pem=control_plane.ca_cert_pem, credential_ref=f"kubeconfig:{control_plane.kubeconfig_path}",
-            public_endpoint=control_plane.api_url, namespace_prefix=prefix, kinds=["namespace", "vcluster"],
-            ingress_namespace="ingress-nginx", virtual_config={"vcluster": config},
+            name=f"vc-{prefix[:-1]}",
+            display_name="Dev control plane (vcluster)",
+            api_url=control_plane.api_url,
+            ca_pem=control_plane.ca_cert_pem,
+            credential_ref=f"kubeconfig:{control_plane.kubeconfig_path}",
+            public_endpoint=control_plane.api_url,
+            namespace_prefix=prefix,
+            kinds=["namespace", "vcluster"],
+            ingress_namespace="ingress-nginx",
+            virtual_config={"vcluster": config},
         )
         cluster.tiers.set([small, medium, large])
         return cluster
@@ -69,8 +78,13 @@ def standin(control_plane, virtual_plane) -> Iterator[Callable[..., VClusterStan
     started: list[VClusterStandIn] = []
 
     def start(*, cluster: Cluster, installer: str, name: str = "web") -> VClusterStandIn:
-        s = VClusterStandIn(host_kubeconfig=control_plane.kubeconfig_path, virtual_kubeconfig=virtual_plane.kubeconfig_path,
-                            namespace=f"{cluster.namespace_prefix}{name}", release=name, installer=installer)
+        s = VClusterStandIn(
+            host_kubeconfig=control_plane.kubeconfig_path,
+            virtual_kubeconfig=virtual_plane.kubeconfig_path,
+            namespace=f"{cluster.namespace_prefix}{name}",
+            release=name,
+            installer=installer,
+        )
         started.append(s.__enter__())
         return s
 
@@ -81,24 +95,47 @@ def standin(control_plane, virtual_plane) -> Iterator[Callable[..., VClusterStan
 
 
 def _approved(*, alice, carol, team, tier, cluster, name: str = "web") -> Tenant:
-    req = services.request_submit(actor=alice, action=Request.Action.CREATE, kind="vcluster", team=team, tier=tier,
-                                  cluster=cluster, name=name, purpose="needs its own CRDs")
+    req = services.request_submit(
+        actor=alice,
+        action=TenantRequest.Action.CREATE,
+        kind="vcluster",
+        team=team,
+        tier=tier,
+        cluster=cluster,
+        name=name,
+        purpose="needs its own CRDs",
+    )
     if req.tenant.status == "requested":
-        services.request_approve(request=req, actor=carol, comment="ok")
+        services.request_approve(tenant_request=req, actor=carol, comment="ok")
     return req.tenant
 
 
 def _crd(name: str) -> str:
-    return yaml.safe_dump({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": f"{name}s.team-a.example.com"},
-        "spec": {"group": "team-a.example.com", "scope": "Namespaced",
-                 "names": {"plural": f"{name}s", "singular": name, "kind": name.capitalize()},
-                 "versions": [{"name": "v1", "served": True, "storage": True,
-                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
-    })
+    return yaml.safe_dump(
+        {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{name}s.team-a.example.com"},
+            "spec": {
+                "group": "team-a.example.com",
+                "scope": "Namespaced",
+                "names": {"plural": f"{name}s", "singular": name, "kind": name.capitalize()},
+                "versions": [
+                    {
+                        "name": "v1",
+                        "served": True,
+                        "storage": True,
+                        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                    }
+                ],
+            },
+        }
+    )
 
 
-def _works_inside_and_not_on_the_host(tenant: Tenant, *, kubectl, control_plane, virtual_plane, alice, tmp_path) -> dict:
+def _works_inside_and_not_on_the_host(
+    tenant: Tenant, *, kubectl, control_plane, virtual_plane, alice, tmp_path
+) -> dict:
     """The handed-back kubeconfig is cluster-admin in the virtual cluster, and worthless against the host."""
     path, config = fetch_kubeconfig(alice, tenant, tmp_path)
     assert config["clusters"][0]["cluster"]["server"] == f"https://{PUBLIC_HOST}:{virtual_plane.apiserver_port}"
@@ -123,15 +160,24 @@ def _isolation_report_passes(tenant: Tenant) -> None:
     failed = [c for c in tenant.isolation_report["checks"] if not c["passed"]]
     assert tenant.isolation_report["passed"], failed
     assert {c["id"] for c in tenant.isolation_report["checks"]} == {
-        "virtual-cluster-admin", "virtual-no-host-credentials", "MTB-PL1-CC-FNS-1", "MTB-PL1-CC-NET-1"}
+        "virtual-cluster-admin",
+        "virtual-no-host-credentials",
+        "MTB-PL1-CC-FNS-1",
+        "MTB-PL1-CC-NET-1",
+    }
 
 
 def _host_gives_the_team_nothing(kube_admin, tenant: Tenant) -> None:
     rbac = client.RbacAuthorizationV1Api(kube_admin)
     assert rbac.list_namespaced_role_binding(tenant.namespace).items == []
-    sas = {sa.metadata.name for sa in client.CoreV1Api(kube_admin).list_namespaced_service_account(tenant.namespace).items}
+    sas = {
+        sa.metadata.name for sa in client.CoreV1Api(kube_admin).list_namespaced_service_account(tenant.namespace).items
+    }
     assert "berth-tenant" not in sas and "berth-viewer" not in sas
-    policies = {p.metadata.name for p in client.NetworkingV1Api(kube_admin).list_namespaced_network_policy(tenant.namespace).items}
+    policies = {
+        p.metadata.name
+        for p in client.NetworkingV1Api(kube_admin).list_namespaced_network_policy(tenant.namespace).items
+    }
     assert {"berth-default-deny", "berth-allow-same-namespace", "berth-allow-vcluster-control-plane"} <= policies
 
 
@@ -158,8 +204,19 @@ def _stored_anywhere(text: str) -> list[str]:
 
 
 def test_helm_installed_vcluster_works_end_to_end_and_its_admin_kubeconfig_never_leaves_the_worker(
-    celery_worker, vcluster_host, standin, control_plane, virtual_plane, kube_admin, kubectl, alice, carol, team_a, medium,
-    tmp_path, caplog,
+    celery_worker,
+    vcluster_host,
+    standin,
+    control_plane,
+    virtual_plane,
+    kube_admin,
+    kubectl,
+    alice,
+    carol,
+    team_a,
+    medium,
+    tmp_path,
+    caplog,
 ):
     cluster = vcluster_host(installer="helm", expose="LoadBalancer")
     operator = standin(cluster=cluster, installer="helm")
@@ -169,7 +226,10 @@ def test_helm_installed_vcluster_works_end_to_end_and_its_admin_kubeconfig_never
     install = next(c for c in helm_calls(tenant.namespace) if c["command"] == "upgrade")
     argv = install["argv"]
     assert argv[:4] == ["upgrade", "--install", "web", "vcluster"]
-    assert argv[argv.index("--repo") + 1] == "https://charts.loft.sh" and argv[argv.index("--version") + 1] == DEFAULT_CHART_VERSION
+    assert (
+        argv[argv.index("--repo") + 1] == "https://charts.loft.sh"
+        and argv[argv.index("--version") + 1] == DEFAULT_CHART_VERSION
+    )
     assert argv[argv.index("--namespace") + 1] == tenant.namespace
     assert install["kubeconfig_mode"] == "0o600" and not Path(argv[argv.index("--kubeconfig") + 1]).exists()
     assert install["values"]["exportKubeConfig"]["server"] == f"https://{PUBLIC_HOST}:{virtual_plane.apiserver_port}"
@@ -178,15 +238,24 @@ def test_helm_installed_vcluster_works_end_to_end_and_its_admin_kubeconfig_never
     assert service.spec.type == "LoadBalancer" and service.spec.allocate_load_balancer_node_ports is False
     _host_gives_the_team_nothing(kube_admin, tenant)
 
-    _works_inside_and_not_on_the_host(tenant, kubectl=kubectl, control_plane=control_plane, virtual_plane=virtual_plane,
-                                      alice=alice, tmp_path=tmp_path)
+    _works_inside_and_not_on_the_host(
+        tenant,
+        kubectl=kubectl,
+        control_plane=control_plane,
+        virtual_plane=virtual_plane,
+        alice=alice,
+        tmp_path=tmp_path,
+    )
     _isolation_report_passes(tenant)
 
     # The worker's whole path once more in this process, to see every log line it writes.
     caplog.set_level(logging.DEBUG)
     assert provisioning.provision(str(tenant.pk)) == "in sync"
     # The chart's own quota (the tier's limits again) survives Berth's pruning of its own objects.
-    assert client.CoreV1Api(kube_admin).read_namespaced_resource_quota("vc-web", tenant.namespace).spec.hard["limits.cpu"] == "8"
+    assert (
+        client.CoreV1Api(kube_admin).read_namespaced_resource_quota("vc-web", tenant.namespace).spec.hard["limits.cpu"]
+        == "8"
+    )
     assert provisioning.isolation_report(str(tenant.pk))["passed"]
     fetch_kubeconfig(alice, tenant, tmp_path)
     key = _admin_client_key(kube_admin, tenant, "vc-web", "config")
@@ -198,30 +267,55 @@ def test_helm_installed_vcluster_works_end_to_end_and_its_admin_kubeconfig_never
         assert leak not in str(list(AuditEvent.objects.values_list("before", "after")))
 
     _decommissioned(tenant, alice=alice, kube_admin=kube_admin)
-    assert [c["argv"][:2] for c in helm_calls(tenant.namespace) if c["command"] == "uninstall"][:1] == [["uninstall", "web"]]
+    assert [c["argv"][:2] for c in helm_calls(tenant.namespace) if c["command"] == "uninstall"][:1] == [
+        ["uninstall", "web"]
+    ]
     assert operator.events[0] == "ready"
 
 
 def test_flux_installed_vcluster_works_end_to_end(
-    celery_worker, vcluster_host, standin, control_plane, virtual_plane, kube_admin, kubectl, alice, carol, team_a, small, tmp_path,
+    celery_worker,
+    vcluster_host,
+    standin,
+    control_plane,
+    virtual_plane,
+    kube_admin,
+    kubectl,
+    alice,
+    carol,
+    team_a,
+    small,
+    tmp_path,
 ):
     cluster = vcluster_host(installer="flux", expose="ClusterIP", distro="k3s")
     operator = standin(cluster=cluster, installer="flux")
-    tenant = _approved(alice=alice, carol=carol, team=team_a, tier=small, cluster=cluster)  # small approves automatically
+    tenant = _approved(
+        alice=alice, carol=carol, team=team_a, tier=small, cluster=cluster
+    )  # small approves automatically
     wait_status(tenant, "ready", timeout=180)
 
     custom = client.CustomObjectsApi(kube_admin)
-    release = custom.get_namespaced_custom_object("helm.toolkit.fluxcd.io", "v2", tenant.namespace, "helmreleases", "web")
+    release = custom.get_namespaced_custom_object(
+        "helm.toolkit.fluxcd.io", "v2", tenant.namespace, "helmreleases", "web"
+    )
     assert release["spec"]["chart"]["spec"]["version"] == DEFAULT_CHART_VERSION
     assert release["spec"]["values"]["controlPlane"]["distro"] == {"k3s": {"enabled": True}}
     assert release["metadata"]["labels"]["berth.dev/tenant-id"] == str(tenant.pk)
-    repository = custom.get_namespaced_custom_object("source.toolkit.fluxcd.io", "v1", tenant.namespace, "helmrepositories", "berth-vcluster")
+    repository = custom.get_namespaced_custom_object(
+        "source.toolkit.fluxcd.io", "v1", tenant.namespace, "helmrepositories", "berth-vcluster"
+    )
     assert repository["spec"]["url"] == "https://charts.loft.sh"
     assert helm_calls(tenant.namespace) == []  # Flux installs; the worker never runs helm here
     _host_gives_the_team_nothing(kube_admin, tenant)
 
-    _works_inside_and_not_on_the_host(tenant, kubectl=kubectl, control_plane=control_plane, virtual_plane=virtual_plane,
-                                      alice=alice, tmp_path=tmp_path)
+    _works_inside_and_not_on_the_host(
+        tenant,
+        kubectl=kubectl,
+        control_plane=control_plane,
+        virtual_plane=virtual_plane,
+        alice=alice,
+        tmp_path=tmp_path,
+    )
     _isolation_report_passes(tenant)
 
     _decommissioned(tenant, alice=alice, kube_admin=kube_admin)
@@ -229,7 +323,18 @@ def test_flux_installed_vcluster_works_end_to_end(
 
 
 def test_cluster_api_installed_vcluster_works_end_to_end(
-    celery_worker, vcluster_host, standin, control_plane, virtual_plane, kube_admin, kubectl, alice, carol, team_a, medium, tmp_path,
+    celery_worker,
+    vcluster_host,
+    standin,
+    control_plane,
+    virtual_plane,
+    kube_admin,
+    kubectl,
+    alice,
+    carol,
+    team_a,
+    medium,
+    tmp_path,
 ):
     cluster = vcluster_host(installer="capi", expose="ingress", ingress_class="nginx")
     operator = standin(cluster=cluster, installer="capi")
@@ -239,35 +344,54 @@ def test_cluster_api_installed_vcluster_works_end_to_end(
     custom = client.CustomObjectsApi(kube_admin)
     capi = custom.get_namespaced_custom_object("cluster.x-k8s.io", "v1beta1", tenant.namespace, "clusters", "web")
     assert capi["spec"]["infrastructureRef"]["kind"] == capi["spec"]["controlPlaneRef"]["kind"] == "VCluster"
-    vcluster = custom.get_namespaced_custom_object("infrastructure.cluster.x-k8s.io", "v1alpha1", tenant.namespace, "vclusters", "web")
+    vcluster = custom.get_namespaced_custom_object(
+        "infrastructure.cluster.x-k8s.io", "v1alpha1", tenant.namespace, "vclusters", "web"
+    )
     assert vcluster["spec"]["controlPlaneEndpoint"] == {"host": PUBLIC_HOST, "port": virtual_plane.apiserver_port}
     assert vcluster["spec"]["helmRelease"]["chart"]["version"] == DEFAULT_CHART_VERSION
     ingress = client.NetworkingV1Api(kube_admin).read_namespaced_ingress("web", tenant.namespace)
     assert ingress.spec.ingress_class_name == "nginx" and ingress.spec.rules[0].host == PUBLIC_HOST
     _host_gives_the_team_nothing(kube_admin, tenant)
 
-    _works_inside_and_not_on_the_host(tenant, kubectl=kubectl, control_plane=control_plane, virtual_plane=virtual_plane,
-                                      alice=alice, tmp_path=tmp_path)
+    _works_inside_and_not_on_the_host(
+        tenant,
+        kubectl=kubectl,
+        control_plane=control_plane,
+        virtual_plane=virtual_plane,
+        alice=alice,
+        tmp_path=tmp_path,
+    )
     _isolation_report_passes(tenant)
 
     # The control plane's data volume, which the chart retains after uninstall. The dev control plane runs no
     # pvc-protection controller; no pod uses the claim, so that controller would let it go: its finalizer is dropped here.
-    claim = {"metadata": {"name": "data-web-0"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+    claim = {
+        "metadata": {"name": "data-web-0"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
     core = client.CoreV1Api(kube_admin)
     core.create_namespaced_persistent_volume_claim(tenant.namespace, claim)
     core.patch_namespaced_persistent_volume_claim("data-web-0", tenant.namespace, {"metadata": {"finalizers": None}})
     _decommissioned(tenant, alice=alice, kube_admin=kube_admin)
-    assert {"uninstalled", "finalizer removed: vclusters/web", "finalizer removed: clusters/web"} <= set(operator.events)
+    assert {"uninstalled", "finalizer removed: vclusters/web", "finalizer removed: clusters/web"} <= set(
+        operator.events
+    )
 
 
 def test_bad_vcluster_settings_fail_the_tenant_with_a_readable_reason_before_anything_is_created(
-    celery_worker, vcluster_host, kube_admin, alice, team_a, small,
+    celery_worker,
+    vcluster_host,
+    kube_admin,
+    alice,
+    team_a,
+    small,
 ):
     typo = vcluster_host(installer="kustomize")
     tenant = _approved(alice=alice, carol=None, team=team_a, tier=small, cluster=typo)
     wait_status(tenant, "failed", timeout=90)
-    assert tenant.status_reason == (f"Cluster {typo.name}: virtual_config.vcluster.installer is 'kustomize'; "
-                                    "use one of helm, flux, capi.")
+    assert tenant.status_reason == (
+        f"Cluster {typo.name}: virtual_config.vcluster.installer is 'kustomize'; use one of helm, flux, capi."
+    )
     no_room = vcluster_host(installer="helm", expose="LoadBalancer")
     tenant_two = _approved(alice=alice, carol=None, team=team_a, tier=small, cluster=no_room)
     wait_status(tenant_two, "failed", timeout=90)

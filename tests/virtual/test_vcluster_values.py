@@ -1,4 +1,5 @@
 """vcluster chart values as a pure function of tenant, tier and cluster, checked against the pinned chart line's schema."""
+
 from __future__ import annotations
 
 import json
@@ -29,13 +30,27 @@ HOST_TEMPLATE = "{namespace}.vc.example.com"
 
 
 def _cluster(ingress_namespace: str = "ingress-nginx", **settings) -> SimpleNamespace:
-    return SimpleNamespace(name="dev", access_mode="token", ingress_namespace=ingress_namespace, oidc_groups_prefix="",
-                           namespace_prefix="dev-", virtual_config={"vcluster": {"public_host_template": HOST_TEMPLATE, **settings}})
+    return SimpleNamespace(
+        name="dev",
+        access_mode="token",
+        ingress_namespace=ingress_namespace,
+        ingress_domains=[],
+        oidc_groups_prefix="",
+        namespace_prefix="dev-",
+        virtual_config={"vcluster": {"public_host_template": HOST_TEMPLATE, **settings}},
+    )
 
 
 def _tenant(tier, cluster) -> SimpleNamespace:
-    return SimpleNamespace(pk="00000000-0000-0000-0000-0000000000aa", name="web", namespace="dev-web", tier=tier, cluster=cluster,
-                           team=SimpleNamespace(slug="team-a", oidc_group="team-a"), purpose="platform experiments")
+    return SimpleNamespace(
+        pk="00000000-0000-0000-0000-0000000000aa",
+        name="web",
+        namespace="dev-web",
+        tier=tier,
+        cluster=cluster,
+        team=SimpleNamespace(slug="team-a", oidc_group="team-a"),
+        purpose="platform experiments",
+    )
 
 
 def _values(tier_name: str = "medium", **settings) -> tuple[dict, SimpleNamespace]:
@@ -58,8 +73,16 @@ def test_the_pinned_schema_subset_is_a_valid_schema_for_the_default_chart_versio
     assert DEFAULT_CHART_VERSION.startswith("0.30.") and supported_chart_lines() == ["0.30"]
 
 
-@pytest.mark.parametrize(("tier_name", "expose"), [("small", "ingress"), ("small", "ClusterIP"), ("medium", "LoadBalancer"),
-                                                   ("medium", "ingress"), ("large", "LoadBalancer")])
+@pytest.mark.parametrize(
+    ("tier_name", "expose"),
+    [
+        ("small", "ingress"),
+        ("small", "ClusterIP"),
+        ("medium", "LoadBalancer"),
+        ("medium", "ingress"),
+        ("large", "LoadBalancer"),
+    ],
+)
 @pytest.mark.parametrize("distro", ["k8s", "k3s"])
 def test_values_for_every_tier_and_exposure_validate_against_the_pinned_schema(tier_name, expose, distro):
     values, _ = _values(tier_name, expose=expose, distro=distro, ingress_class="nginx")
@@ -75,28 +98,48 @@ def test_quota_limits_and_pod_security_inside_are_the_tiers(tier_name):
     quota = policies["resourceQuota"]
     assert quota["enabled"] is True
     assert quota["quota"] == {
-        "requests.cpu": f"{tier.cpu_request_millis}m", "limits.cpu": f"{tier.cpu_limit_millis}m",
-        "requests.memory": f"{tier.memory_request_mib}Mi", "limits.memory": f"{tier.memory_limit_mib}Mi",
-        "requests.storage": f"{tier.storage_gib}Gi", "count/pods": str(tier.max_pods), "count/services": str(tier.max_services),
-        "services.loadbalancers": str(tier.max_load_balancers), "services.nodeports": "0",
-        "count/persistentvolumeclaims": str(tier.max_pvcs), "count/configmaps": str(tier.max_configmaps),
+        "requests.cpu": f"{tier.cpu_request_millis}m",
+        "limits.cpu": f"{tier.cpu_limit_millis}m",
+        "requests.memory": f"{tier.memory_request_mib}Mi",
+        "limits.memory": f"{tier.memory_limit_mib}Mi",
+        "requests.storage": f"{tier.storage_gib}Gi",
+        "count/pods": str(tier.max_pods),
+        "count/services": str(tier.max_services),
+        "services.loadbalancers": str(tier.max_load_balancers),
+        "services.nodeports": "0",
+        "count/persistentvolumeclaims": str(tier.max_pvcs),
+        "count/configmaps": str(tier.max_configmaps),
         "count/secrets": str(tier.max_secrets),
     }
     limits = policies["limitRange"]
-    assert limits["default"] == {"cpu": f"{tier.default_cpu_limit_millis}m", "memory": f"{tier.default_memory_limit_mib}Mi"}
-    assert limits["defaultRequest"] == {"cpu": f"{tier.default_cpu_request_millis}m", "memory": f"{tier.default_memory_request_mib}Mi"}
+    assert limits["default"] == {
+        "cpu": f"{tier.default_cpu_limit_millis}m",
+        "memory": f"{tier.default_memory_limit_mib}Mi",
+    }
+    assert limits["defaultRequest"] == {
+        "cpu": f"{tier.default_cpu_request_millis}m",
+        "memory": f"{tier.default_memory_request_mib}Mi",
+    }
     assert limits["max"] == {"cpu": f"{tier.cpu_limit_millis}m", "memory": f"{tier.memory_limit_mib}Mi"}
     assert policies["podSecurityStandard"] == tier.pod_security_level == "restricted"
     assert policies["networkPolicy"] == {"enabled": False}
-    assert "labels" not in quota and "labels" not in limits  # or Berth's prune of its own quotas would delete the chart's
+    assert (
+        "labels" not in quota and "labels" not in limits
+    )  # or Berth's prune of its own quotas would delete the chart's
     assert values["sync"]["toHost"]["ingresses"]["enabled"] is (tier.network_profile != "isolated")
 
 
 def test_the_public_host_is_a_san_and_the_exported_server_is_the_public_endpoint():
     values, _ = _values(expose="LoadBalancer")
     assert values["controlPlane"]["proxy"]["extraSANs"] == ["dev-web.vc.example.com"]
-    assert values["exportKubeConfig"] == {"server": "https://dev-web.vc.example.com", "context": "dev-web", "insecure": False}
-    values, _ = _values(expose="LoadBalancer", public_port=6443, public_host_template="{tenant}-{team}.{cluster}.example.com")
+    assert values["exportKubeConfig"] == {
+        "server": "https://dev-web.vc.example.com",
+        "context": "dev-web",
+        "insecure": False,
+    }
+    values, _ = _values(
+        expose="LoadBalancer", public_port=6443, public_host_template="{tenant}-{team}.{cluster}.example.com"
+    )
     assert values["controlPlane"]["proxy"]["extraSANs"] == ["web-team-a.dev.example.com"]
     assert values["exportKubeConfig"]["server"] == "https://web-team-a.dev.example.com:6443"
 
@@ -155,20 +198,23 @@ def test_the_schema_refuses_what_the_chart_would_not_take():
             validator.validate(broken)
 
 
-@pytest.mark.parametrize(("settings", "says"), [
-    ({"installer": "kustomize"}, "virtual_config.vcluster.installer is 'kustomize'; use one of helm, flux, capi"),
-    ({"instaler": "helm"}, "unknown key(s) instaler"),
-    ({"chart_version": "0.30"}, "is not an exact chart version"),
-    ({"chart_version": "0.30.x"}, "is not an exact chart version"),
-    ({"chart_version": "0.19.5"}, "chart line(s) 0.30.x only"),
-    ({"chart_repo": "ftp://charts.example.com"}, "must be an https:// chart repository or an oci:// registry path"),
-    ({"distro": "eks"}, "distro is 'eks'; use one of k8s, k3s"),
-    ({"expose": "HostPort"}, "expose is 'HostPort'"),
-    ({"public_host_template": ""}, "public_host_template is required"),
-    ({"public_port": "443"}, "public_port '443' must be a port number"),
-    ({"public_port": 70000}, "public_port 70000 must be a port number"),
-    ({"flux_namespace": "Flux System"}, "flux_namespace 'Flux System' is not a namespace name"),
-])
+@pytest.mark.parametrize(
+    ("settings", "says"),
+    [
+        ({"installer": "kustomize"}, "virtual_config.vcluster.installer is 'kustomize'; use one of helm, flux, capi"),
+        ({"instaler": "helm"}, "unknown key(s) instaler"),
+        ({"chart_version": "0.30"}, "is not an exact chart version"),
+        ({"chart_version": "0.30.x"}, "is not an exact chart version"),
+        ({"chart_version": "0.19.5"}, "chart line(s) 0.30.x only"),
+        ({"chart_repo": "ftp://charts.example.com"}, "must be an https:// chart repository or an oci:// registry path"),
+        ({"distro": "eks"}, "distro is 'eks'; use one of k8s, k3s"),
+        ({"expose": "HostPort"}, "expose is 'HostPort'"),
+        ({"public_host_template": ""}, "public_host_template is required"),
+        ({"public_port": "443"}, "public_port '443' must be a port number"),
+        ({"public_port": 70000}, "public_port 70000 must be a port number"),
+        ({"flux_namespace": "Flux System"}, "flux_namespace 'Flux System' is not a namespace name"),
+    ],
+)
 def test_bad_settings_are_refused_naming_the_key(settings, says):
     with pytest.raises(ConfigError) as raised:
         parse_config(_cluster(**settings))
@@ -181,18 +227,26 @@ def test_ingress_exposure_needs_the_clusters_ingress_namespace():
         parse_config(_cluster(ingress_namespace="", expose="ingress"))
 
 
-@pytest.mark.parametrize(("template", "says"), [("{project}.vc.example.com", "cannot be filled in"),
-                                                ("{namespace}_vc.example.com", "neither a DNS name nor an IP address")])
+@pytest.mark.parametrize(
+    ("template", "says"),
+    [
+        ("{project}.vc.example.com", "cannot be filled in"),
+        ("{namespace}_vc.example.com", "neither a DNS name nor an IP address"),
+    ],
+)
 def test_a_bad_host_template_is_refused_when_rendering(template, says):
     cluster = _cluster(public_host_template=template, expose="ClusterIP")
     with pytest.raises(ConfigError, match=says):
         render_values(_tenant(seeded_tier("small"), cluster), seeded_tier("small"), cluster, parse_config(cluster))
 
 
-@pytest.mark.parametrize(("tier_name", "expose", "says"), [
-    ("medium", "NodePort", "allows no node ports"),
-    ("small", "LoadBalancer", "tier small allows no LoadBalancer services"),
-])
+@pytest.mark.parametrize(
+    ("tier_name", "expose", "says"),
+    [
+        ("medium", "NodePort", "allows no node ports"),
+        ("small", "LoadBalancer", "tier small allows no LoadBalancer services"),
+    ],
+)
 def test_exposures_the_tier_cannot_hold_are_refused(tier_name, expose, says):
     cluster = _cluster(expose=expose)
     with pytest.raises(ConfigError, match=says):
@@ -201,8 +255,10 @@ def test_exposures_the_tier_cannot_hold_are_refused(tier_name, expose, says):
 
 def test_the_control_plane_policy_opens_only_the_api_port_and_the_host_api():
     tier = seeded_tier("medium")
-    for expose, sources in (("LoadBalancer", None), ("ingress", [{"namespaceSelector": {"matchLabels": {
-            "kubernetes.io/metadata.name": "ingress-nginx"}}}])):
+    for expose, sources in (
+        ("LoadBalancer", None),
+        ("ingress", [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}]),
+    ):
         cluster = _cluster(expose=expose)
         policy = control_plane_policy(_tenant(tier, cluster), tier, cluster, parse_config(cluster))
         spec = policy["spec"]
@@ -224,8 +280,13 @@ def test_the_host_side_gives_the_team_no_access_and_keeps_the_tiers_isolation():
     objs = _preview("helm")
     kinds = {kind for kind, _ in objs}
     assert not kinds & {"Role", "RoleBinding", "ServiceAccount", "FlowSchema"}
-    assert {("Namespace", "dev-web"), ("ResourceQuota", "berth-quota"), ("LimitRange", "berth-limits"),
-            ("NetworkPolicy", "berth-default-deny"), ("NetworkPolicy", "berth-allow-vcluster-control-plane")} <= set(objs)
+    assert {
+        ("Namespace", "dev-web"),
+        ("ResourceQuota", "berth-quota"),
+        ("LimitRange", "berth-limits"),
+        ("NetworkPolicy", "berth-default-deny"),
+        ("NetworkPolicy", "berth-allow-vcluster-control-plane"),
+    } <= set(objs)
     release = objs[("helm", "")]["helmRelease"]
     assert release["version"] == DEFAULT_CHART_VERSION and release["repository"] == "https://charts.loft.sh"
     _validator().validate(release["values"])
@@ -236,8 +297,11 @@ def test_flux_gets_a_helm_repository_and_a_pinned_helm_release():
     repository, release = objs[("HelmRepository", "berth-vcluster")], objs[("HelmRelease", "web")]
     assert repository["metadata"]["namespace"] == "dev-web" and repository["spec"]["url"] == "https://charts.loft.sh"
     chart = release["spec"]["chart"]["spec"]
-    assert chart == {"chart": "vcluster", "version": DEFAULT_CHART_VERSION,
-                     "sourceRef": {"kind": "HelmRepository", "name": "berth-vcluster", "namespace": "dev-web"}}
+    assert chart == {
+        "chart": "vcluster",
+        "version": DEFAULT_CHART_VERSION,
+        "sourceRef": {"kind": "HelmRepository", "name": "berth-vcluster", "namespace": "dev-web"},
+    }
     _validator().validate(release["spec"]["values"])
     shared = _preview("flux", flux_namespace="flux-system", chart_repo="oci://ghcr.io/loft-sh/charts")
     repository = shared[("HelmRepository", "berth-vcluster-dev")]
@@ -252,5 +316,9 @@ def test_cluster_api_gets_a_cluster_whose_control_plane_and_infrastructure_are_t
     ref = {"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "VCluster", "name": "web"}
     assert cluster["spec"] == {"controlPlaneRef": ref, "infrastructureRef": ref}
     assert vcluster["spec"]["controlPlaneEndpoint"] == {"host": "dev-web.vc.example.com", "port": 443}
-    assert vcluster["spec"]["helmRelease"]["chart"] == {"name": "vcluster", "repo": "https://charts.loft.sh", "version": DEFAULT_CHART_VERSION}
+    assert vcluster["spec"]["helmRelease"]["chart"] == {
+        "name": "vcluster",
+        "repo": "https://charts.loft.sh",
+        "version": DEFAULT_CHART_VERSION,
+    }
     _validator().validate(yaml.safe_load(vcluster["spec"]["helmRelease"]["values"]))

@@ -1,4 +1,5 @@
 """A TCP forwarder on 127.0.0.1 that a test can take down and bring back, to play an unreachable cluster."""
+
 from __future__ import annotations
 
 import selectors
@@ -17,7 +18,7 @@ class TcpProxy:
         self._stop = threading.Event()
         self._lock = threading.Lock()
 
-    def __enter__(self) -> "TcpProxy":
+    def __enter__(self) -> TcpProxy:
         self.up()
         return self
 

@@ -1,4 +1,5 @@
 """The pure renderer: what a namespace tenant gets, as a function of tenant, tier and cluster."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -6,18 +7,31 @@ from types import SimpleNamespace
 import pytest
 
 from tests.fixtures import seeded_tier
-from worker import manifests
+from worker import guards, manifests
 from worker.manifests import ClusterFacts
 
 pytestmark = pytest.mark.django_db
 
 
 def _tenant(tier, *, access_mode="token", ingress_namespace="", prefix="") -> SimpleNamespace:
-    cluster = SimpleNamespace(name="dev", access_mode=access_mode, ingress_namespace=ingress_namespace,
-                              oidc_groups_prefix="oidc:", namespace_prefix=prefix)
+    cluster = SimpleNamespace(
+        name="dev",
+        access_mode=access_mode,
+        ingress_namespace=ingress_namespace,
+        ingress_domains=["{namespace}.apps.example.test"],
+        oidc_groups_prefix="oidc:",
+        namespace_prefix=prefix,
+    )
     team = SimpleNamespace(slug="team-a", oidc_group="team-a")
-    return SimpleNamespace(pk="00000000-0000-0000-0000-000000000001", name="web", namespace=prefix + "web", team=team,
-                           tier=tier, cluster=cluster, purpose="shop")
+    return SimpleNamespace(
+        pk="00000000-0000-0000-0000-000000000001",
+        name="web",
+        namespace=prefix + "web",
+        team=team,
+        tier=tier,
+        cluster=cluster,
+        purpose="shop",
+    )
 
 
 def _by_kind_name(objs):
@@ -41,13 +55,18 @@ def test_pod_security_and_node_pool_come_from_the_tier():
         assert ns["metadata"]["labels"][f"pod-security.kubernetes.io/{mode}"] == tier.pod_security_level
     assert ns["metadata"]["annotations"]["scheduler.alpha.kubernetes.io/node-selector"] == "berth.dev/pool=dedicated"
     small = seeded_tier("small")
-    assert "scheduler.alpha.kubernetes.io/node-selector" not in manifests.namespace(_tenant(small), small)["metadata"]["annotations"]
+    assert (
+        "scheduler.alpha.kubernetes.io/node-selector"
+        not in manifests.namespace(_tenant(small), small)["metadata"]["annotations"]
+    )
 
 
 def test_quota_forbids_node_ports_and_disallowed_storage_and_priority_classes():
     tier = seeded_tier("large")
     tier.allowed_storage_classes = ["fast"]
-    facts = ClusterFacts(storage_classes=("fast", "slow"), priority_classes=("berth-high", "batch", "system-node-critical"))
+    facts = ClusterFacts(
+        storage_classes=("fast", "slow"), priority_classes=("berth-high", "batch", "system-node-critical")
+    )
     quota, priority = manifests.resource_quotas(_tenant(tier), tier, facts)
     hard = quota["spec"]["hard"]
     assert hard["services.nodeports"] == "0"
@@ -77,7 +96,14 @@ def test_tenant_role_cannot_escalate_or_touch_quotas_or_rbac():
         assert not {"escalate", "bind", "impersonate", "*"} & set(rule["verbs"])
         writes = set(rule["verbs"]) - set(manifests.READ_VERBS)
         if writes:
-            assert not {"resourcequotas", "limitranges", "roles", "rolebindings", "networkpolicies", "serviceaccounts/token"} & set(rule["resources"])
+            assert not {
+                "resourcequotas",
+                "limitranges",
+                "roles",
+                "rolebindings",
+                "networkpolicies",
+                "serviceaccounts/token",
+            } & set(rule["resources"])
         if "namespaces" in rule["resources"]:
             assert rule["verbs"] == ["get"] and rule["resourceNames"] == ["web"]
 
@@ -85,12 +111,17 @@ def test_tenant_role_cannot_escalate_or_touch_quotas_or_rbac():
 def test_token_mode_binds_service_accounts_and_oidc_mode_binds_the_teams_groups():
     tier = seeded_tier("small")
     token = _by_kind_name(manifests.access(_tenant(tier), tier, _tenant(tier).cluster))
-    assert token[("RoleBinding", "berth-tenant")]["subjects"] == [{"kind": "ServiceAccount", "name": "berth-tenant", "namespace": "web"}]
+    assert token[("RoleBinding", "berth-tenant")]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "berth-tenant", "namespace": "web"}
+    ]
     assert ("ServiceAccount", "berth-viewer") in token
     oidc_tenant = _tenant(tier, access_mode="oidc")
     oidc = _by_kind_name(manifests.access(oidc_tenant, tier, oidc_tenant.cluster))
     assert not any(kind == "ServiceAccount" for kind, _ in oidc)
-    assert [s["name"] for s in oidc[("RoleBinding", "berth-tenant")]["subjects"]] == ["oidc:team-a", "oidc:team-a:owner"]
+    assert [s["name"] for s in oidc[("RoleBinding", "berth-tenant")]["subjects"]] == [
+        "oidc:team-a",
+        "oidc:team-a:owner",
+    ]
     assert [s["name"] for s in oidc[("RoleBinding", "berth-viewer")]["subjects"]] == ["oidc:team-a:viewer"]
 
 
@@ -107,10 +138,97 @@ def test_rendering_is_deterministic():
     assert first == manifests.to_yaml(manifests.namespace_tenant(_tenant(tier), tier, _tenant(tier).cluster))
 
 
-def test_the_cluster_guard_refuses_long_lived_token_secrets_in_berth_namespaces_only():
-    policy, binding = manifests.cluster_guards()
-    assert policy["spec"]["validations"][0]["expression"] == "object.type != 'kubernetes.io/service-account-token'"
-    assert policy["spec"]["failurePolicy"] == "Fail"
-    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
-    assert binding["spec"]["validationActions"] == ["Deny"]
-    assert binding["spec"]["matchResources"]["namespaceSelector"] == {"matchLabels": {"app.kubernetes.io/managed-by": "berth"}}
+def test_every_guard_is_a_fail_closed_policy_bound_to_berth_namespaces():
+    objs = guards.cluster_guards()
+    policies = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ValidatingAdmissionPolicy"}
+    bindings = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ValidatingAdmissionPolicyBinding"}
+    assert list(policies) == list(bindings) == list(guards.GUARD_NAMES)
+    for name, policy in policies.items():
+        assert policy["spec"]["failurePolicy"] == "Fail"
+        assert bindings[name]["spec"]["policyName"] == name
+        assert bindings[name]["spec"]["validationActions"] == ["Deny"]
+        selector = bindings[name]["spec"]["matchResources"]["namespaceSelector"]
+        assert selector["matchLabels"] == {"app.kubernetes.io/managed-by": "berth"}
+    tokens = policies["berth-no-long-lived-tokens"]["spec"]["validations"][0]
+    assert tokens["expression"] == "object.type != 'kubernetes.io/service-account-token'"
+    # A tier's opt-out label lifts exactly its own guard.
+    opted = {n: b["spec"]["matchResources"]["namespaceSelector"].get("matchExpressions") for n, b in bindings.items()}
+    assert opted["berth-no-external-ips"] == [{"key": "berth.dev/allow-external-ips", "operator": "DoesNotExist"}]
+    assert opted["berth-no-berth-service-accounts"] is None and opted["berth-projected-token-lifetime"] is None
+
+
+def test_the_namespace_carries_the_guards_parameters_for_its_tier():
+    tier = seeded_tier("large")
+    tier.tolerations = [
+        {"key": "berth.dev/pool", "operator": "Equal", "value": "dedicated", "effect": "NoSchedule"},
+        {"key": "", "operator": "Exists"},
+    ]
+    tier.allow_external_name = True
+    ns = manifests.namespace(_tenant(tier), tier)
+    annotations, labels = ns["metadata"]["annotations"], ns["metadata"]["labels"]
+    assert annotations["berth.dev/max-token-seconds"] == str(tier.max_credential_lifetime_seconds)
+    assert annotations["berth.dev/ingress-domains"] == "web.apps.example.test"
+    # A key-less toleration would tolerate every taint: it never reaches the allowed list.
+    assert annotations["berth.dev/tolerations"] == "berth.dev/pool=dedicated"
+    assert labels["berth.dev/allow-external-name"] == "true"
+    assert "berth.dev/allow-external-ips" not in labels
+
+
+def test_tenants_only_read_endpoints_unless_their_tier_allows_writing_them():
+    tier = seeded_tier("medium")
+    rules = manifests.tenant_role(_tenant(tier), tier)["rules"]
+    endpoint_rules = [r for r in rules if "endpoints" in r["resources"]]
+    assert [r["verbs"] for r in endpoint_rules] == [["get", "list", "watch"]]
+    tier.allow_manual_endpoints = True
+    rules = manifests.tenant_role(_tenant(tier), tier)["rules"]
+    assert "create" in next(r for r in rules if "endpoints" in r["resources"])["verbs"]
+
+
+GRANTS = ("berth-worker-namespace=berth-system/berth-worker", "berth-web-namespace=berth-system/berth-web")
+
+
+def test_namespace_grants_bind_berths_own_service_accounts_right_after_the_namespace():
+    tier = seeded_tier("medium")
+    tenant = _tenant(tier, prefix="t-")
+    objs = manifests.namespace_tenant(tenant, tier, tenant.cluster, grants=manifests.parse_grants(GRANTS))
+    assert [o["kind"] for o in objs[:3]] == ["Namespace", "RoleBinding", "RoleBinding"]
+    worker = objs[1]
+    assert worker["metadata"]["namespace"] == "t-web"
+    assert worker["metadata"]["labels"]["berth.dev/tenant-id"] == tenant.pk
+    assert worker["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "berth-worker-namespace",
+    }
+    assert worker["subjects"] == [{"kind": "ServiceAccount", "name": "berth-worker", "namespace": "berth-system"}]
+    assert objs[2]["subjects"][0]["name"] == "berth-web"
+
+
+def test_without_grants_nothing_changes():
+    """A cluster-admin credential needs no grants: the objects are exactly what they were."""
+    tier = seeded_tier("medium")
+    tenant = _tenant(tier)
+    assert manifests.namespace_tenant(tenant, tier, tenant.cluster, grants=manifests.parse_grants(["", " "])) == (
+        manifests.namespace_tenant(tenant, tier, tenant.cluster)
+    )
+    assert not [
+        o
+        for o in manifests.namespace_tenant(tenant, tier, tenant.cluster)
+        if o["kind"] == "RoleBinding" and o["roleRef"]["kind"] == "ClusterRole"
+    ]
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "berth-worker-namespace",
+        "=berth/berth-worker",
+        "role=berth",
+        "role=Berth/worker",
+        "role=berth/worker/x",
+        "a b=c/d",
+    ],
+)
+def test_a_malformed_grant_is_refused_with_its_text(entry):
+    with pytest.raises(ValueError, match="ClusterRole=namespace/serviceaccount"):
+        manifests.parse_grants([entry])

@@ -2,6 +2,7 @@
 
 Every assertion about access is made with the handed-back kubeconfig itself, never the admin client.
 """
+
 from __future__ import annotations
 
 import threading
@@ -14,7 +15,7 @@ from rest_framework.test import APIClient
 
 from tenants import services
 from tenants.audit import AuditContext
-from tenants.models import AuditEvent, Request, Tenant
+from tenants.models import AuditEvent, Tenant, TenantRequest
 from tests.plugins.kube import read_or_none, wait_for
 from tests.plugins.worker import fetch_kubeconfig, wait_status
 from worker import provisioning
@@ -23,22 +24,35 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pyte
 
 
 def _create(*, actor, team, tier, cluster, name="web") -> Tenant:
-    req = services.request_submit(actor=actor, action=Request.Action.CREATE, team=team, tier=tier, cluster=cluster, name=name,
-                                  purpose="integration test")
+    req = services.request_submit(
+        actor=actor,
+        action=TenantRequest.Action.CREATE,
+        team=team,
+        tier=tier,
+        cluster=cluster,
+        name=name,
+        purpose="integration test",
+    )
     return req.tenant
 
 
 def _approved(*, alice, carol, team_a, tier, cluster, name="web") -> Tenant:
     tenant = _create(actor=alice, team=team_a, tier=tier, cluster=cluster, name=name)
     if tenant.status == "requested":
-        services.request_approve(request=tenant.requests.get(), actor=carol, comment="ok")
+        services.request_approve(tenant_request=tenant.requests.get(), actor=carol, comment="ok")
     return tenant
 
 
-def test_approved_medium_tenant_becomes_ready_with_every_object(celery_worker, live_cluster, kube_admin, alice, carol, team_a, medium):
+def test_approved_medium_tenant_becomes_ready_with_every_object(
+    celery_worker, live_cluster, kube_admin, alice, carol, team_a, medium
+):
     tenant = _approved(alice=alice, carol=carol, team_a=team_a, tier=medium, cluster=live_cluster)
     wait_status(tenant, "ready")
-    core, rbac, net = client.CoreV1Api(kube_admin), client.RbacAuthorizationV1Api(kube_admin), client.NetworkingV1Api(kube_admin)
+    core, rbac, net = (
+        client.CoreV1Api(kube_admin),
+        client.RbacAuthorizationV1Api(kube_admin),
+        client.NetworkingV1Api(kube_admin),
+    )
     ns = core.read_namespace(tenant.namespace)
     assert ns.metadata.labels["app.kubernetes.io/managed-by"] == "berth"
     assert ns.metadata.labels["berth.dev/tenant-id"] == str(tenant.pk)
@@ -52,7 +66,10 @@ def test_approved_medium_tenant_becomes_ready_with_every_object(celery_worker, l
     assert quota.status.hard["services.nodeports"] == "0"
     assert quota.status.hard["services.loadbalancers"] == "1"
     priority = core.read_namespaced_resource_quota("berth-priority-classes", tenant.namespace)
-    assert set(priority.spec.scope_selector.match_expressions[0].values) >= {"system-cluster-critical", "system-node-critical"}
+    assert set(priority.spec.scope_selector.match_expressions[0].values) >= {
+        "system-cluster-critical",
+        "system-node-critical",
+    }
     limits = core.read_namespaced_limit_range("berth-limits", tenant.namespace)
     assert limits.spec.limits[0].default_request == {"cpu": "100m", "memory": "128Mi"}
     policies = {p.metadata.name for p in net.list_namespaced_network_policy(tenant.namespace).items}
@@ -101,14 +118,28 @@ def test_kubeconfig_works_and_is_limited(celery_worker, live_cluster, kubectl, a
     assert event.actor == alice and event.after["lifetime_seconds"] == 900 and event.after["role"] == "edit"
     token = config["users"][0]["user"]["token"]
     assert token not in str(AuditEvent.objects.values_list("before", "after"))
-    forever = kubectl("create", "-n", ns, "-f", "-", kubeconfig=path, input=yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
-        "metadata": {"name": "forever", "annotations": {"kubernetes.io/service-account.name": "berth-tenant"}}}))
+    forever = kubectl(
+        "create",
+        "-n",
+        ns,
+        "-f",
+        "-",
+        kubeconfig=path,
+        input=yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "kubernetes.io/service-account-token",
+                "metadata": {"name": "forever", "annotations": {"kubernetes.io/service-account.name": "berth-tenant"}},
+            }
+        ),
+    )
     assert forever.returncode != 0 and "short-lived kubeconfig" in forever.stderr, forever.stderr
 
 
-def test_viewer_gets_read_only_kubeconfig_and_outsider_gets_404(celery_worker, live_cluster, kubectl, alice, vera, bob, carol,
-                                                                   team_a, medium, tmp_path):
+def test_viewer_gets_read_only_kubeconfig_and_outsider_gets_404(
+    celery_worker, live_cluster, kubectl, alice, vera, bob, carol, team_a, medium, tmp_path
+):
     tenant = _approved(alice=alice, carol=carol, team_a=team_a, tier=medium, cluster=live_cluster)
     wait_status(tenant, "ready")
     path, _ = fetch_kubeconfig(vera, tenant, tmp_path, lifetime_seconds=None)
@@ -120,7 +151,9 @@ def test_viewer_gets_read_only_kubeconfig_and_outsider_gets_404(celery_worker, l
     assert api.post(f"/api/v1/tenants/{tenant.pk}/kubeconfig/", {}, format="json").status_code == 404
 
 
-def test_kubeconfig_lifetime_outside_tier_limits_is_a_field_error(celery_worker, live_cluster, alice, carol, team_a, medium):
+def test_kubeconfig_lifetime_outside_tier_limits_is_a_field_error(
+    celery_worker, live_cluster, alice, carol, team_a, medium
+):
     tenant = _approved(alice=alice, carol=carol, team_a=team_a, tier=medium, cluster=live_cluster)
     wait_status(tenant, "ready")
     api = APIClient()
@@ -131,7 +164,9 @@ def test_kubeconfig_lifetime_outside_tier_limits_is_a_field_error(celery_worker,
     assert not AuditEvent.objects.filter(action="tenant.kubeconfig_issued").exists()
 
 
-def test_merged_kubeconfig_lists_my_namespaces(celery_worker, live_cluster, kubectl, alice, carol, team_a, medium, small, tmp_path):
+def test_merged_kubeconfig_lists_my_namespaces(
+    celery_worker, live_cluster, kubectl, alice, carol, team_a, medium, small, tmp_path
+):
     one = _approved(alice=alice, carol=carol, team_a=team_a, tier=medium, cluster=live_cluster, name="one")
     two = _approved(alice=alice, carol=carol, team_a=team_a, tier=small, cluster=live_cluster, name="two")
     wait_status(one, "ready")
@@ -145,7 +180,9 @@ def test_merged_kubeconfig_lists_my_namespaces(celery_worker, live_cluster, kube
     contexts = kubectl("config", "get-contexts", "-o", "name", kubeconfig=str(path)).stdout.split()
     assert sorted(contexts) == sorted([f"{live_cluster.name}/{one.namespace}", f"{live_cluster.name}/{two.namespace}"])
     ctx_two = f"{live_cluster.name}/{two.namespace}"
-    assert kubectl("--context", ctx_two, "auth", "can-i", "create", "pods", kubeconfig=str(path)).stdout.strip() == "yes"
+    assert (
+        kubectl("--context", ctx_two, "auth", "can-i", "create", "pods", kubeconfig=str(path)).stdout.strip() == "yes"
+    )
 
 
 def test_isolation_report_passes_then_fails_when_a_hand_made_binding_grants_too_much(
@@ -162,23 +199,34 @@ def test_isolation_report_passes_then_fails_when_a_hand_made_binding_grants_too_
     failed = [c for c in tenant.isolation_report["checks"] if not c["passed"]]
     assert tenant.isolation_report["passed"], failed
     assert {c["id"] for c in tenant.isolation_report["checks"]} >= {
-        "MTB-PL1-BC-CPI-5", "MTB-PL1-BC-HI-5", "MTB-PL1-CC-CPI-2", "berth-short-lived-credentials"}
-    client.RbacAuthorizationV1Api(kube_admin).create_namespaced_role_binding(tenant.namespace, {
-        "metadata": {"name": "too-much"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-        "subjects": [{"kind": "ServiceAccount", "name": "berth-tenant", "namespace": tenant.namespace}],
-    })
+        "MTB-PL1-BC-CPI-5",
+        "MTB-PL1-BC-HI-5",
+        "MTB-PL1-CC-CPI-2",
+        "berth-short-lived-credentials",
+    }
+    client.RbacAuthorizationV1Api(kube_admin).create_namespaced_role_binding(
+        tenant.namespace,
+        {
+            "metadata": {"name": "too-much"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": "berth-tenant", "namespace": tenant.namespace}],
+        },
+    )
     first_at = tenant.isolation_report_at
     api = APIClient()
     api.force_authenticate(alice)
     assert api.post(f"/api/v1/tenants/{tenant.pk}/isolation-check/").status_code == 202
-    wait_for(lambda: report() and tenant.isolation_report_at != first_at, timeout=60, what="the second isolation report")
+    wait_for(
+        lambda: report() and tenant.isolation_report_at != first_at, timeout=60, what="the second isolation report"
+    )
     assert tenant.isolation_report["passed"] is False
     failing = {c["id"] for c in tenant.isolation_report["checks"] if not c["passed"]}
     assert {"MTB-PL1-CC-FNS-2", "MTB-PL1-CC-CPI-2"} <= failing
 
 
-def test_reconcile_restores_a_deleted_network_policy_and_audits_it(celery_worker, live_cluster, kube_admin, alice, carol, team_a, medium):
+def test_reconcile_restores_a_deleted_network_policy_and_audits_it(
+    celery_worker, live_cluster, kube_admin, alice, carol, team_a, medium
+):
     tenant = _approved(alice=alice, carol=carol, team_a=team_a, tier=medium, cluster=live_cluster)
     wait_status(tenant, "ready")
     net = client.NetworkingV1Api(kube_admin)
@@ -197,8 +245,8 @@ def test_reconcile_restores_a_deleted_network_policy_and_audits_it(celery_worker
 def test_tier_change_updates_the_quota(celery_worker, live_cluster, kube_admin, alice, carol, team_a, small, medium):
     tenant = _create(actor=alice, team=team_a, tier=small, cluster=live_cluster, name="grow")
     wait_status(tenant, "ready")
-    change = services.request_submit(actor=alice, action=Request.Action.CHANGE_TIER, tenant=tenant, tier=medium)
-    services.request_approve(request=change, actor=carol)
+    change = services.request_submit(actor=alice, action=TenantRequest.Action.CHANGE_TIER, tenant=tenant, tier=medium)
+    services.request_approve(tenant_request=change, actor=carol)
     core = client.CoreV1Api(kube_admin)
 
     def upgraded():
@@ -206,8 +254,16 @@ def test_tier_change_updates_the_quota(celery_worker, live_cluster, kube_admin, 
 
     wait_for(upgraded, timeout=60, what="the quota to follow the tier change")
     # medium has no API fairness level: the small tier's FlowSchema is pruned.
-    wait_for(lambda: read_or_none(lambda: client.FlowcontrolApiserverV1Api(kube_admin).read_flow_schema(f"berth-{tenant.namespace}")) is None,
-             timeout=30, what="the FlowSchema to be removed")
+    wait_for(
+        lambda: (
+            read_or_none(
+                lambda: client.FlowcontrolApiserverV1Api(kube_admin).read_flow_schema(f"berth-{tenant.namespace}")
+            )
+            is None
+        ),
+        timeout=30,
+        what="the FlowSchema to be removed",
+    )
 
 
 def test_decommission_removes_everything(celery_worker, live_cluster, kube_admin, alice, team_a, small):
@@ -218,10 +274,15 @@ def test_decommission_removes_everything(celery_worker, live_cluster, kube_admin
     services.tenant_decommission(tenant=tenant, actor=alice, reason="done", ctx=AuditContext())
     wait_status(tenant, "deleted", timeout=120)
     assert read_or_none(lambda: with_objects.read_namespace(tenant.namespace)) is None
-    assert read_or_none(lambda: client.FlowcontrolApiserverV1Api(kube_admin).read_flow_schema(f"berth-{tenant.namespace}")) is None
+    assert (
+        read_or_none(lambda: client.FlowcontrolApiserverV1Api(kube_admin).read_flow_schema(f"berth-{tenant.namespace}"))
+        is None
+    )
 
 
-def test_unreachable_cluster_leaves_tenant_retrying_then_it_converges(celery_worker, live_cluster, alice, team_a, small, control_plane):
+def test_unreachable_cluster_leaves_tenant_retrying_then_it_converges(
+    celery_worker, live_cluster, alice, team_a, small, control_plane
+):
     from tests.worker.proxy import TcpProxy
 
     target = control_plane.api_url.removeprefix("https://")
@@ -242,14 +303,15 @@ def test_unreachable_cluster_leaves_tenant_retrying_then_it_converges(celery_wor
     assert tenant.status_reason == ""
 
 
-def test_redis_down_at_approval_still_ends_ready_through_the_sweep(celery_worker, live_cluster, redis_server, alice, carol, team_a,
-                                                                    medium, settings):
+def test_redis_down_at_approval_still_ends_ready_through_the_sweep(
+    celery_worker, live_cluster, redis_server, alice, carol, team_a, medium, settings
+):
     from worker.tasks import sweep
 
     tenant = _create(actor=alice, team=team_a, tier=medium, cluster=live_cluster, name="outage")
     redis_server.stop()
     try:
-        services.request_approve(request=tenant.requests.get(), actor=carol)
+        services.request_approve(tenant_request=tenant.requests.get(), actor=carol)
     finally:
         redis_server.start()
     tenant.refresh_from_db()

@@ -1,5 +1,6 @@
 """Access mode `oidc`, proven for real: the dev control plane trusts the dev OIDC provider, and a team member's
 ID token (signed in as kubectl would, through kubelogin's public client) acts in the team's namespace only."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,7 +10,7 @@ from rest_framework.test import APIClient
 from devcluster.launcher import OIDCIssuer
 from devcluster.oidc import KUBECTL_CLIENT_ID
 from tenants import services
-from tenants.models import Cluster, Membership, Request, Team, User
+from tenants.models import Cluster, Membership, Team, TenantRequest, User
 from tests.plugins.oidc import redeem, sign_in
 from worker import provisioning
 
@@ -18,12 +19,22 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster]
 
 @pytest.fixture
 def oidc_cluster(control_plane, oidc_provider, small, medium, large) -> Cluster:
-    control_plane.set_oidc_issuers([OIDCIssuer(url=oidc_provider.issuer, audience=KUBECTL_CLIENT_ID, ca_pem=oidc_provider.ca_cert_pem)])
+    control_plane.set_oidc_issuers(
+        [OIDCIssuer(url=oidc_provider.issuer, audience=KUBECTL_CLIENT_ID, ca_pem=oidc_provider.ca_cert_pem)]
+    )
     cluster = Cluster.objects.create(
-        name="dev-oidc", display_name="Dev (OIDC)", api_url=control_plane.api_url, ca_pem=control_plane.ca_cert_pem,
-        credential_ref=f"kubeconfig:{control_plane.kubeconfig_path}", public_endpoint=control_plane.api_url,
-        namespace_prefix="oidc-", kinds=["namespace"], access_mode="oidc", oidc_issuer_url=oidc_provider.issuer,
-        oidc_client_id=KUBECTL_CLIENT_ID, oidc_groups_prefix="oidc:",
+        name="dev-oidc",
+        display_name="Dev (OIDC)",
+        api_url=control_plane.api_url,
+        ca_pem=control_plane.ca_cert_pem,
+        credential_ref=f"kubeconfig:{control_plane.kubeconfig_path}",
+        public_endpoint=control_plane.api_url,
+        namespace_prefix="oidc-",
+        kinds=["namespace"],
+        access_mode="oidc",
+        oidc_issuer_url=oidc_provider.issuer,
+        oidc_client_id=KUBECTL_CLIENT_ID,
+        oidc_groups_prefix="oidc:",
     )
     cluster.tiers.set([small, medium, large])
     yield cluster
@@ -31,17 +42,25 @@ def oidc_cluster(control_plane, oidc_provider, small, medium, large) -> Cluster:
 
 
 def _id_token(provider, username: str) -> str:
-    authorization = sign_in(provider, username, client_id=KUBECTL_CLIENT_ID, redirect_uri="http://localhost:18000",
-                            scope="openid profile email groups")
+    authorization = sign_in(
+        provider,
+        username,
+        client_id=KUBECTL_CLIENT_ID,
+        redirect_uri="http://localhost:18000",
+        scope="openid profile email groups",
+    )
     return redeem(provider, authorization, client_secret=None)["id_token"]
 
 
-def test_a_team_members_id_token_acts_in_its_namespace_and_nowhere_else(oidc_cluster, oidc_provider, kubectl, carol, small,
-                                                                        dispatched, tmp_path):
+def test_a_team_members_id_token_acts_in_its_namespace_and_nowhere_else(
+    oidc_cluster, oidc_provider, kubectl, carol, small, dispatched, tmp_path
+):
     payments = Team.objects.create(slug="team-payments", name="Payments", oidc_group="team-payments")
     owner = User.objects.create(username="alice-portal", oidc_subject="alice-portal")
     Membership.objects.create(user=owner, team=payments, role=Membership.Role.OWNER)
-    req = services.request_submit(actor=owner, action=Request.Action.CREATE, team=payments, tier=small, cluster=oidc_cluster, name="shop")
+    req = services.request_submit(
+        actor=owner, action=TenantRequest.Action.CREATE, team=payments, tier=small, cluster=oidc_cluster, name="shop"
+    )
     assert provisioning.provision(str(req.tenant_id)) == "ready"
     tenant = req.tenant
     tenant.refresh_from_db()
@@ -59,15 +78,30 @@ def test_a_team_members_id_token_acts_in_its_namespace_and_nowhere_else(oidc_clu
     nothing.write_text("apiVersion: v1\nkind: Config\n")
     alice_token = _id_token(oidc_provider, "alice")  # groups: team-payments:owner
     as_alice = ["--server", oidc_cluster.api_url, "--certificate-authority", str(ca), "--token", alice_token]
-    assert kubectl(*as_alice, "auth", "can-i", "create", "deployments", "-n", tenant.namespace, kubeconfig=nothing).stdout.strip() == "yes"
-    assert kubectl(*as_alice, "auth", "can-i", "create", "deployments", "-n", "kube-system", kubeconfig=nothing).stdout.strip() == "no"
+    assert (
+        kubectl(
+            *as_alice, "auth", "can-i", "create", "deployments", "-n", tenant.namespace, kubeconfig=nothing
+        ).stdout.strip()
+        == "yes"
+    )
+    assert (
+        kubectl(
+            *as_alice, "auth", "can-i", "create", "deployments", "-n", "kube-system", kubeconfig=nothing
+        ).stdout.strip()
+        == "no"
+    )
     assert kubectl(*as_alice, "auth", "can-i", "list", "namespaces", kubeconfig=nothing).stdout.strip() == "no"
     made = kubectl(*as_alice, "create", "configmap", "hello", "-n", tenant.namespace, kubeconfig=nothing)
     assert made.returncode == 0, made.stderr
 
     bob_token = _id_token(oidc_provider, "bob")  # team-search: not this team
     as_bob = ["--server", oidc_cluster.api_url, "--certificate-authority", str(ca), "--token", bob_token]
-    assert kubectl(*as_bob, "auth", "can-i", "get", "configmaps", "-n", tenant.namespace, kubeconfig=nothing).stdout.strip() == "no"
+    assert (
+        kubectl(
+            *as_bob, "auth", "can-i", "get", "configmaps", "-n", tenant.namespace, kubeconfig=nothing
+        ).stdout.strip()
+        == "no"
+    )
 
     report = provisioning.isolation_report(str(tenant.pk))
     assert report["passed"], [c for c in report["checks"] if not c["passed"]]

@@ -1,4 +1,5 @@
 """The periodic sweep: re-sends lost work, reminds owners before expiry, decommissions expired tenants."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -8,7 +9,7 @@ from django.core import mail
 from django.utils import timezone
 
 from tenants import dispatch, services
-from tenants.models import AuditEvent, Request, Tenant
+from tenants.models import AuditEvent, Tenant, TenantRequest
 from worker.tasks import reconcile, sweep
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -16,8 +17,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def approved(alice, carol, team_a, medium, cluster, dispatched) -> Tenant:
-    req = services.request_submit(actor=alice, action=Request.Action.CREATE, team=team_a, tier=medium, cluster=cluster, name="lost")
-    services.request_approve(request=req, actor=carol)
+    req = services.request_submit(
+        actor=alice, action=TenantRequest.Action.CREATE, team=team_a, tier=medium, cluster=cluster, name="lost"
+    )
+    services.request_approve(tenant_request=req, actor=carol)
     dispatched.clear()
     return Tenant.objects.get(pk=req.tenant_id)
 

@@ -1,4 +1,5 @@
 """Tenancy backends by tenant kind. A kind is offered only where a cluster lists it in ``kinds``."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -9,14 +10,19 @@ from worker.backends.hypershift import HyperShiftBackend
 from worker.backends.kcp import KcpBackend
 from worker.backends.namespace import NamespaceBackend
 from worker.backends.vcluster import VClusterBackend
-from worker.kube import KubePermanentError
+from worker.kube import Kube, KubePermanentError
 from worker.manifests import to_yaml
 
-BACKENDS: dict[str, Backend] = {b.kind: b for b in (
-    NamespaceBackend(),
-    VClusterBackend(),
-    CapnBackend(), HyperShiftBackend(), KcpBackend(),
-)}
+BACKENDS: dict[str, Backend] = {
+    b.kind: b
+    for b in (
+        NamespaceBackend(),
+        VClusterBackend(),
+        CapnBackend(),
+        HyperShiftBackend(),
+        KcpBackend(),
+    )
+}
 
 
 def backend_for(tenant: Any) -> Backend:
@@ -39,6 +45,14 @@ def cluster_config_errors(cluster: Any) -> dict[str, str]:
         except KubePermanentError as exc:
             errors[kind] = str(exc)
     return errors
+
+
+def top_level_exists(k: Kube, *, kind: str, name: str) -> bool:
+    """Whether the object a new tenant of ``kind`` named ``name`` would be created as is already there.
+
+    kcp tenants are Workspaces in the parent workspace; every other kind lives in a host namespace.
+    """
+    return k.get("Workspace" if kind == "kcp" else "Namespace", name) is not None
 
 
 def preview_yaml(tenant: Any, *, tier: Any = None) -> str:

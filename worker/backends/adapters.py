@@ -6,6 +6,7 @@ become the failed tenant's reason, so an admin can fix the cluster record
 without reading logs. The custom resources are created through
 ``apply_custom_resources``, which explains a missing CRD as a missing operator.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,7 +30,9 @@ class Settings:
             raise self.error(f"virtual_config.{kind} must be an object of settings, not {type(section).__name__}")
         unknown = sorted(set(section) - set(known))
         if unknown:
-            raise self.error(f"unknown setting {', '.join(unknown)} in virtual_config.{kind} (known: {', '.join(sorted(known))})")
+            raise self.error(
+                f"unknown setting {', '.join(unknown)} in virtual_config.{kind} (known: {', '.join(sorted(known))})"
+            )
         self.values = section
 
     def error(self, message: str) -> KubePermanentError:
@@ -38,8 +41,16 @@ class Settings:
     def where(self, key: str) -> str:
         return f"virtual_config.{self.kind}.{key}"
 
-    def text(self, key: str, *, required: bool = False, default: str = "", pattern: re.Pattern | None = None,
-             choices: Iterable[str] = (), example: str = "") -> str:
+    def text(
+        self,
+        key: str,
+        *,
+        required: bool = False,
+        default: str = "",
+        pattern: re.Pattern | None = None,
+        choices: Iterable[str] = (),
+        example: str = "",
+    ) -> str:
         value = self.values.get(key, default)
         hint = f" (e.g. {example})" if example else ""
         if not isinstance(value, str):
@@ -60,7 +71,7 @@ class Settings:
         """A mapping of names to whole numbers between 1 and ``maximum``."""
         value = self.values.get(key, {})
         if not isinstance(value, dict):
-            raise self.error(f"{self.where(key)} must map tier names to numbers, e.g. {{\"small\": 1, \"medium\": 2}}")
+            raise self.error(f'{self.where(key)} must map tier names to numbers, e.g. {{"small": 1, "medium": 2}}')
         for name, count in value.items():
             if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= maximum:
                 raise self.error(f"{self.where(key)}.{name} must be a whole number from 1 to {maximum}, not {count!r}")
@@ -75,7 +86,8 @@ def apply_custom_resources(host: Kube, objs: list[dict], *, operator: str) -> li
         if exc.status == 404:
             kinds = ", ".join(sorted({o["kind"] for o in objs}))
             raise KubePermanentError(
-                f"The cluster does not serve {kinds}: the host admin must install {operator} first ({exc})", status=404,
+                f"The cluster does not serve {kinds}: the host admin must install {operator} first ({exc})",
+                status=404,
             ) from None
         raise
 

@@ -1,10 +1,12 @@
 """The interface every tenancy backend implements: render, apply, ready?, credentials, teardown."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
 from worker.kube import Kube
+from worker.ownership import TopLevel
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,10 @@ class Backend:
 
     def is_ready(self, tenant: Any, host: Kube) -> bool:
         raise NotImplementedError
+
+    def top_level(self, tenant: Any) -> list[TopLevel]:
+        """The objects that make the tenant's name taken on the cluster: never adopted, deleted by UID only."""
+        return [TopLevel("Namespace", tenant.namespace)]
 
     def teardown(self, tenant: Any, host: Kube) -> bool:
         """Start removing everything; True once it is really gone."""

@@ -16,6 +16,7 @@ Settings, ``Cluster.virtual_config["virtualcluster"]``:
                      {cluster_namespace} (where vc-manager runs it) and {tenant}; empty keeps the
                      server vc-manager wrote, which is often an in-cluster address.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ class CapnSettings:
 def _check_template(s: Settings, template: str) -> None:
     names = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
     try:
-        url = template.format(**{p: "sample" for p in PLACEHOLDERS})
+        url = template.format(**dict.fromkeys(PLACEHOLDERS, "sample"))
     except (KeyError, IndexError, ValueError, AttributeError):
         raise s.error(f"{s.where('endpoint_template')} {template!r} is not a URL template with only {names}") from None
     parts = urlsplit(url)
@@ -62,13 +63,16 @@ def _check_template(s: Settings, template: str) -> None:
 
 def endpoint(template: str, *, tenant: Any, name: str, cluster_namespace: str) -> str:
     """The tenant-facing API URL of one VirtualCluster."""
-    return template.format(namespace=tenant.namespace, name=name, cluster_namespace=cluster_namespace, tenant=tenant.name)
+    return template.format(
+        namespace=tenant.namespace, name=name, cluster_namespace=cluster_namespace, tenant=tenant.name
+    )
 
 
 def virtual_cluster(tenant: Any, tier: Any, settings: CapnSettings) -> dict:
     """The VirtualCluster for ``tenant``: a pure function of the tenant, its tier and the cluster's settings."""
     return {
-        "apiVersion": API_VERSION, "kind": "VirtualCluster",
+        "apiVersion": API_VERSION,
+        "kind": "VirtualCluster",
         "metadata": {"name": tenant.name, "namespace": tenant.namespace, "labels": manifests.labels(tenant, tier)},
         "spec": {"clusterVersionName": settings.cluster_version},
     }
@@ -106,7 +110,9 @@ class CapnBackend(VirtualClusterBackend):
         status = self._status(tenant, host)
         if status.get("phase") == "Error":
             why = ": ".join(part for part in (status.get("reason"), status.get("message")) if part) or "no reason given"
-            raise KubePermanentError(f"vc-manager reports VirtualCluster {tenant.namespace}/{tenant.name} failed: {why}")
+            raise KubePermanentError(
+                f"vc-manager reports VirtualCluster {tenant.namespace}/{tenant.name} failed: {why}"
+            )
         return status.get("phase") == "Running" and bool(status.get("clusterNamespace"))
 
     def admin_kubeconfig(self, tenant: Any, host: Kube) -> dict | None:
@@ -114,12 +120,16 @@ class CapnBackend(VirtualClusterBackend):
         if not cluster_namespace:
             return None
         if not DNS_LABEL.fullmatch(cluster_namespace):
-            raise KubePermanentError(f"VirtualCluster {tenant.namespace}/{tenant.name} names an invalid clusterNamespace {cluster_namespace!r}.")
+            raise KubePermanentError(
+                f"VirtualCluster {tenant.namespace}/{tenant.name} names an invalid clusterNamespace {cluster_namespace!r}."
+            )
         config = kubeconfig_from_secret(host, namespace=cluster_namespace, name=ADMIN_SECRET, key=ADMIN_SECRET)
         template = CapnSettings.of(tenant.cluster).endpoint_template
         if config is None or not template:
             return config
-        return with_server(config, endpoint(template, tenant=tenant, name=tenant.name, cluster_namespace=cluster_namespace))
+        return with_server(
+            config, endpoint(template, tenant=tenant, name=tenant.name, cluster_namespace=cluster_namespace)
+        )
 
     def uninstall(self, tenant: Any, host: Kube) -> bool:
         return delete_until_gone(host, [("VirtualCluster", tenant.name, tenant.namespace)])

@@ -17,6 +17,7 @@ Settings, ``Cluster.virtual_config["hypershift"]``:
   namespace            where HostedClusters and NodePools live (default: the tenant's host namespace)
   node_pool_replicas   worker nodes per tier name; default small 1, medium 2, large 3
 """
+
 from __future__ import annotations
 
 import math
@@ -24,12 +25,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from worker import manifests
+from worker import manifests, ownership
 from worker.backends.adapters import (
-    DNS_LABEL, DNS_SUBDOMAIN, Settings, apply_custom_resources, condition, delete_until_gone,
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    Settings,
+    apply_custom_resources,
+    condition,
 )
 from worker.backends.virtual import VirtualClusterBackend, kubeconfig_from_secret
 from worker.kube import Kube, KubePermanentError, KubeTransientError
+from worker.ownership import TopLevel
 
 KIND = "hypershift"
 API_VERSION = "hypershift.openshift.io/v1beta1"
@@ -59,20 +65,36 @@ class HyperShiftSettings:
 
     @classmethod
     def of(cls, cluster: Any) -> HyperShiftSettings:
-        s = Settings(cluster, KIND, known=(
-            "release_image", "base_domain", "pull_secret_name", "ssh_key_secret_name", "platform", "agent_namespace",
-            "namespace", "node_pool_replicas",
-        ))
+        s = Settings(
+            cluster,
+            KIND,
+            known=(
+                "release_image",
+                "base_domain",
+                "pull_secret_name",
+                "ssh_key_secret_name",
+                "platform",
+                "agent_namespace",
+                "namespace",
+                "node_pool_replicas",
+            ),
+        )
         platform = s.text("platform", default="None", choices=PLATFORMS)
         return cls(
             cluster_name=cluster.name,
-            release_image=s.text("release_image", required=True, pattern=IMAGE,
-                                 example="quay.io/openshift-release-dev/ocp-release:4.17.0-multi"),
+            release_image=s.text(
+                "release_image",
+                required=True,
+                pattern=IMAGE,
+                example="quay.io/openshift-release-dev/ocp-release:4.17.0-multi",
+            ),
             base_domain=s.text("base_domain", required=True, pattern=DNS_SUBDOMAIN, example="hosted.example.com"),
             pull_secret_name=s.text("pull_secret_name", required=True, pattern=DNS_SUBDOMAIN, example="pull-secret"),
             ssh_key_secret_name=s.text("ssh_key_secret_name", pattern=DNS_SUBDOMAIN, example="ssh-key"),
             platform=platform,
-            agent_namespace=s.text("agent_namespace", required=platform == "Agent", pattern=DNS_LABEL, example="agents"),
+            agent_namespace=s.text(
+                "agent_namespace", required=platform == "Agent", pattern=DNS_LABEL, example="agents"
+            ),
             namespace=s.text("namespace", pattern=DNS_LABEL, example="clusters"),
             node_pool_replicas={**DEFAULT_REPLICAS, **s.counts("node_pool_replicas", maximum=MAX_REPLICAS)},
         )
@@ -118,7 +140,10 @@ def hosted_cluster(tenant: Any, tier: Any, settings: HyperShiftSettings) -> dict
         "platform": platform,
         "services": [
             {"service": "APIServer", "servicePublishingStrategy": {"type": "LoadBalancer"}},
-            *({"service": s, "servicePublishingStrategy": {"type": "Route"}} for s in ("OAuthServer", "Konnectivity", "Ignition")),
+            *(
+                {"service": s, "servicePublishingStrategy": {"type": "Route"}}
+                for s in ("OAuthServer", "Konnectivity", "Ignition")
+            ),
         ],
     }
     if settings.ssh_key_secret_name:
@@ -131,12 +156,16 @@ def node_pool(tenant: Any, tier: Any, settings: HyperShiftSettings) -> dict:
     replicas = settings.replicas_for(tier)
     platform: dict[str, Any] = {"type": settings.platform}
     if settings.platform == "KubeVirt":
-        platform["kubevirt"] = {"compute": {
-            "cores": max(1, math.ceil(tier.cpu_limit_millis / 1000 / replicas)),
-            "memory": f"{math.ceil(tier.memory_limit_mib / replicas)}Mi",
-        }}
+        platform["kubevirt"] = {
+            "compute": {
+                "cores": max(1, math.ceil(tier.cpu_limit_millis / 1000 / replicas)),
+                "memory": f"{math.ceil(tier.memory_limit_mib / replicas)}Mi",
+            }
+        }
     return {
-        "apiVersion": API_VERSION, "kind": "NodePool", "metadata": _meta(tenant, tier, settings),
+        "apiVersion": API_VERSION,
+        "kind": "NodePool",
+        "metadata": _meta(tenant, tier, settings),
         "spec": {
             "clusterName": tenant.name,
             "replicas": replicas,
@@ -180,11 +209,15 @@ class HyperShiftBackend(VirtualClusterBackend):
         where = f"HostedCluster {namespace}/{tenant.name}"
         image = condition(hc, "ValidReleaseImage")
         if image.get("status") == "False":
-            raise KubePermanentError(f"HyperShift refuses the release image of {where}: {image.get('message') or image.get('reason')}")
+            raise KubePermanentError(
+                f"HyperShift refuses the release image of {where}: {image.get('message') or image.get('reason')}"
+            )
         config = condition(hc, "ValidConfiguration")
         if config.get("status") == "False":
             # Often a referenced secret the host admin has not created yet: HyperShift retries, so do we.
-            raise KubeTransientError(f"HyperShift reports {where} is not valid yet: {config.get('message') or config.get('reason')}")
+            raise KubeTransientError(
+                f"HyperShift reports {where} is not valid yet: {config.get('message') or config.get('reason')}"
+            )
         return condition(hc, "Available").get("status") == "True"
 
     def admin_kubeconfig(self, tenant: Any, host: Kube) -> dict | None:
@@ -193,9 +226,18 @@ class HyperShiftBackend(VirtualClusterBackend):
         if not secret:
             return None
         if not DNS_SUBDOMAIN.fullmatch(secret):
-            raise KubePermanentError(f"HostedCluster {namespace}/{tenant.name} names an invalid kubeconfig Secret {secret!r}.")
+            raise KubePermanentError(
+                f"HostedCluster {namespace}/{tenant.name} names an invalid kubeconfig Secret {secret!r}."
+            )
         return kubeconfig_from_secret(host, namespace=namespace, name=secret, key=KUBECONFIG_KEY)
 
-    def uninstall(self, tenant: Any, host: Kube) -> bool:
+    def top_level(self, tenant: Any) -> list[TopLevel]:
+        # HostedClusters may live in a namespace shared by every tenant (virtual_config.hypershift.namespace).
         namespace = hosted_namespace(tenant)
-        return delete_until_gone(host, [("NodePool", tenant.name, namespace), ("HostedCluster", tenant.name, namespace)])
+        hosted = [TopLevel("NodePool", tenant.name, namespace), TopLevel("HostedCluster", tenant.name, namespace)]
+        return [*self.host.top_level(tenant), *hosted]
+
+    def uninstall(self, tenant: Any, host: Kube) -> bool:
+        hosted = [top for top in self.top_level(tenant) if top.kind != "Namespace"]
+        gone = [ownership.delete(host, tenant, top) for top in hosted]  # ask for every deletion, then wait
+        return all(gone)

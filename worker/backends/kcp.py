@@ -16,6 +16,7 @@ Settings, ``Cluster.virtual_config["kcp"]``:
   parent_workspace  the parent's logical path, e.g. root:teams (required)
   workspace_type    the WorkspaceType, e.g. universal (default) or root:universal (path:name)
 """
+
 from __future__ import annotations
 
 import base64
@@ -24,10 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from worker import isolation, kube, manifests
-from worker.backends.adapters import Settings, apply_custom_resources, delete_until_gone
+from worker import isolation, kube, manifests, ownership
+from worker.backends.adapters import Settings, apply_custom_resources
 from worker.backends.virtual import VirtualClusterBackend, inside_objects, with_server
 from worker.kube import Kube, KubePermanentError
+from worker.ownership import TopLevel
 
 KIND = "kcp"
 API_VERSION = "tenancy.kcp.io/v1alpha1"
@@ -35,8 +37,12 @@ OPERATOR = "kcp (register the kcp server itself, at the parent workspace's URL, 
 LOGICAL_PATH = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(:[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 KCP_CHECKS = [
-    isolation.Check("virtual-cluster-admin", "Is cluster-admin inside its kcp workspace", isolation.is_cluster_admin_inside),
-    isolation.Check("virtual-no-host-credentials", "Has no credentials for the parent workspace", isolation.has_no_host_credentials),
+    isolation.Check(
+        "virtual-cluster-admin", "Is cluster-admin inside its kcp workspace", isolation.is_cluster_admin_inside
+    ),
+    isolation.Check(
+        "virtual-no-host-credentials", "Has no credentials for the parent workspace", isolation.has_no_host_credentials
+    ),
 ]
 
 
@@ -52,7 +58,9 @@ class KcpSettings:
         workspace_type = s.text("workspace_type", default="universal", pattern=LOGICAL_PATH, example="universal")
         served = _served_path(cluster.api_url)
         if served and served != parent:
-            raise s.error(f"the API URL serves workspace {served}, but virtual_config.{KIND}.parent_workspace is {parent}")
+            raise s.error(
+                f"the API URL serves workspace {served}, but virtual_config.{KIND}.parent_workspace is {parent}"
+            )
         return cls(parent, workspace_type)
 
 
@@ -67,7 +75,8 @@ def workspace(tenant: Any, tier: Any, settings: KcpSettings) -> dict:
     path, _, name = settings.workspace_type.rpartition(":")
     type_ref = {"name": name, **({"path": path} if path else {})}
     return {
-        "apiVersion": API_VERSION, "kind": "Workspace",
+        "apiVersion": API_VERSION,
+        "kind": "Workspace",
         "metadata": {"name": tenant.namespace, "labels": manifests.labels(tenant, tier)},
         "spec": {"type": type_ref},
     }
@@ -91,8 +100,11 @@ def _single_context(config: dict, ca_pem: str) -> dict:
         if pem:
             cluster["certificate-authority-data"] = base64.b64encode(pem.encode()).decode()
     return {
-        "apiVersion": "v1", "kind": "Config", "current-context": "kcp",
-        "clusters": [{"name": "kcp", "cluster": cluster}], "users": [{"name": "kcp", "user": user}],
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "kcp",
+        "clusters": [{"name": "kcp", "cluster": cluster}],
+        "users": [{"name": "kcp", "user": user}],
         "contexts": [{"name": "kcp", "context": {"cluster": "kcp", "user": "kcp"}}],
     }
 
@@ -126,8 +138,11 @@ class KcpBackend(VirtualClusterBackend):
         inside.apply(objs[1:])
         return True
 
+    def top_level(self, tenant: Any) -> list[TopLevel]:
+        return [TopLevel("Workspace", tenant.namespace)]
+
     def teardown(self, tenant: Any, host: Kube) -> bool:
-        return delete_until_gone(host, [("Workspace", tenant.namespace, None)])
+        return ownership.delete(host, tenant, self.top_level(tenant)[0])
 
     def usage(self, tenant: Any, host: Kube) -> dict:
         return {}
@@ -151,7 +166,9 @@ class KcpBackend(VirtualClusterBackend):
             return None
         cluster = tenant.cluster
         if cluster.credential_ref == "incluster":
-            raise KubePermanentError(f"Cluster {cluster.name}: kcp needs a kubeconfig credential (kubeconfig: or env:), not incluster.")
+            raise KubePermanentError(
+                f"Cluster {cluster.name}: kcp needs a kubeconfig credential (kubeconfig: or env:), not incluster."
+            )
         return with_server(_single_context(kube.load_credential(cluster.credential_ref), cluster.ca_pem), url)
 
     def uninstall(self, tenant: Any, host: Kube) -> bool:

@@ -1,11 +1,19 @@
 """Namespace tenants: a namespace with quota, limits, network policies, RBAC and API fairness."""
+
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
-from worker import isolation, kube, manifests
+from django.conf import settings
+
+from worker import guards, isolation, kube, manifests, ownership
 from worker.backends.base import Access, Backend
 from worker.kube import Kube, KubePermanentError
+
+# How long a grant the worker just wrote may take to reach the API server's authorizer (its informers).
+GRANT_EFFECTIVE_SECONDS = 10.0
 
 Tenant = Any
 
@@ -42,6 +50,80 @@ def _drift(k: Kube, objs: list[dict]) -> list[str]:
     return repaired
 
 
+def namespace_grants() -> tuple[manifests.NamespaceGrant, ...]:
+    """Berth's own rights inside tenant namespaces (settings.BERTH_NAMESPACE_GRANTS; empty with an admin credential)."""
+    try:
+        return manifests.parse_grants(settings.BERTH_NAMESPACE_GRANTS)
+    except ValueError as exc:
+        raise KubePermanentError(f"Portal setting: {exc}") from None
+
+
+def grant_berth_access(k: Kube, namespace: dict[str, Any], bindings: list[dict[str, Any]]) -> list[str]:
+    """Create the namespace and Berth's own RoleBindings in it where missing; what had to be created.
+
+    With a least-privilege credential the worker's rights inside a namespace come from these RoleBindings, so they
+    are created (POST: creating needs no rights inside the namespace) before anything is applied there, and again
+    if someone deleted them. ``ownership.claim`` has made sure an existing namespace is this tenant's.
+    """
+    meta = namespace["metadata"]
+    created: list[str] = []
+    if k.get("Namespace", meta["name"]) is None:
+        # Only the labels that make it Berth's and this tenant's: server-side apply owns everything else, so a
+        # tier change can still remove a label.
+        labels = {key: meta["labels"][key] for key in (*manifests.MANAGED_BY, manifests.TENANT_ID_LABEL)}
+        bare = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": meta["name"], "labels": labels}}
+        _create_if_missing(k, bare, created)
+    for binding in bindings:
+        _create_if_missing(k, binding, created)
+    if created:
+        kube.wait_until(
+            lambda: k.can_i(verb="patch", resource="namespaces", namespace=meta["name"]),
+            timeout=GRANT_EFFECTIVE_SECONDS,
+            what=f"Berth's grants in namespace {meta['name']} to take effect",
+        )
+    return [f"{what} was missing" for what in created]
+
+
+def _create_if_missing(k: Kube, obj: dict[str, Any], created: list[str]) -> None:
+    try:
+        k.create(obj)
+    except KubePermanentError as exc:
+        if exc.status != 409:  # 409: it exists already
+            raise
+        return
+    created.append(f"{obj['kind']}/{obj['metadata']['name']}")
+
+
+# Guards this worker process has seen refuse their violation, per API server and version of the guards.
+_GUARDS_DIGEST = hashlib.sha256(json.dumps(guards.cluster_guards(), sort_keys=True).encode()).hexdigest()
+_guards_seen: dict[tuple[str, str], set[str]] = {}
+
+
+def guards_not_in_force(k: Kube, namespace: dict[str, Any], *, team_access: bool) -> list[str]:
+    """The guards bound to ``namespace`` that do not refuse their violation yet (dry runs; nothing persists).
+
+    A new or changed admission policy is enforced a moment after it is applied; until every guard is,
+    the tenant is not ready and gets no credentials. Once seen in force, a guard is not probed again by
+    this process.
+    """
+    name = namespace["metadata"]["name"]
+    seen = _guards_seen.setdefault((k.server, _GUARDS_DIGEST), set())
+    probes = guards.violations(name)
+    waiting = []
+    for guard in guards.applicable(namespace["metadata"].get("labels") or {}):
+        if guard.name in seen or (guard.name == "berth-no-berth-service-accounts" and not team_access):
+            continue  # the host side of a virtual cluster has no Berth ServiceAccounts to run as
+        try:
+            k.create(probes[guard.name], dry_run=True)
+        except KubePermanentError as exc:
+            if f"'{guard.name}'" in str(exc):
+                seen.add(guard.name)
+                continue
+            raise
+        waiting.append(guard.name)
+    return waiting
+
+
 class NamespaceBackend(Backend):
     """A namespace with quota, limits, network policies, RBAC and fairness."""
 
@@ -52,15 +134,31 @@ class NamespaceBackend(Backend):
         self.team_access = team_access
 
     def preview(self, tenant: Any, tier: Any) -> list[dict]:
-        return manifests.namespace_tenant(tenant, tier, tenant.cluster, team_access=self.team_access)
+        return manifests.namespace_tenant(
+            tenant, tier, tenant.cluster, team_access=self.team_access, grants=namespace_grants()
+        )
 
     def render(self, tenant: Tenant, k: Kube) -> list[dict]:
-        return manifests.namespace_tenant(tenant, tenant.tier, tenant.cluster, cluster_facts(k), team_access=self.team_access)
+        objs = manifests.namespace_tenant(
+            tenant,
+            tenant.tier,
+            tenant.cluster,
+            cluster_facts(k),
+            team_access=self.team_access,
+            grants=namespace_grants(),
+        )
+        # With the UID Berth recorded, an apply onto a namespace someone replaced since fails instead of adopting it.
+        uid = (tenant.owned_uids or {}).get(ownership.TopLevel("Namespace", tenant.namespace).key)
+        if uid:
+            objs[0]["metadata"]["uid"] = uid
+        return objs
 
     def apply(self, tenant: Tenant, k: Kube, *, detect_drift: bool) -> list[str]:
         objs = self.render(tenant, k)
-        repaired = _drift(k, objs) if detect_drift else []
-        k.apply(manifests.cluster_guards())  # before the namespace exists, so it is never unguarded
+        k.apply(guards.cluster_guards())  # before the namespace exists, so it is never unguarded
+        grants = manifests.namespace_grants(tenant, tenant.tier, namespace_grants())
+        created = grant_berth_access(k, objs[0], grants) if grants else []
+        repaired = created + _drift(k, objs) if detect_drift else []
         k.apply(objs[:1])  # the Namespace first, so namespaced objects have a home
         k.apply(objs[1:])
         self._prune(tenant, k, objs)
@@ -75,7 +173,7 @@ class NamespaceBackend(Backend):
                 if (kind, live["metadata"]["name"]) not in wanted:
                     k.delete(kind, live["metadata"]["name"], namespace=tenant.namespace)
         if not self.team_access or manifests.flow_schema(tenant, tenant.tier, tenant.cluster) is None:
-            k.delete("FlowSchema", manifests.flow_schema_name(tenant))
+            ownership.delete(k, tenant, ownership.TopLevel("FlowSchema", manifests.flow_schema_name(tenant)))
 
     def is_ready(self, tenant: Tenant, k: Kube) -> bool:
         ns = k.get("Namespace", tenant.namespace)
@@ -83,19 +181,20 @@ class NamespaceBackend(Backend):
             return False
         quota = k.get("ResourceQuota", "berth-quota", namespace=tenant.namespace)
         # The quota controller has observed the quota: it is enforced from here on.
-        return bool(quota and (quota.get("status") or {}).get("hard"))
+        if not (quota and (quota.get("status") or {}).get("hard")):
+            return False
+        return not guards_not_in_force(k, ns, team_access=self.team_access)
+
+    def top_level(self, tenant: Tenant) -> list[ownership.TopLevel]:
+        tops = [ownership.TopLevel("Namespace", tenant.namespace)]
+        if self.team_access:  # cluster-scoped and named after the namespace: just as easily someone else's
+            tops.append(ownership.TopLevel("FlowSchema", manifests.flow_schema_name(tenant)))
+        return tops
 
     def teardown(self, tenant: Tenant, k: Kube) -> bool:
-        """Start deleting; True once everything is really gone."""
-        k.delete("FlowSchema", manifests.flow_schema_name(tenant))
-        ns = k.get("Namespace", tenant.namespace)
-        if ns is None:
-            return True
-        if str(tenant.pk) != ns["metadata"].get("labels", {}).get("berth.dev/tenant-id"):
-            raise KubePermanentError(f"Namespace {tenant.namespace} is not this tenant's (labels differ); refusing to delete it.")
-        if not ns["metadata"].get("deletionTimestamp"):
-            k.delete("Namespace", tenant.namespace)
-        return False
+        """Start deleting what Berth created (by UID); True once all of it is really gone."""
+        gone = [ownership.delete(k, tenant, top) for top in reversed(self.top_level(tenant))]
+        return all(gone)
 
     def usage(self, tenant: Tenant, k: Kube) -> dict:
         quota = k.get("ResourceQuota", "berth-quota", namespace=tenant.namespace) or {}
@@ -108,7 +207,9 @@ class NamespaceBackend(Backend):
         if cluster.access_mode == "oidc":
             return Access(cluster.public_endpoint, ca, oidc_exec_user(cluster), tenant.namespace, "oidc")
         token, expires = host.request_token(
-            namespace=tenant.namespace, service_account=SERVICE_ACCOUNT[role], lifetime_seconds=lifetime_seconds,
+            namespace=tenant.namespace,
+            service_account=SERVICE_ACCOUNT[role],
+            lifetime_seconds=lifetime_seconds,
         )
         return Access(cluster.public_endpoint, ca, {"token": token}, tenant.namespace, expires)
 
@@ -117,7 +218,9 @@ class NamespaceBackend(Backend):
             # The team's OIDC group, as the API server would see it after sign-in.
             group = manifests.oidc_groups(tenant, tenant.cluster)[0][0]
             return host.impersonating(user=f"berth-isolation-check@{tenant.namespace}", group=group)
-        token, _ = host.request_token(namespace=tenant.namespace, service_account=manifests.TENANT_SA, lifetime_seconds=600)
+        token, _ = host.request_token(
+            namespace=tenant.namespace, service_account=manifests.TENANT_SA, lifetime_seconds=600
+        )
         return host.with_token(token)
 
     def isolation_checks(self) -> list:
@@ -130,10 +233,20 @@ SERVICE_ACCOUNT = {"edit": manifests.TENANT_SA, "view": manifests.VIEWER_SA}
 def oidc_exec_user(cluster: Any) -> dict:
     """A kubeconfig user that signs in through kubelogin: no secret in the file."""
     scopes = [s.strip() for s in (cluster.oidc_extra_scopes or "").split(",") if s.strip()]
-    args = ["oidc-login", "get-token", f"--oidc-issuer-url={cluster.oidc_issuer_url}", f"--oidc-client-id={cluster.oidc_client_id}"]
+    args = [
+        "oidc-login",
+        "get-token",
+        f"--oidc-issuer-url={cluster.oidc_issuer_url}",
+        f"--oidc-client-id={cluster.oidc_client_id}",
+    ]
     args += [f"--oidc-extra-scope={s}" for s in scopes]
-    return {"exec": {
-        "apiVersion": "client.authentication.k8s.io/v1", "command": "kubectl", "args": args,
-        "interactiveMode": "IfAvailable", "provideClusterInfo": False,
-        "installHint": "Install kubelogin (kubectl oidc-login): https://github.com/int128/kubelogin",
-    }}
+    return {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": "kubectl",
+            "args": args,
+            "interactiveMode": "IfAvailable",
+            "provideClusterInfo": False,
+            "installHint": "Install kubelogin (kubectl oidc-login): https://github.com/int128/kubelogin",
+        }
+    }

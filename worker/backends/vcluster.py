@@ -14,6 +14,7 @@ Ready means the control plane reports ready and its admin kubeconfig Secret exis
 (``vc-<name>``/``config``, or ``<name>-kubeconfig``/``value`` for Cluster API); that
 kubeconfig is used inside the worker only (see ``worker.backends.virtual``).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -57,8 +58,11 @@ def helm_repository(tenant: Any, config: VClusterConfig) -> dict:
     cluster = tenant.cluster
     if config.flux_namespace:
         # Shared by every tenant of this cluster, so it carries the cluster rather than a tenant id.
-        meta = {"name": f"{HELM_REPOSITORY}-{cluster.name}", "namespace": config.flux_namespace,
-                "labels": {**manifests.MANAGED_BY, "berth.dev/cluster": cluster.name}}
+        meta = {
+            "name": f"{HELM_REPOSITORY}-{cluster.name}",
+            "namespace": config.flux_namespace,
+            "labels": {**manifests.MANAGED_BY, "berth.dev/cluster": cluster.name},
+        }
     else:
         meta = {"name": HELM_REPOSITORY, "namespace": tenant.namespace, "labels": manifests.labels(tenant, tenant.tier)}
     spec: dict[str, Any] = {"url": config.chart_repo, "interval": "1h"}
@@ -70,16 +74,23 @@ def helm_repository(tenant: Any, config: VClusterConfig) -> dict:
 def flux_objects(tenant: Any, tier: Any, config: VClusterConfig, values: dict) -> list[dict]:
     repository = helm_repository(tenant, config)
     release = {
-        "apiVersion": _api_version("HelmRelease"), "kind": "HelmRelease",
+        "apiVersion": _api_version("HelmRelease"),
+        "kind": "HelmRelease",
         "metadata": {"name": tenant.name, "namespace": tenant.namespace, "labels": manifests.labels(tenant, tier)},
         "spec": {
             "interval": "10m",
             "releaseName": tenant.name,
-            "chart": {"spec": {
-                "chart": CHART_NAME, "version": config.chart_version,
-                "sourceRef": {"kind": "HelmRepository", "name": repository["metadata"]["name"],
-                              "namespace": repository["metadata"]["namespace"]},
-            }},
+            "chart": {
+                "spec": {
+                    "chart": CHART_NAME,
+                    "version": config.chart_version,
+                    "sourceRef": {
+                        "kind": "HelmRepository",
+                        "name": repository["metadata"]["name"],
+                        "namespace": repository["metadata"]["namespace"],
+                    },
+                }
+            },
             "install": {"remediation": {"retries": 3}},
             "upgrade": {"remediation": {"retries": 3}},
             "values": values,
@@ -93,7 +104,9 @@ def capi_objects(tenant: Any, tier: Any, config: VClusterConfig, values: dict) -
     meta = {"name": tenant.name, "namespace": tenant.namespace, "labels": manifests.labels(tenant, tier)}
     ref = {"apiVersion": _api_version("VCluster"), "kind": "VCluster", "name": tenant.name}
     vcluster = {
-        "apiVersion": _api_version("VCluster"), "kind": "VCluster", "metadata": meta,
+        "apiVersion": _api_version("VCluster"),
+        "kind": "VCluster",
+        "metadata": meta,
         "spec": {
             "controlPlaneEndpoint": {"host": public_host(config, tenant), "port": config.public_port},
             "helmRelease": {
@@ -102,15 +115,27 @@ def capi_objects(tenant: Any, tier: Any, config: VClusterConfig, values: dict) -
             },
         },
     }
-    cluster = {"apiVersion": _api_version("Cluster"), "kind": "Cluster", "metadata": dict(meta),
-               "spec": {"controlPlaneRef": ref, "infrastructureRef": dict(ref)}}
+    cluster = {
+        "apiVersion": _api_version("Cluster"),
+        "kind": "Cluster",
+        "metadata": dict(meta),
+        "spec": {"controlPlaneRef": ref, "infrastructureRef": dict(ref)},
+    }
     return [vcluster, cluster]
 
 
 def helm_preview(tenant: Any, config: VClusterConfig, values: dict) -> dict:
     """What the worker will run helm with (the approver's preview; helm creates no object of Berth's own)."""
-    return {"helmRelease": {"name": tenant.name, "namespace": tenant.namespace, "chart": CHART_NAME,
-                            "repository": config.chart_repo, "version": config.chart_version, "values": values}}
+    return {
+        "helmRelease": {
+            "name": tenant.name,
+            "namespace": tenant.namespace,
+            "chart": CHART_NAME,
+            "repository": config.chart_repo,
+            "version": config.chart_version,
+            "values": values,
+        }
+    }
 
 
 def host_kubeconfig(cluster: Any) -> dict | None:
@@ -132,11 +157,22 @@ class VClusterHost(NamespaceBackend):
         super().__init__(team_access=False)
 
     def preview(self, tenant: Any, tier: Any) -> list[dict]:
-        return [*super().preview(tenant, tier), control_plane_policy(tenant, tier, tenant.cluster, parse_config(tenant.cluster))]
+        config = parse_config(tenant.cluster)
+        objs = _with_public_host(super().preview(tenant, tier), config, tenant)
+        return [*objs, control_plane_policy(tenant, tier, tenant.cluster, config)]
 
     def render(self, tenant: Any, k: Kube) -> list[dict]:
-        policy = control_plane_policy(tenant, tenant.tier, tenant.cluster, parse_config(tenant.cluster))
-        return [*super().render(tenant, k), policy]
+        config = parse_config(tenant.cluster)
+        objs = _with_public_host(super().render(tenant, k), config, tenant)
+        return [*objs, control_plane_policy(tenant, tenant.tier, tenant.cluster, config)]
+
+
+def _with_public_host(objs: list[dict], config: VClusterConfig, tenant: Any) -> list[dict]:
+    """The host namespace's Ingress domains include the control plane's public host (its Ingress, if exposed so)."""
+    annotations = objs[0]["metadata"]["annotations"]
+    domains = [d for d in annotations.get(manifests.INGRESS_DOMAINS_ANNOTATION, "").split(",") if d]
+    annotations[manifests.INGRESS_DOMAINS_ANNOTATION] = ",".join([*domains, public_host(config, tenant)])
+    return objs
 
 
 class VClusterBackend(VirtualClusterBackend):
@@ -179,8 +215,12 @@ class VClusterBackend(VirtualClusterBackend):
             host.apply(self._objects(tenant, tenant.tier, config))
             return
         helm.upgrade_install(
-            release=tenant.name, namespace=tenant.namespace, repo=config.chart_repo, chart=CHART_NAME,
-            version=config.chart_version, values=render_values(tenant, tenant.tier, tenant.cluster, config),
+            release=tenant.name,
+            namespace=tenant.namespace,
+            repo=config.chart_repo,
+            chart=CHART_NAME,
+            version=config.chart_version,
+            values=render_values(tenant, tenant.tier, tenant.cluster, config),
             kubeconfig=host_kubeconfig(tenant.cluster),
         )
 
@@ -192,8 +232,10 @@ class VClusterBackend(VirtualClusterBackend):
             release = host.get("HelmRelease", tenant.name, namespace=tenant.namespace) or {}
             stalled = _condition(release, "Stalled")
             if stalled.get("status") == "True":
-                raise KubePermanentError(f"Flux gave up on HelmRelease {tenant.namespace}/{tenant.name}: "
-                                         f"{stalled.get('reason', '')}: {stalled.get('message', '')}")
+                raise KubePermanentError(
+                    f"Flux gave up on HelmRelease {tenant.namespace}/{tenant.name}: "
+                    f"{stalled.get('reason', '')}: {stalled.get('message', '')}"
+                )
         sts = host.get("StatefulSet", tenant.name, namespace=tenant.namespace)
         return bool(sts) and int((sts.get("status") or {}).get("readyReplicas") or 0) >= 1
 
@@ -201,10 +243,14 @@ class VClusterBackend(VirtualClusterBackend):
         vcluster = host.get("VCluster", tenant.name, namespace=tenant.namespace) or {}
         status = vcluster.get("status") or {}
         if status.get("phase") == "Failed":
-            raise KubePermanentError(f"VCluster {tenant.namespace}/{tenant.name} failed: "
-                                     f"{status.get('reason', '')} {status.get('message', '')}".strip())
+            raise KubePermanentError(
+                f"VCluster {tenant.namespace}/{tenant.name} failed: "
+                f"{status.get('reason', '')} {status.get('message', '')}".strip()
+            )
         cluster = (host.get("Cluster", tenant.name, namespace=tenant.namespace) or {}).get("status") or {}
-        return bool(status.get("ready")) and (cluster.get("phase") == "Provisioned" or bool(cluster.get("controlPlaneReady")))
+        return bool(status.get("ready")) and (
+            cluster.get("phase") == "Provisioned" or bool(cluster.get("controlPlaneReady"))
+        )
 
     def admin_kubeconfig(self, tenant: Any, host: Kube) -> dict | None:
         config = self.config(tenant)
@@ -222,7 +268,9 @@ class VClusterBackend(VirtualClusterBackend):
                 host.delete(kind, name, namespace=ns)
         if present:
             return False  # their controllers uninstall the chart, then drop their finalizers
-        if self._installer(tenant) == "helm" and host.list("Secret", namespace=ns, label_selector=f"owner=helm,name={name}"):
+        if self._installer(tenant) == "helm" and host.list(
+            "Secret", namespace=ns, label_selector=f"owner=helm,name={name}"
+        ):
             helm.uninstall(release=name, namespace=ns, kubeconfig=host_kubeconfig(tenant.cluster))
             return False
         return host.get("StatefulSet", name, namespace=ns) is None

@@ -7,6 +7,7 @@ creates the tenant's ServiceAccounts *inside* the virtual cluster, and tenants g
 short-lived TokenRequest tokens for those, against the virtual cluster's public
 endpoint. The admin kubeconfig is never shown, logged or stored.
 """
+
 from __future__ import annotations
 
 import base64
@@ -26,15 +27,27 @@ INSIDE_ACCOUNTS = {"edit": ("berth-tenant", "cluster-admin"), "view": ("berth-vi
 def inside_objects() -> list[dict]:
     """The tenant's identities inside the virtual cluster: cluster-admin, and a read-only viewer."""
     labels = {**manifests.MANAGED_BY}
-    objs: list[dict] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": INSIDE_NAMESPACE, "labels": labels}}]
+    objs: list[dict] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": INSIDE_NAMESPACE, "labels": labels}}
+    ]
     for sa, cluster_role in INSIDE_ACCOUNTS.values():
-        objs.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa, "namespace": INSIDE_NAMESPACE, "labels": labels},
-                     "automountServiceAccountToken": False})
-        objs.append({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": f"{sa}-{cluster_role}", "labels": labels},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
-            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": INSIDE_NAMESPACE}],
-        })
+        objs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": sa, "namespace": INSIDE_NAMESPACE, "labels": labels},
+                "automountServiceAccountToken": False,
+            }
+        )
+        objs.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": f"{sa}-{cluster_role}", "labels": labels},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+                "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": INSIDE_NAMESPACE}],
+            }
+        )
     return objs
 
 
@@ -145,13 +158,17 @@ class VirtualClusterBackend(Backend):
         server, ca = kubeconfig_server_and_ca(config)
         sa, _ = INSIDE_ACCOUNTS[role]
         token, expires = Kube.from_kubeconfig_dict(config).request_token(
-            namespace=INSIDE_NAMESPACE, service_account=sa, lifetime_seconds=lifetime_seconds,
+            namespace=INSIDE_NAMESPACE,
+            service_account=sa,
+            lifetime_seconds=lifetime_seconds,
         )
         return Access(server, ca, {"token": token}, "default", expires)
 
     def isolation_client(self, tenant: Any, host: Kube) -> Kube:
         inside = self.virtual(tenant, host)
-        token, _ = inside.request_token(namespace=INSIDE_NAMESPACE, service_account=INSIDE_ACCOUNTS["edit"][0], lifetime_seconds=600)
+        token, _ = inside.request_token(
+            namespace=INSIDE_NAMESPACE, service_account=INSIDE_ACCOUNTS["edit"][0], lifetime_seconds=600
+        )
         return inside.with_token(token)
 
     def isolation_checks(self) -> list:

@@ -1,9 +1,11 @@
 """Demo data: two teams with budgets and the dev control plane registered as clusters (token and OIDC access)."""
+
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
+from tenants import services
 from tenants.models import Cluster, Team, Tier
 
 TEAMS = [
@@ -11,9 +13,18 @@ TEAMS = [
     ("team-search", "Search", "search@example.test"),
 ]
 MONITORING = [
-    {"name": "Grafana dashboard", "url": "https://grafana.example.test/d/k8s-ns/namespace?var-namespace={namespace}&var-cluster={cluster}"},
-    {"name": "Prometheus", "url": "https://prometheus.example.test/graph?g0.expr=sum(rate(container_cpu_usage_seconds_total%7Bnamespace%3D%22{namespace}%22%7D%5B5m%5D))"},
-    {"name": "Logs (Loki)", "url": "https://grafana.example.test/explore?left=%7B%22queries%22:%5B%7B%22expr%22:%22%7Bnamespace%3D%5C%22{namespace}%5C%22%7D%22%7D%5D%7D"},
+    {
+        "name": "Grafana dashboard",
+        "url": "https://grafana.example.test/d/k8s-ns/namespace?var-namespace={namespace}&var-cluster={cluster}",
+    },
+    {
+        "name": "Prometheus",
+        "url": "https://prometheus.example.test/graph?g0.expr=sum(rate(container_cpu_usage_seconds_total%7Bnamespace%3D%22{namespace}%22%7D%5B5m%5D))",
+    },
+    {
+        "name": "Logs (Loki)",
+        "url": "https://grafana.example.test/explore?left=%7B%22queries%22:%5B%7B%22expr%22:%22%7Bnamespace%3D%5C%22{namespace}%5C%22%7D%22%7D%5D%7D",
+    },
 ]
 
 
@@ -29,16 +40,42 @@ class Command(BaseCommand):
     @transaction.atomic
     def handle(self, *args, api_url: str, kubeconfig: str, ca_file: str, oidc_issuer: str, **options) -> None:
         for slug, name, email in TEAMS:
-            Team.objects.update_or_create(slug=slug, defaults={"name": name, "oidc_group": slug, "contact_email": email})
+            Team.objects.update_or_create(
+                slug=slug, defaults={"name": name, "oidc_group": slug, "contact_email": email}
+            )
         ca = open(ca_file).read()
-        common = {"api_url": api_url, "ca_pem": ca, "credential_ref": f"kubeconfig:{kubeconfig}", "public_endpoint": api_url,
-                  "kinds": ["namespace"], "monitoring_links": MONITORING, "is_active": True}
-        clusters = [Cluster.objects.update_or_create(name="dev", defaults={**common, "display_name": "Dev cluster (tokens)", "access_mode": "token"})[0]]
+        common = {
+            "api_url": api_url,
+            "ca_pem": ca,
+            "credential_ref": f"kubeconfig:{kubeconfig}",
+            "public_endpoint": api_url,
+            "kinds": ["namespace"],
+            "monitoring_links": MONITORING,
+            # Each tenant's Ingress hosts lie under its own name (*.localhost resolves to 127.0.0.1).
+            "ingress_domains": ["{namespace}.apps.localhost"],
+            "is_active": True,
+        }
+        clusters = [
+            Cluster.objects.update_or_create(
+                name="dev", defaults={**common, "display_name": "Dev cluster (tokens)", "access_mode": "token"}
+            )[0]
+        ]
         if oidc_issuer:
-            clusters.append(Cluster.objects.update_or_create(name="dev-oidc", defaults={
-                **common, "display_name": "Dev cluster (OIDC sign-in)", "access_mode": "oidc", "namespace_prefix": "o-",
-                "oidc_issuer_url": oidc_issuer, "oidc_client_id": "kubectl", "oidc_groups_prefix": "oidc:",
-            })[0])
+            clusters.append(
+                Cluster.objects.update_or_create(
+                    name="dev-oidc",
+                    defaults={
+                        **common,
+                        "display_name": "Dev cluster (OIDC sign-in)",
+                        "access_mode": "oidc",
+                        "namespace_prefix": "o-",
+                        "oidc_issuer_url": oidc_issuer,
+                        "oidc_client_id": "kubectl",
+                        "oidc_groups_prefix": "oidc:",
+                    },
+                )[0]
+            )
         for cluster in clusters:
             cluster.tiers.set(Tier.objects.filter(is_active=True))
+            services.cluster_identify(cluster=cluster)
         self.stdout.write(f"Seeded {len(TEAMS)} teams and {len(clusters)} clusters.")

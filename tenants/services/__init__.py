@@ -1,0 +1,146 @@
+"""Every state change in Berth: one keyword-only function per action, each auditing in its own transaction.
+
+One module per noun; callers import from here (``from tenants import services``):
+
+- ``lifecycle``: the guarded status transitions of tenants and requests, and what the worker reports back;
+- ``permissions``: who may act (the "owner or admin" rule, writers, deciders, kubeconfig roles);
+- ``tenant_requests`` and ``budget``: asking, deciding, and the team budget;
+- ``tenants`` and ``tiers``: what owners and admins do to tenants directly; tier edits;
+- ``credentials``: kubeconfigs and their lifetime bounds;
+- ``users`` and ``api_tokens``: sign-in mirroring and portal API tokens;
+- ``webhooks``: endpoints platform admins register, and delivering events to them in order.
+"""
+
+from tenants.errors import Forbidden, InvalidTransition
+from tenants.services.api_tokens import (
+    TOKEN_PREFIX,
+    api_token_create,
+    api_token_digest,
+    api_token_revoke,
+    api_token_touch,
+)
+from tenants.services.auth_failures import auth_failure_record, auth_failure_wait
+from tenants.services.budget import budget_check
+from tenants.services.clusters import cluster_identify, cluster_record_identity
+from tenants.services.credentials import (
+    LIFETIME_FLOOR_SECONDS,
+    credential_lifetime,
+    credential_lifetime_default,
+    tenant_issue_kubeconfig,
+    user_issue_merged_kubeconfig,
+)
+from tenants.services.lifecycle import (
+    TRANSITIONS,
+    tenant_mark_deleted,
+    tenant_mark_failed,
+    tenant_mark_provisioning,
+    tenant_mark_ready,
+    tenant_note_progress,
+    tenant_record_applied,
+    tenant_record_identity,
+    tenant_record_isolation_report,
+    tenant_record_owned,
+    tenant_record_usage,
+    transition,
+)
+from tenants.services.permissions import is_writer, kubeconfig_role, require_platform_admin
+from tenants.services.tenant_requests import (
+    expiry_check,
+    expiry_end_of_day,
+    request_approve,
+    request_cancel,
+    request_reject,
+    request_submit,
+)
+from tenants.services.tenants import (
+    tenant_decommission,
+    tenant_expire,
+    tenant_remind_expiry,
+    tenant_request_isolation_check,
+    tenant_retry,
+)
+from tenants.services.tiers import tier_reapply, tier_update
+from tenants.services.users import (
+    auth_record,
+    identity_is_fresh,
+    team_slug,
+    user_deactivate,
+    user_recheck,
+    user_record_idp_session,
+    user_sync_from_claims,
+    users_recheck_due,
+)
+from tenants.services.webhooks import (
+    webhook_deliver,
+    webhook_endpoint_create,
+    webhook_endpoint_delete,
+    webhook_endpoint_rotate_secret,
+    webhook_endpoint_test,
+    webhook_endpoint_update,
+    webhook_endpoint_validate,
+    webhooks_sweep,
+)
+
+__all__ = [
+    "LIFETIME_FLOOR_SECONDS",
+    "TOKEN_PREFIX",
+    "TRANSITIONS",
+    "Forbidden",
+    "InvalidTransition",
+    "api_token_create",
+    "api_token_digest",
+    "api_token_revoke",
+    "api_token_touch",
+    "auth_failure_record",
+    "auth_failure_wait",
+    "auth_record",
+    "budget_check",
+    "cluster_identify",
+    "cluster_record_identity",
+    "credential_lifetime",
+    "credential_lifetime_default",
+    "expiry_check",
+    "expiry_end_of_day",
+    "is_writer",
+    "kubeconfig_role",
+    "request_approve",
+    "request_cancel",
+    "request_reject",
+    "request_submit",
+    "tenant_decommission",
+    "tenant_expire",
+    "tenant_issue_kubeconfig",
+    "tenant_mark_deleted",
+    "tenant_mark_failed",
+    "tenant_mark_provisioning",
+    "tenant_mark_ready",
+    "tenant_note_progress",
+    "tenant_record_applied",
+    "tenant_record_identity",
+    "tenant_record_isolation_report",
+    "tenant_record_owned",
+    "tenant_record_usage",
+    "tenant_remind_expiry",
+    "tenant_request_isolation_check",
+    "tenant_retry",
+    "team_slug",
+    "tier_reapply",
+    "tier_update",
+    "transition",
+    "identity_is_fresh",
+    "user_deactivate",
+    "user_issue_merged_kubeconfig",
+    "user_recheck",
+    "user_record_idp_session",
+    "user_sync_from_claims",
+    "users_recheck_due",
+    "require_platform_admin",
+    "webhook_deliver",
+    "webhook_endpoint_create",
+    "webhook_endpoint_delete",
+    "webhook_endpoint_rotate_secret",
+    "webhook_endpoint_test",
+    "webhook_endpoint_update",
+    "webhook_endpoint_validate",
+    "webhooks_sweep",
+]

@@ -1,0 +1,238 @@
+"""Lifecycle: the guarded status changes of tenants and requests, and what the worker reports back.
+
+Tenant status moves only through ``transition``, which checks ``TRANSITIONS`` and
+updates with the old status in the WHERE clause, so two workers or two admins can
+never both win; a request is decided only through ``decide``, guarded the same way.
+Nothing else assigns a status.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from tenants import audit, dispatch, notifications
+from tenants.audit import SYSTEM, AuditContext
+from tenants.errors import InvalidTransition
+from tenants.models import Tenant, TenantRequest, TenantStatus, User
+
+S = TenantStatus
+TRANSITIONS: dict[str, set[str]] = {
+    S.REQUESTED: {S.APPROVED, S.REJECTED, S.CANCELLED},
+    S.APPROVED: {S.PROVISIONING, S.FAILED, S.DECOMMISSIONING},
+    S.PROVISIONING: {S.READY, S.FAILED, S.DECOMMISSIONING},
+    S.READY: {S.PROVISIONING, S.DECOMMISSIONING, S.FAILED},
+    S.FAILED: {S.APPROVED, S.DECOMMISSIONING},
+    S.DECOMMISSIONING: {S.DELETED, S.FAILED},
+    S.DELETED: set(),
+    S.REJECTED: set(),
+    S.CANCELLED: set(),
+}
+
+
+def tenant_snapshot(tenant: Tenant) -> dict[str, Any]:
+    """What the audit trail records of a tenant before and after a change."""
+    return {
+        "status": tenant.status,
+        "tier": tenant.tier.name,
+        "expires_at": tenant.expires_at.isoformat() if tenant.expires_at else None,
+        "generation": tenant.generation,
+    }
+
+
+def transition(
+    *,
+    tenant: Tenant,
+    new: str,
+    actor: User | None,
+    action: str,
+    ctx: AuditContext,
+    reason: str = "",
+    extra: dict[str, Any] | None = None,
+) -> Tenant:
+    """Move ``tenant`` to ``new`` if it is still in the status the caller saw; audited in the caller's transaction."""
+    old = tenant.status
+    if new not in TRANSITIONS[old]:
+        raise InvalidTransition(f"A tenant that is {old} cannot become {new}.")
+    before = tenant_snapshot(tenant)
+    now = timezone.now()
+    fields: dict[str, Any] = {"status": new, "status_reason": reason, "status_changed_at": now, **(extra or {})}
+    if new == S.READY:
+        fields["ready_at"] = now
+    if Tenant.objects.filter(pk=tenant.pk, status=old).update(**fields) != 1:
+        raise InvalidTransition(f"The tenant is no longer {old}; someone else acted first.")
+    tenant.refresh_from_db()
+    after = tenant_snapshot(tenant)
+    if reason:
+        after["reason"] = reason
+    audit.record(actor=actor, action=action, obj=tenant, team=tenant.team, before=before, after=after, ctx=ctx)
+    return tenant
+
+
+def decide(
+    *, tenant_request: TenantRequest, new: str, actor: User | None, comment: str, auto: bool = False
+) -> TenantRequest:
+    """Decide a pending request (approve, reject, cancel) unless someone else already did."""
+    updated = TenantRequest.objects.filter(pk=tenant_request.pk, status=TenantRequest.Status.PENDING).update(
+        status=new,
+        decided_by=actor,
+        decided_at=timezone.now(),
+        decision_comment=comment,
+        auto_approved=auto,
+    )
+    tenant_request.refresh_from_db()
+    if updated != 1:
+        raise InvalidTransition(f"This request is already {tenant_request.status}.")
+    return tenant_request
+
+
+def start_decommission(*, tenant: Tenant, actor: User | None, reason: str, ctx: AuditContext) -> Tenant:
+    """Move to decommissioning, cancel what is still pending for the tenant, and send the job."""
+    tenant = transition(
+        tenant=tenant,
+        new=S.DECOMMISSIONING,
+        actor=actor,
+        action="tenant.decommission",
+        reason=reason,
+        ctx=ctx,
+        extra={"decommission_requested_at": tenant.decommission_requested_at or timezone.now()},
+    )
+    for pending in TenantRequest.objects.filter(tenant=tenant, status=TenantRequest.Status.PENDING):
+        decide(
+            tenant_request=pending,
+            new=TenantRequest.Status.CANCELLED,
+            actor=actor,
+            comment="Tenant is being decommissioned.",
+        )
+        audit.record(
+            actor=actor,
+            action="request.cancel",
+            obj=pending,
+            team=tenant.team,
+            before={"status": TenantRequest.Status.PENDING},
+            after={"status": pending.status, "reason": reason},
+            ctx=ctx,
+        )
+        notifications.request_decided(pending)
+    dispatch.enqueue(dispatch.DECOMMISSION, str(tenant.pk))
+    return tenant
+
+
+# --- What the worker reports --------------------------------------------------------------
+
+
+@transaction.atomic
+def tenant_mark_provisioning(*, tenant: Tenant) -> Tenant:
+    return transition(tenant=tenant, new=S.PROVISIONING, actor=None, action="tenant.provisioning", ctx=SYSTEM)
+
+
+@transaction.atomic
+def tenant_mark_ready(*, tenant: Tenant, applied_generation: int) -> Tenant:
+    tenant = transition(
+        tenant=tenant,
+        new=S.READY,
+        actor=None,
+        action="tenant.ready",
+        ctx=SYSTEM,
+        extra={"applied_generation": applied_generation},
+    )
+    notifications.tenant_status(tenant)
+    return tenant
+
+
+@transaction.atomic
+def tenant_mark_failed(*, tenant: Tenant, reason: str) -> Tenant:
+    tenant = transition(tenant=tenant, new=S.FAILED, actor=None, action="tenant.failed", reason=reason, ctx=SYSTEM)
+    notifications.tenant_status(tenant)
+    return tenant
+
+
+@transaction.atomic
+def tenant_mark_deleted(*, tenant: Tenant) -> Tenant:
+    tenant = transition(tenant=tenant, new=S.DELETED, actor=None, action="tenant.deleted", ctx=SYSTEM)
+    notifications.tenant_status(tenant)
+    return tenant
+
+
+@transaction.atomic
+def tenant_record_applied(*, tenant: Tenant, generation: int, repaired: list[str]) -> None:
+    """A ready tenant was re-applied; say what drift was repaired, if any."""
+    Tenant.objects.filter(pk=tenant.pk).update(applied_generation=generation)
+    if repaired:
+        audit.record(
+            actor=None,
+            action="tenant.drift_repaired",
+            obj=tenant,
+            team=tenant.team,
+            after={"repaired": repaired, "generation": generation},
+        )
+        notifications.tenant_drift_repaired(tenant, repaired=repaired, generation=generation)
+
+
+def tenant_record_owned(*, tenant: Tenant, uids: dict[str, str]) -> None:
+    """Remember the UIDs of the top-level objects Berth created for the tenant, as they are right after an apply
+    (decommission deletes only those; one that is no longer wanted, such as a dropped FlowSchema, is forgotten)."""
+    if uids != tenant.owned_uids:
+        Tenant.objects.filter(pk=tenant.pk).update(owned_uids=uids)
+        tenant.owned_uids = uids
+
+
+def tenant_record_identity(*, tenant: Tenant, identity: str) -> bool:
+    """Place the tenant on the physical API server ``identity``; False when another live tenant holds its
+    namespace there (the database's one-namespace-one-tenant constraint)."""
+    if tenant.cluster_identity == identity:
+        return True
+    try:
+        with transaction.atomic():
+            Tenant.objects.filter(pk=tenant.pk).update(cluster_identity=identity)
+    except IntegrityError:
+        return False
+    tenant.cluster_identity = identity
+    return True
+
+
+def tenant_note_progress(*, tenant: Tenant, note: str) -> None:
+    """A visible note on a tenant that keeps its status (e.g. 'waiting for the cluster'); not a transition."""
+    Tenant.objects.filter(pk=tenant.pk, status=tenant.status).update(status_reason=note[:2000])
+
+
+def tenant_record_usage(*, tenant: Tenant, usage: dict[str, Any]) -> None:
+    """Quota usage read back from the cluster: an observation, not a state change, so not audited."""
+    Tenant.objects.filter(pk=tenant.pk).update(quota_usage=usage, quota_usage_at=timezone.now())
+
+
+@transaction.atomic
+def tenant_record_isolation_report(*, tenant: Tenant, report: dict[str, Any]) -> None:
+    Tenant.objects.filter(pk=tenant.pk).update(isolation_report=report, isolation_report_at=timezone.now())
+    failed_checks = [str(c["id"]) for c in report.get("checks", []) if not c.get("passed")]
+    audit.record(
+        actor=None,
+        action="tenant.isolation_checked",
+        obj=tenant,
+        team=tenant.team,
+        after={"passed": report.get("passed"), "failed_checks": failed_checks},
+    )
+    if report.get("passed") is False:
+        notifications.tenant_isolation_failed(tenant, failed_checks=failed_checks)
+
+
+__all__ = [
+    "S",
+    "TRANSITIONS",
+    "decide",
+    "start_decommission",
+    "tenant_mark_deleted",
+    "tenant_mark_failed",
+    "tenant_mark_provisioning",
+    "tenant_mark_ready",
+    "tenant_note_progress",
+    "tenant_record_applied",
+    "tenant_record_identity",
+    "tenant_record_owned",
+    "tenant_record_isolation_report",
+    "tenant_record_usage",
+    "tenant_snapshot",
+    "transition",
+]

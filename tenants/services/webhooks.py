@@ -1,0 +1,376 @@
+"""Webhooks: platform admins register endpoints; the worker delivers each event to them, in order, with retries.
+
+Endpoints are changed only here, each change audited without its secret or its URL's path (a Slack
+webhook's path is a credential): the audit trail shows the URL's origin. Deliveries move only through
+``webhook_deliver``: one attempt at the oldest pending delivery of an endpoint and tenant, under a lock
+for that pair, so a receiver sees one tenant's events in the order they happened; a failed attempt is
+retried with exponential backoff and jitter, and the next delivery of the pair waits until this one is
+delivered or given up. At most ``BERTH_WEBHOOK_MAX_IN_FLIGHT`` attempts run at once in the whole
+installation, so slow receivers can never occupy every worker process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import random
+import time
+import uuid
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from tenants import audit, dispatch
+from tenants.audit import SYSTEM, AuditContext
+from tenants.models import EventType, Team, User, WebhookDelivery, WebhookEndpoint
+from tenants.sealing import seal, unseal
+from tenants.services.permissions import require_platform_admin
+from tenants.webhooks import outbox, payloads, sender, signing, targets
+from tenants.webhooks.targets import TargetRefused
+
+logger = logging.getLogger(__name__)
+Status = WebhookDelivery.Status
+# Advisory lock classes (the two-key form, apart from the worker's per-tenant locks).
+PAIR_LOCK, SLOT_LOCK = 0x4254_0001, 0x4254_0002
+# A pending delivery due this long ago whose task was lost (broker restart) is sent again by the sweep.
+SWEEP_GRACE = dt.timedelta(seconds=60)
+SUBSCRIBABLE = [e for e in EventType.values if e != EventType.PING]
+
+
+# --- Endpoints (platform admins) ----------------------------------------------------------------
+
+
+def webhook_endpoint_validate(
+    *, name: str, url: str, events: list[str], format: str, allow_private_network: bool, secret: str = ""
+) -> str:
+    """ValidationError by field for anything an endpoint cannot be saved with; the URL's origin when all is fine.
+
+    The URL is resolved now and every address checked (the worker checks again before each attempt)."""
+    errors: dict[str, str] = {}
+    if not name.strip():
+        errors["name"] = "Give the endpoint a name."
+    unknown = sorted(set(events) - set(SUBSCRIBABLE))
+    if not events:
+        errors["events"] = "Choose at least one event."
+    elif unknown:
+        errors["events"] = f"Unknown event(s) {', '.join(unknown)}; choose from {', '.join(SUBSCRIBABLE)}."
+    if format not in WebhookEndpoint.Format.values:
+        errors["format"] = f"Choose one of: {', '.join(WebhookEndpoint.Format.values)}."
+    if secret and signing.secret_error(secret):
+        errors["secret"] = signing.secret_error(secret)
+    origin = ""
+    try:
+        origin = targets.check(url, allow_private=allow_private_network).origin
+    except TargetRefused as exc:
+        errors["url"] = str(exc)
+    if errors:
+        raise ValidationError(errors)
+    return origin
+
+
+def _snapshot(endpoint: WebhookEndpoint) -> dict[str, Any]:
+    """What the audit trail records of an endpoint: never its secret, and of its URL only the origin."""
+    return {
+        "name": endpoint.name,
+        "team": endpoint.team.slug if endpoint.team else None,
+        "url": endpoint.url_origin,
+        "format": endpoint.format,
+        "events": list(endpoint.events),
+        "allow_private_network": endpoint.allow_private_network,
+        "is_active": endpoint.is_active,
+    }
+
+
+@transaction.atomic
+def webhook_endpoint_create(
+    *,
+    actor: User,
+    name: str,
+    url: str,
+    events: list[str],
+    team: Team | None = None,
+    format: str = WebhookEndpoint.Format.JSON,
+    allow_private_network: bool = False,
+    secret: str = "",
+    is_active: bool = True,
+    ctx: AuditContext = SYSTEM,
+) -> tuple[WebhookEndpoint, str]:
+    """A new endpoint and its signing secret (generated unless given), which is shown only now."""
+    require_platform_admin(actor=actor, doing="register webhooks")
+    origin = webhook_endpoint_validate(
+        name=name, url=url, events=events, format=format, allow_private_network=allow_private_network, secret=secret
+    )
+    secret = secret or signing.new_secret()
+    endpoint = WebhookEndpoint.objects.create(
+        name=name.strip()[:100],
+        team=team,
+        url_sealed=seal(url),
+        url_origin=origin,
+        format=format,
+        events=sorted(set(events)),
+        secret_sealed=seal(secret),
+        allow_private_network=allow_private_network,
+        is_active=is_active,
+        created_by=actor,
+    )
+    audit.record(actor=actor, action="webhook.create", obj=endpoint, team=team, after=_snapshot(endpoint), ctx=ctx)
+    return endpoint, secret
+
+
+@transaction.atomic
+def webhook_endpoint_update(
+    *,
+    endpoint: WebhookEndpoint,
+    actor: User,
+    name: str,
+    events: list[str],
+    team: Team | None,
+    format: str,
+    allow_private_network: bool,
+    is_active: bool,
+    url: str = "",
+    ctx: AuditContext = SYSTEM,
+) -> WebhookEndpoint:
+    """Change an endpoint; ``url`` empty keeps the current one (which is checked again against the allowance)."""
+    require_platform_admin(actor=actor, doing="change webhooks")
+    before = _snapshot(endpoint)
+    checked_url = url or unseal(endpoint.url_sealed)
+    if checked_url is None:
+        raise ValidationError({"url": "The stored URL cannot be opened (the secrets key changed); enter it again."})
+    origin = webhook_endpoint_validate(
+        name=name, url=checked_url, events=events, format=format, allow_private_network=allow_private_network
+    )
+    endpoint.name, endpoint.team, endpoint.format = name.strip()[:100], team, format
+    endpoint.events = sorted(set(events))
+    endpoint.allow_private_network, endpoint.is_active = allow_private_network, is_active
+    endpoint.url_origin = origin
+    if url:
+        endpoint.url_sealed = seal(url)
+    endpoint.save()
+    after = _snapshot(endpoint)
+    if url:
+        after["url_changed"] = True
+    audit.record(
+        actor=actor, action="webhook.update", obj=endpoint, team=endpoint.team, before=before, after=after, ctx=ctx
+    )
+    return endpoint
+
+
+@transaction.atomic
+def webhook_endpoint_rotate_secret(*, endpoint: WebhookEndpoint, actor: User, ctx: AuditContext = SYSTEM) -> str:
+    """A new signing secret, shown only now; deliveries signed from now on use it."""
+    require_platform_admin(actor=actor, doing="rotate webhook secrets")
+    secret = signing.new_secret()
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(secret_sealed=seal(secret), updated_at=timezone.now())
+    audit.record(actor=actor, action="webhook.rotate_secret", obj=endpoint, team=endpoint.team, ctx=ctx)
+    return secret
+
+
+@transaction.atomic
+def webhook_endpoint_delete(*, endpoint: WebhookEndpoint, actor: User, ctx: AuditContext = SYSTEM) -> None:
+    """Remove an endpoint and its delivery log (disable it instead to keep the log)."""
+    require_platform_admin(actor=actor, doing="delete webhooks")
+    audit.record(
+        actor=actor, action="webhook.delete", obj=endpoint, team=endpoint.team, before=_snapshot(endpoint), ctx=ctx
+    )
+    endpoint.delete()
+
+
+@transaction.atomic
+def webhook_endpoint_test(*, endpoint: WebhookEndpoint, actor: User, ctx: AuditContext = SYSTEM) -> WebhookDelivery:
+    """Send a ``ping`` event to one endpoint, to check the URL, the secret and the receiver."""
+    require_platform_admin(actor=actor, doing="send test webhooks")
+    event = payloads.Event(
+        type=EventType.PING,
+        team=endpoint.team,
+        tenant=None,
+        summary=f"Test event from Berth, sent by {actor.username} to {endpoint.name}",
+        link=settings.BERTH_PUBLIC_URL + "/",
+        link_label="Open Berth",
+        data={"endpoint": endpoint.name, "sent_by": actor.username},
+    )
+    (delivery,) = outbox.publish(event, endpoints=[endpoint])
+    audit.record(actor=actor, action="webhook.test", obj=endpoint, team=endpoint.team, ctx=ctx)
+    return delivery
+
+
+# --- Deliveries (the worker) --------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _try_lock(lock_class: int, key: int) -> Iterator[bool]:
+    """A session-level advisory lock, or False at once when someone else holds it."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_try_advisory_lock(%s, %s)", [lock_class, key])
+        got = bool(cur.fetchone()[0])
+    try:
+        yield got
+    finally:
+        if got:
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_advisory_unlock(%s, %s)", [lock_class, key])
+
+
+@contextlib.contextmanager
+def _in_flight_slot() -> Iterator[bool]:
+    """One of BERTH_WEBHOOK_MAX_IN_FLIGHT slots shared by every worker, or False when all are taken."""
+    with contextlib.ExitStack() as stack:
+        for slot in range(max(settings.BERTH_WEBHOOK_MAX_IN_FLIGHT, 1)):
+            if stack.enter_context(_try_lock(SLOT_LOCK, slot)):
+                yield True
+                return
+        yield False
+
+
+def _pair_key(endpoint_id: int, tenant_id: uuid.UUID | None) -> int:
+    return zlib.crc32(f"{endpoint_id}:{tenant_id}".encode()) - 2**31
+
+
+def _head(endpoint_id: int, tenant_id: uuid.UUID | None) -> WebhookDelivery | None:
+    """The pair's oldest pending delivery: the only one that may be attempted (tenant None: test events)."""
+    pair = Q(tenant__isnull=True) if tenant_id is None else Q(tenant_id=tenant_id)
+    return (
+        WebhookDelivery.objects.filter(pair, endpoint_id=endpoint_id, status=Status.PENDING)
+        .select_related("endpoint")
+        .order_by("sequence", "created_at")
+        .first()
+    )
+
+
+def retry_delay(attempts: int, retry_after: float | None = None) -> float:
+    """Seconds before the next attempt: doubling from BERTH_WEBHOOK_RETRY_SECONDS, capped, half of it jitter;
+    a receiver's Retry-After is honoured up to the cap."""
+    cap = float(settings.BERTH_WEBHOOK_RETRY_MAX_SECONDS)
+    delay = min(cap, settings.BERTH_WEBHOOK_RETRY_SECONDS * 2 ** max(attempts - 1, 0))
+    delay = random.uniform(delay / 2, delay)
+    return max(delay, min(retry_after, cap)) if retry_after else delay
+
+
+def _record(delivery: WebhookDelivery, outcome: sender.Outcome) -> str:
+    attempts = delivery.attempts + 1
+    now = timezone.now()
+    fields: dict[str, Any] = {
+        "attempts": attempts,
+        "response_code": outcome.status_code,
+        "duration_ms": outcome.duration_ms,
+        "last_attempt_at": now,
+        "last_error": outcome.error[:300],
+    }
+    if outcome.delivered:
+        result = "delivered"
+        fields.update(status=Status.DELIVERED, finished_at=now)
+    elif outcome.permanent or attempts >= settings.BERTH_WEBHOOK_MAX_ATTEMPTS:
+        result = "failed"
+        fields.update(status=Status.FAILED, finished_at=now)
+    else:
+        result = "retrying"
+        fields["next_attempt_at"] = now + dt.timedelta(seconds=retry_delay(attempts, outcome.retry_after))
+    WebhookDelivery.objects.filter(pk=delivery.pk, status=Status.PENDING).update(**fields)
+    log = logger.info if outcome.delivered else logger.warning
+    log(
+        "webhook %s %s (sequence %d) to endpoint %d at %s, attempt %d: %s%s",
+        delivery.pk,
+        delivery.event,
+        delivery.sequence,
+        delivery.endpoint_id,
+        delivery.endpoint.url_origin,
+        attempts,
+        result,
+        f" ({outcome.error})" if outcome.error else "",
+    )
+    return result
+
+
+def _attempt(delivery: WebhookDelivery) -> str:
+    endpoint = delivery.endpoint
+    url, secret = unseal(endpoint.url_sealed), unseal(endpoint.secret_sealed)
+    if not endpoint.is_active:
+        return _record(delivery, sender.Outcome(None, "the endpoint is disabled", 0, permanent=True))
+    if url is None or secret is None:
+        reason = "the endpoint's URL or secret cannot be opened (the secrets key changed): save it again"
+        return _record(delivery, sender.Outcome(None, reason, 0, permanent=True))
+    body = payloads.body(delivery.payload)
+    headers = signing.headers(
+        secret=secret,
+        message_id=str(delivery.event_id),
+        timestamp=int(time.time()),
+        body=body,
+        event=delivery.event,
+        delivery_id=str(delivery.pk),
+        sequence=delivery.sequence,
+    )
+    outcome = sender.post(
+        url=url,
+        body=body,
+        headers=headers,
+        allow_private=endpoint.allow_private_network,
+        timeout=settings.BERTH_WEBHOOK_TIMEOUT_SECONDS,
+    )
+    return _record(delivery, outcome)
+
+
+def _send_next(endpoint_id: int, tenant_id: uuid.UUID | None) -> None:
+    """Queue the pair's next delivery for when it is due (after a retry's backoff, or at once)."""
+    head = _head(endpoint_id, tenant_id)
+    if head is not None:
+        countdown = max((head.next_attempt_at - timezone.now()).total_seconds(), 0.0)
+        dispatch.send(dispatch.DELIVER_WEBHOOK, str(head.pk), countdown=countdown)
+
+
+def webhook_deliver(*, delivery_id: str) -> str:
+    """Attempt the oldest pending delivery of ``delivery_id``'s endpoint and tenant, then queue what follows.
+
+    Returns what happened, for logs and tests: delivered, retrying, failed; busy (another worker holds the
+    pair and queues what follows when it is done), waiting (the head's retry is scheduled; a later delivery
+    never hurries it), throttled (every
+    in-flight slot is taken: tried again in a moment), idle or gone.
+    """
+    row = WebhookDelivery.objects.filter(pk=delivery_id).values_list("endpoint_id", "tenant_id").first()
+    if row is None:
+        return "gone"
+    endpoint_id, tenant_id = row
+    with _try_lock(PAIR_LOCK, _pair_key(endpoint_id, tenant_id)) as got:
+        if not got:
+            return "busy"
+        head = _head(endpoint_id, tenant_id)
+        if head is None:
+            return "idle"
+        if head.next_attempt_at > timezone.now():
+            if str(head.pk) == delivery_id:  # the head's own retry, come early (clocks): again when it is due
+                countdown = (head.next_attempt_at - timezone.now()).total_seconds()
+                dispatch.send(dispatch.DELIVER_WEBHOOK, delivery_id, countdown=countdown)
+            return "waiting"
+        with _in_flight_slot() as slot:
+            if slot:
+                result = _attempt(head)
+            else:
+                result = "throttled"
+                later = timezone.now() + dt.timedelta(seconds=random.uniform(0.5, 1.5))
+                WebhookDelivery.objects.filter(pk=head.pk).update(next_attempt_at=later)
+    # After the lock is released: a delivery committed while we held it was refused as "busy" and is ours to send.
+    _send_next(endpoint_id, tenant_id)
+    return result
+
+
+def webhooks_sweep() -> dict[str, int]:
+    """Send again pending deliveries whose task was lost, and drop finished ones past BERTH_WEBHOOK_LOG_DAYS."""
+    now = timezone.now()
+    overdue = (
+        WebhookDelivery.objects.filter(status=Status.PENDING, next_attempt_at__lt=now - SWEEP_GRACE)
+        .order_by("endpoint_id", "tenant_id", "sequence", "created_at")
+        .distinct("endpoint_id", "tenant_id")
+        .values_list("pk", flat=True)
+    )
+    resent = sum(dispatch.send(dispatch.DELIVER_WEBHOOK, str(pk)) for pk in overdue)
+    finished_before = now - dt.timedelta(days=settings.BERTH_WEBHOOK_LOG_DAYS)
+    pruned, _ = WebhookDelivery.objects.filter(
+        status__in=[Status.DELIVERED, Status.FAILED], finished_at__lt=finished_before
+    ).delete()
+    return {"resent": resent, "pruned": pruned}
