@@ -32,6 +32,7 @@ import argparse
 import collections
 import concurrent.futures
 import contextlib
+import datetime as dt
 import math
 import os
 import shutil
@@ -50,6 +51,7 @@ if str(ROOT) not in sys.path:
 
 from devcluster import servers  # noqa: E402  (no Django at import time)
 from devcluster.launcher import ControlPlane  # noqa: E402
+from devcluster.process import celery_worker, wait_for_celery_ready  # noqa: E402
 
 WORKER_CONCURRENCY = 4
 TIER = "medium"  # needs approval (auto_approve=False in the seeded tiers)
@@ -81,9 +83,9 @@ def fmt(value: float, digits: int = 2) -> str:
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    line = "  ".join(h.rjust(w) for h, w in zip(headers, widths))
+    line = "  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))
     out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
+    out += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     return "\n".join(out)
 
 
@@ -153,7 +155,7 @@ def seed(cp: ControlPlane, total_tenants: int) -> dict[str, Any]:
 
 
 class Worker:
-    """`celery -A portal worker` in its own session, logging to a file."""
+    """The bench's Celery worker: devcluster.process.celery_worker, with the bench's options and a log tail."""
 
     def __init__(
         self,
@@ -165,74 +167,35 @@ class Worker:
         heartbeat: bool = False,
     ):
         self.log_path = log_path
-        self.heartbeat = heartbeat
-        self.env = {**os.environ, **env, "PYTHONPATH": str(ROOT), "LOG_LEVEL": "INFO"}
-        self.pool = pool
         self.app = "portal"
+        env = {**os.environ, **env, "PYTHONPATH": str(ROOT), "LOG_LEVEL": "INFO"}
         if hub_tick > 0:  # the celery#6941 workaround, from bench/tick_app.py (no product change)
             self.app = "bench.tick_app"
-            self.env["BERTH_BENCH_HUB_TICK"] = str(hub_tick)
-        self.proc: subprocess.Popen | None = None
+            env["BERTH_BENCH_HUB_TICK"] = str(hub_tick)
+        self.component = celery_worker(
+            log_path,
+            cwd=ROOT,
+            env=env,
+            app=self.app,
+            pool=pool,
+            concurrency=WORKER_CONCURRENCY,
+            node=f"bench-{os.getpid()}@%h",
+            heartbeat=heartbeat,
+        )
 
     def start(self, timeout: float = 60.0) -> Worker:
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                self.app,
-                "worker",
-                f"--pool={self.pool}",
-                f"--concurrency={WORKER_CONCURRENCY}",
-                "--without-gossip",
-                "--without-mingle",
-                *([] if self.heartbeat else ["--without-heartbeat"]),
-                "-l",
-                "INFO",
-                "-n",
-                f"bench-{os.getpid()}@%h",
-            ],
-            cwd=ROOT,
-            env=self.env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + timeout
-        while b"ready." not in self.log_path.read_bytes():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"celery worker exited with {self.proc.returncode}:\n{self.tail()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"celery worker not ready after {timeout:.0f}s:\n{self.tail()}")
-            time.sleep(0.2)
+        self.component.start()
+        wait_for_celery_ready(self.component, timeout)
         return self
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.component.pid is not None and self.component.exited() is None
 
     def tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "(no log)"
+        return self.component.log_tail(lines)
 
     def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.terminate()  # warm shutdown: running tasks finish
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                pass
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # its own group (start_new_session): the worker and any children
-        proc.wait()
-        self._log.close()
+        self.component.stop(grace_seconds=20)  # warm shutdown first: running tasks finish
 
 
 # --- 1. Berth: approve → ready ---------------------------------------------------------------
@@ -264,6 +227,7 @@ def run_berth_batch(ctx: dict, batch: int, n: int, worker: Worker) -> dict:
     t = time.monotonic()
     for req in requests:  # a different user (an approver) decides, as the product requires
         req = services.request_approve(tenant_request=req, actor=ctx["approver"], comment="bench")
+        assert req.decided_at is not None
         decided[str(req.tenant_id)] = req.decided_at
     approve_s = time.monotonic() - t
 
@@ -284,7 +248,10 @@ def run_berth_batch(ctx: dict, batch: int, n: int, worker: Worker) -> dict:
     failed = [r for r in rows if r["status"] == "failed"]
     for r in failed:
         say(f"tenant {r['namespace']} FAILED: {r['status_reason']}")
-    ready = {str(r["pk"]): r for r in rows if r["status"] == "ready"}
+    # When each ready tenant became ready (tenant_mark_ready always sets ready_at).
+    ready: dict[str, dt.datetime] = {
+        str(r["pk"]): r["ready_at"] for r in rows if r["status"] == "ready" and r["ready_at"] is not None
+    }
     started = {
         e["object_id"]: e["at"]
         for e in AuditEvent.objects.filter(action="tenant.provisioning", object_id__in=ids)
@@ -292,13 +259,13 @@ def run_berth_batch(ctx: dict, batch: int, n: int, worker: Worker) -> dict:
         .values("object_id", "at")
     }
     latency, queue, prov = [], [], []
-    for tid, row in ready.items():
-        latency.append((row["ready_at"] - decided[tid]).total_seconds())
+    for tid, ready_at in ready.items():
+        latency.append((ready_at - decided[tid]).total_seconds())
         if tid in started:
             queue.append((started[tid] - decided[tid]).total_seconds())
-            prov.append((row["ready_at"] - started[tid]).total_seconds())
+            prov.append((ready_at - started[tid]).total_seconds())
     first_approve = min(decided.values())
-    last_ready = max((r["ready_at"] for r in ready.values()), default=first_approve)
+    last_ready = max(ready.values(), default=first_approve)
     wall = (last_ready - first_approve).total_seconds()
 
     # Each ready tenant gets an isolation check on the same worker; let it drain so N+1 starts clean.
@@ -344,21 +311,13 @@ def _rename(value: Any, old: str, new: str) -> Any:
     return value
 
 
-def _cluster_facts(k: Any) -> Any:
-    """The live facts the namespace backend renders with (its home moved into worker.backends)."""
-    try:
-        from worker.backends.namespace import cluster_facts
-    except ImportError:
-        from worker.provisioning import cluster_facts
-    return cluster_facts(k)
-
-
 def render_for_kubectl(ctx: dict, tenant_ids: list[str], batch: int, out_dir: Path) -> list[Path]:
     """The same objects the worker applied, moved into a fresh namespace per tenant."""
     from tenants.models import Tenant
     from worker import kube, manifests
+    from worker.backends.namespace import cluster_facts
 
-    facts = _cluster_facts(kube.for_cluster(ctx["cluster"]))
+    facts = cluster_facts(kube.for_cluster(ctx["cluster"]))
     files = []
     tenants = Tenant.objects.select_related("tier", "cluster", "team").filter(pk__in=tenant_ids).order_by("name")
     for i, tenant in enumerate(tenants):
@@ -633,9 +592,10 @@ def main(argv: list[str] | None = None) -> int:
                 run_kubectl_batch(cp, cache_dir, [warm], 1)
                 warm.unlink()
             say(
-                f"N={n}: kubectl apply --server-side baseline ({len(files)} files, {args.kubectl_concurrency} at a time) ..."
+                f"N={n}: kubectl apply --server-side baseline "
+                f"({len(files)} files, {args.kubectl_concurrency} at a time) ..."
             )
-            kres = (
+            kres: dict[str, Any] = (
                 run_kubectl_batch(cp, cache_dir, files, args.kubectl_concurrency)
                 if files
                 else {"latency": [], "wall": math.nan}
@@ -683,7 +643,8 @@ def main(argv: list[str] | None = None) -> int:
         tick = f", event-loop tick {args.hub_tick}s (bench/tick_app.py)" if args.hub_tick > 0 else ""
         tick += ", heartbeat on" if args.with_heartbeat else ", --without-heartbeat"
         print(
-            f"machine: {os.cpu_count()} CPUs; worker: celery {args.pool} x{WORKER_CONCURRENCY}{tick}; tier: {TIER} (approval needed)"
+            f"machine: {os.cpu_count()} CPUs; worker: celery {args.pool} x{WORKER_CONCURRENCY}{tick}; "
+            f"tier: {TIER} (approval needed)"
         )
         print("set-up: " + ", ".join(f"{k} {v:.1f}s" for k, v in setup.items()))
         print()
@@ -746,7 +707,8 @@ def main(argv: list[str] | None = None) -> int:
             print()
         print("4. Quota controller lag: apply ResourceQuota -> status.hard filled (10 samples, 10 ms polling)")
         print(
-            f"   p50 {fmt(p50(lags) * 1000, 0)} ms, p95 {fmt(pct(lags, 95) * 1000, 0)} ms, max {fmt(max(lags, default=math.nan) * 1000, 0)} ms"
+            f"   p50 {fmt(p50(lags) * 1000, 0)} ms, p95 {fmt(pct(lags, 95) * 1000, 0)} ms, "
+            f"max {fmt(max(lags, default=math.nan) * 1000, 0)} ms"
             f" (provisioning polls is_ready every {0.5:.1f}s: worker.kube.wait_until's default interval)"
         )
         print()

@@ -18,7 +18,7 @@ from devcluster import servers
 from devcluster.launcher import ControlPlane, OIDCIssuer
 from devcluster.oidc import API_RESOURCE, DEMO_PORT, KUBECTL_CLIENT_ID, OidcProvider
 from devcluster.pki import CertificateAuthority
-from devcluster.process import Component
+from devcluster.process import Component, celery_worker
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("BERTH_CACHE", Path.home() / ".cache" / "berth")) / "demo"
@@ -87,23 +87,9 @@ def main() -> int:
             "--oidc-issuer",
             provider.issuer,
         )
-        _spawn(
-            stack,
-            env,
-            "worker",
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "portal",
-                "worker",
-                "--pool=prefork",
-                "--concurrency=4",
-                "-l",
-                "INFO",
-            ],
-        )
+        worker = celery_worker(CACHE / "worker.log", cwd=ROOT, env=env)
+        worker.start()
+        stack.callback(worker.stop, grace_seconds=15)
         _spawn(
             stack,
             env,

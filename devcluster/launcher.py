@@ -47,8 +47,13 @@ TARGETS: dict[str, tuple[tuple[str, ...], str]] = {
     "promtool": (("promtool",), "BERTH_DEVCLUSTER_PROMTOOL_BIN"),
 }
 
+# The longest a ServiceAccount token may live on the dev control plane (--service-account-max-token-expiration).
+SERVICE_ACCOUNT_MAX_TOKEN_EXPIRATION = "24h"
 ADMISSION_PLUGINS = (
     "NamespaceLifecycle,LimitRanger,ServiceAccount,ResourceQuota,PodSecurity,PodNodeSelector,"
+    # Merges a namespace's scheduler.alpha.kubernetes.io/defaultTolerations into its pods, as hardened
+    # clusters do; which tolerations a tenant may use is Berth's tolerations guard's job (worker/guards.py).
+    "PodTolerationRestriction,"
     # Harmless without nodes or storage, and they are on in real clusters.
     "NodeRestriction,Priority,DefaultTolerationSeconds,DefaultStorageClass"
 )
@@ -240,7 +245,7 @@ class ControlPlane:
         return {c.name: c.pid for c in self._components if c.pid is not None}
 
     def logs(self) -> dict[str, Path]:
-        return {c.name: c.log_path for c in self._components}
+        return {c.name: c.log_path for c in self._components if c.log_path is not None}
 
     def write_kubeconfig(
         self,
@@ -502,6 +507,10 @@ class ControlPlane:
             f"--service-account-issuer={self.api_url}",
             f"--service-account-key-file={pki('sa.pub')}",
             f"--service-account-signing-key-file={pki('sa.key')}",
+            # No projected token outlives a day, whatever a pod asks for (Berth's guard holds each tier to
+            # less), and the kubelet's tokens are not silently stretched to a year ("extended" tokens).
+            f"--service-account-max-token-expiration={SERVICE_ACCOUNT_MAX_TOKEN_EXPIRATION}",
+            "--service-account-extend-token-expiration=false",
             f"--api-audiences={self.api_url}",
             # Endpoints may not point at loopback; with no Pods nobody needs them anyway.
             "--endpoint-reconciler-type=none",

@@ -239,7 +239,7 @@ class OidcProvider:
         return self.data_dir / "provider.log"
 
     def discovery(self) -> dict[str, Any]:
-        response = requests.get(f"{self.issuer}/.well-known/openid-configuration", verify=self.ca_file, timeout=10)
+        response = requests.get(f"{self.issuer}/.well-known/openid-configuration", verify=str(self.ca_file), timeout=10)
         response.raise_for_status()
         return response.json()
 

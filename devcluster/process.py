@@ -7,6 +7,7 @@ import ctypes
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -146,3 +147,39 @@ class ComponentFailed(RuntimeError):
     @property
     def port_conflict(self) -> bool:
         return "address already in use" in self.log_text
+
+
+def celery_worker(
+    log_path: Path,
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    app: str = "portal",
+    pool: str = "prefork",
+    concurrency: int = 4,
+    node: str | None = None,
+    queues: list[str] | None = None,
+    heartbeat: bool = False,
+) -> Component:
+    """`celery -A <app> worker` as a Component: the one way the demo, the tests and the bench start a worker.
+
+    Gossip and mingle are off (the workers of one deployment need not talk to each other), heartbeats too
+    unless asked for; ``queues`` limits what it consumes (default: every queue the app declares).
+    """
+    argv = [sys.executable, "-m", "celery", "-A", app, "worker", f"--pool={pool}", f"--concurrency={concurrency}"]
+    if queues:
+        argv.append("--queues=" + ",".join(queues))
+    argv += ["--without-gossip", "--without-mingle"]
+    if not heartbeat:
+        argv.append("--without-heartbeat")
+    argv += ["-l", "INFO"]
+    if node:
+        argv += ["-n", node]
+    return Component("celery worker", argv, log_path, cwd=cwd, env=env)
+
+
+def wait_for_celery_ready(worker: Component, timeout: float = 60.0) -> None:
+    """Wait for the worker's "ready." log line (it is consuming); fail fast if it exits."""
+    log_path = worker.log_path
+    assert log_path is not None, "a Celery worker started without a log file cannot be watched"
+    wait_until(lambda: b"ready." in log_path.read_bytes(), timeout=timeout, watched=[worker], what="the celery worker")

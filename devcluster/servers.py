@@ -67,7 +67,7 @@ def postgres_server(root: Path | None = None, port: int | None = None) -> Iterat
     Without ``root`` it lives in a temp dir removed on exit; with one, data persists (the demo).
     """
     keep = root is not None
-    root = Path(root) if keep else Path(tempfile.mkdtemp(prefix="berth-pg-"))
+    root = root if root is not None else Path(tempfile.mkdtemp(prefix="berth-pg-"))
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
     data = root / "data"
     runas = _as_postgres_user()

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import jwt
 import pytest
@@ -23,8 +24,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from kubernetes.client import ApiClient, CoreV1Api, RbacAuthorizationV1Api
 from kubernetes.client.exceptions import ApiException
 
-from devcluster.launcher import ControlPlane, ControlPlaneError, OIDCIssuer
-from tests.plugins.kube import KubectlRunner, read_or_none, wait_for
+from devcluster.launcher import SERVICE_ACCOUNT_MAX_TOKEN_EXPIRATION, ControlPlane, ControlPlaneError, OIDCIssuer
+from tests.plugins.kube import KubectlRunner, manifest, read_or_none, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -40,7 +41,7 @@ def _pinned_kubernetes_version() -> str:
     raise AssertionError("go.mod does not pin k8s.io/kubernetes")
 
 
-def _pod(name: str, *, requests: dict[str, str] | None = None, restricted: bool = False) -> dict:
+def _pod(name: str, *, requests: dict[str, str] | None = None, restricted: bool = False) -> Any:
     container: dict = {"name": "main", "image": PAUSE_IMAGE}
     if requests:
         container["resources"] = {"requests": requests, "limits": requests}
@@ -48,13 +49,14 @@ def _pod(name: str, *, requests: dict[str, str] | None = None, restricted: bool 
     if restricted:
         pod_security = {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}}
         container["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-    return {"metadata": {"name": name}, "spec": {"containers": [container], "securityContext": pod_security}}
+    return manifest({"metadata": {"name": name}, "spec": {"containers": [container], "securityContext": pod_security}})
 
 
 def _refusal(create: Callable[[], object]) -> tuple[int, str]:
     """(HTTP status, the API server's message) of a request that must be refused."""
     with pytest.raises(ApiException) as refused:
         create()
+    assert refused.value.body is not None
     return refused.value.status, json.loads(refused.value.body)["message"]
 
 
@@ -94,7 +96,7 @@ def test_new_namespace_gets_default_serviceaccount_and_root_ca_configmap(
     control_plane: ControlPlane, kube_admin: ApiClient, unique_ns_name: str
 ) -> None:
     core = CoreV1Api(kube_admin)
-    core.create_namespace({"metadata": {"name": unique_ns_name}})
+    core.create_namespace(manifest({"metadata": {"name": unique_ns_name}}))
 
     wait_for(
         lambda: read_or_none(lambda: core.read_namespaced_service_account("default", unique_ns_name)),
@@ -104,6 +106,7 @@ def test_new_namespace_gets_default_serviceaccount_and_root_ca_configmap(
         lambda: read_or_none(lambda: core.read_namespaced_config_map("kube-root-ca.crt", unique_ns_name)),
         what="the kube-root-ca.crt ConfigMap",
     )
+    assert config_map.data is not None
     assert config_map.data["ca.crt"].strip() == control_plane.ca_cert_pem.strip()
 
 
@@ -113,7 +116,7 @@ def test_quota_status_is_computed_and_admission_enforces_it(
     core = CoreV1Api(kube_admin)
     namespace = make_namespace("quota")
     hard = {"requests.cpu": "1", "requests.memory": "1Gi", "limits.cpu": "1", "limits.memory": "1Gi", "pods": "2"}
-    core.create_namespaced_resource_quota(namespace, {"metadata": {"name": "tier"}, "spec": {"hard": hard}})
+    core.create_namespaced_resource_quota(namespace, manifest({"metadata": {"name": "tier"}, "spec": {"hard": hard}}))
 
     quota = wait_for(
         lambda: (q := core.read_namespaced_resource_quota("tier", namespace)).status.hard and q,
@@ -132,7 +135,9 @@ def test_quota_status_is_computed_and_admission_enforces_it(
 
     core.create_namespaced_pod(namespace, _pod("fits", requests={"cpu": "500m", "memory": "64Mi"}))
     wait_for(
-        lambda: core.read_namespaced_resource_quota("tier", namespace).status.used["requests.cpu"] == "500m",
+        lambda: (
+            (core.read_namespaced_resource_quota("tier", namespace).status.used or {}).get("requests.cpu") == "500m"
+        ),
         what="the quota controller to count the admitted Pod",
     )
 
@@ -155,14 +160,18 @@ def test_deleting_a_namespace_with_objects_completes(kube_admin: ApiClient, make
     core, rbac = CoreV1Api(kube_admin), RbacAuthorizationV1Api(kube_admin)
     namespace = make_namespace("doomed")
     for index in range(3):
-        core.create_namespaced_config_map(namespace, {"metadata": {"name": f"cm-{index}"}, "data": {"k": "v"}})
-    core.create_namespaced_service_account(namespace, {"metadata": {"name": "robot"}})
+        core.create_namespaced_config_map(
+            namespace, manifest({"metadata": {"name": f"cm-{index}"}, "data": {"k": "v"}})
+        )
+    core.create_namespaced_service_account(namespace, manifest({"metadata": {"name": "robot"}}))
     rbac.create_namespaced_role(
         namespace,
-        {
-            "metadata": {"name": "reader"},
-            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
-        },
+        manifest(
+            {
+                "metadata": {"name": "reader"},
+                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
+            }
+        ),
     )
 
     core.delete_namespace(namespace)
@@ -187,24 +196,28 @@ def test_serviceaccount_token_is_limited_to_its_roles_namespace(
 ) -> None:
     core, rbac = CoreV1Api(kube_admin), RbacAuthorizationV1Api(kube_admin)
     home, elsewhere = make_namespace("home"), make_namespace("elsewhere")
-    core.create_namespaced_service_account(home, {"metadata": {"name": "deployer"}})
+    core.create_namespaced_service_account(home, manifest({"metadata": {"name": "deployer"}}))
     rbac.create_namespaced_role(
         home,
-        {
-            "metadata": {"name": "configmap-reader"},
-            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}],
-        },
+        manifest(
+            {
+                "metadata": {"name": "configmap-reader"},
+                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}],
+            }
+        ),
     )
     rbac.create_namespaced_role_binding(
         home,
-        {
-            "metadata": {"name": "deployer-reads"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "configmap-reader"},
-            "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": home}],
-        },
+        manifest(
+            {
+                "metadata": {"name": "deployer-reads"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "configmap-reader"},
+                "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": home}],
+            }
+        ),
     )
     token = core.create_namespaced_service_account_token(
-        "deployer", home, {"spec": {"expirationSeconds": 600}}
+        "deployer", home, manifest({"spec": {"expirationSeconds": 600}})
     ).status.token
     config = control_plane.write_kubeconfig(tmp_path / "deployer.kubeconfig", user="deployer", token=token)
     assert "client-key-data" not in config.read_text()
@@ -219,6 +232,56 @@ def test_serviceaccount_token_is_limited_to_its_roles_namespace(
     assert kubectl("get", "configmaps", "-n", home, kubeconfig=config).returncode == 0
     denied = kubectl("get", "configmaps", "-n", elsewhere, kubeconfig=config)
     assert denied.returncode != 0 and "Forbidden" in denied.stderr
+
+
+def test_no_serviceaccount_token_outlives_the_servers_maximum(
+    kube_admin: ApiClient, make_namespace: Callable[..., str]
+) -> None:
+    """A year-long TokenRequest (what a hostile pod's projected volume would ask for) is cut to the maximum."""
+    core = CoreV1Api(kube_admin)
+    namespace = make_namespace("tokens")
+    asked = datetime.datetime.now(datetime.UTC)
+    status = core.create_namespaced_service_account_token(
+        "default", namespace, manifest({"spec": {"expirationSeconds": 365 * 24 * 3600}})
+    ).status
+    assert status.expiration_timestamp is not None
+    lifetime = status.expiration_timestamp - asked
+    assert SERVICE_ACCOUNT_MAX_TOKEN_EXPIRATION == "24h"
+    assert datetime.timedelta(hours=23) < lifetime <= datetime.timedelta(hours=24, minutes=1)
+
+
+def test_namespace_default_tolerations_reach_its_pods_and_its_whitelist_is_enforced(
+    kube_admin: ApiClient, make_namespace: Callable[..., str]
+) -> None:
+    """PodTolerationRestriction is on: defaultTolerations are merged in, tolerationsWhitelist is enforced."""
+    core = CoreV1Api(kube_admin)
+    namespace = make_namespace("tolerations")
+    pool = {"key": "berth.dev/pool", "operator": "Equal", "value": "gold", "effect": "NoSchedule"}
+    node_problems = [
+        {"key": f"node.kubernetes.io/{problem}", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+        for problem in ("not-ready", "unreachable")
+    ]
+    core.patch_namespace(
+        namespace,
+        {
+            "metadata": {
+                "annotations": {
+                    "scheduler.alpha.kubernetes.io/defaultTolerations": json.dumps([pool]),
+                    # DefaultTolerationSeconds adds these two to every pod; a whitelist must allow them.
+                    "scheduler.alpha.kubernetes.io/tolerationsWhitelist": json.dumps([pool, *node_problems]),
+                }
+            }
+        },
+    )
+    admitted = core.create_namespaced_pod(namespace, _pod("pooled"))
+    assert any(t.key == "berth.dev/pool" and t.value == "gold" for t in admitted.spec.tolerations)
+
+    other = {"key": "berth.dev/pool", "operator": "Equal", "value": "platinum", "effect": "NoSchedule"}
+    body = _pod("elsewhere")
+    body["spec"]["tolerations"] = [other]
+    _, message = _refusal(lambda: core.create_namespaced_pod(namespace, body))  # (the plugin answers 500)
+    assert "pod tolerations (possibly merged with namespace default tolerations) conflict" in message
+    assert read_or_none(lambda: core.read_namespaced_pod("elsewhere", namespace)) is None
 
 
 class _OIDCProvider:

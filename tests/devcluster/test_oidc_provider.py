@@ -40,7 +40,7 @@ from tests.plugins.oidc import (
 
 def verify_jwt(provider: OidcProvider, token: str, *, audience: str) -> dict[str, Any]:
     """Check signature (RS256, key from the JWKS), issuer, audience and expiry; return the claims."""
-    jwks = requests.get(provider.discovery()["jwks_uri"], verify=provider.ca_file, timeout=10).json()
+    jwks = requests.get(provider.discovery()["jwks_uri"], verify=str(provider.ca_file), timeout=10).json()
     key = jwt.PyJWKSet.from_dict(jwks)[jwt.get_unverified_header(token)["kid"]]
     return jwt.decode(token, key=key, algorithms=["RS256"], audience=audience, issuer=provider.issuer)
 
@@ -85,7 +85,9 @@ def test_portal_env_names_the_endpoints_the_ca_and_the_portal_client(oidc_provid
 
 
 def test_jwks_publishes_an_rs256_signing_key_and_no_private_parts(oidc_provider: OidcProvider) -> None:
-    keys = requests.get(oidc_provider.discovery()["jwks_uri"], verify=oidc_provider.ca_file, timeout=10).json()["keys"]
+    keys = requests.get(oidc_provider.discovery()["jwks_uri"], verify=str(oidc_provider.ca_file), timeout=10).json()[
+        "keys"
+    ]
 
     assert [(key["kty"], key["alg"], key["use"]) for key in keys] == [("RSA", "RS256", "sig")]
     assert keys[0]["kid"]
@@ -175,7 +177,7 @@ def test_the_code_is_refused_without_the_right_pkce_verifier(oidc_provider: Oidc
 def test_authorization_without_pkce_is_refused(oidc_provider: OidcProvider) -> None:
     response = requests.get(
         oidc_provider.discovery()["authorization_endpoint"],
-        verify=oidc_provider.ca_file,
+        verify=str(oidc_provider.ca_file),
         allow_redirects=False,
         timeout=10,
         params={
@@ -197,7 +199,7 @@ def test_userinfo_returns_the_same_identity_for_the_default_access_token(oidc_pr
 
     response = requests.get(
         oidc_provider.discovery()["userinfo_endpoint"],
-        verify=oidc_provider.ca_file,
+        verify=str(oidc_provider.ca_file),
         timeout=10,
         headers={"Authorization": f"Bearer {tokens['access_token']}"},
     )
@@ -329,7 +331,7 @@ def test_the_portal_callback_is_accepted_on_any_loopback_port_but_nowhere_else(o
     for foreign in ("http://127.0.0.1:8765/elsewhere/", "http://evil.example/oidc/callback/"):
         response = requests.get(
             oidc_provider.discovery()["authorization_endpoint"],
-            verify=oidc_provider.ca_file,
+            verify=str(oidc_provider.ca_file),
             allow_redirects=False,
             timeout=10,
             params={
@@ -404,6 +406,7 @@ def test_a_provider_started_with_given_tls_stops_without_leaving_its_process(tmp
     cert_pem, key_pem = ca.issue_serving_cert(["127.0.0.1", "localhost"])
     with OidcProvider(cert_pem=cert_pem, key_pem=key_pem, ca_cert_pem=ca.cert_pem, data_dir=tmp_path) as provider:
         pid = provider.pid
+        assert pid is not None
         assert provider.ca_file.read_text() == ca.cert_pem
         assert provider.discovery()["issuer"] == provider.issuer
 

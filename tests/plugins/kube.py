@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import kubernetes
 import pytest
@@ -24,6 +25,8 @@ from kubernetes.client import ApiClient, CoreV1Api, V1Namespace, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
 from devcluster.launcher import ControlPlane, find_bin_dir
+
+T = TypeVar("T")
 
 CLUSTER_FIXTURES = {"control_plane", "kube_admin", "kubectl", "unique_ns_name", "make_ns_name", "make_namespace"}
 
@@ -58,7 +61,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         session.config.stash[_BIN_DIR] = error
 
 
-def wait_for(check: Callable[[], object], *, timeout: float = 30.0, what: str, interval: float = 0.25) -> object:
+def manifest(body: dict[str, Any]) -> Any:
+    """A plain-dict request body for the kubernetes client, which sends dicts as they are.
+
+    (Its annotations name only its model classes, V1Namespace and the like.)
+    """
+    return body
+
+
+def wait_for(check: Callable[[], T | None], *, timeout: float = 30.0, what: str, interval: float = 0.25) -> T:
     """Poll until `check()` returns something truthy and return it; fail the test at the deadline."""
     deadline = time.monotonic() + timeout
     while True:
@@ -70,7 +81,7 @@ def wait_for(check: Callable[[], object], *, timeout: float = 30.0, what: str, i
         time.sleep(interval)
 
 
-def read_or_none(read: Callable[[], object]) -> object | None:
+def read_or_none(read: Callable[[], T]) -> T | None:
     """The object, or None while it does not exist (404)."""
     try:
         return read()

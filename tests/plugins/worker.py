@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +15,8 @@ import yaml
 from django.conf import settings
 from rest_framework.test import APIClient
 
-from devcluster.process import Component, wait_until
+from devcluster import process
+from devcluster.process import Component
 from tenants.models import Cluster, Tenant
 from tests.plugins.kube import wait_for
 
@@ -41,36 +41,17 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[Component]:
     """
     OUTPUT.mkdir(exist_ok=True)
     log = OUTPUT / "celery-worker.log"
-    worker = Component(
-        "celery worker",
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "portal",
-            "worker",
-            "--pool=prefork",
-            "--concurrency=4",
-            # Every queue the settings declare, the events queue (webhook deliveries) included.
-            "--queues=" + ",".join(queue.name for queue in settings.CELERY_TASK_QUEUES),
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "-l",
-            "INFO",
-            "-n",
-            f"test-{os.getpid()}@%h",
-        ],
+    worker = process.celery_worker(
         log,
         cwd=ROOT,
         env=django_process_env(),
+        # Every queue the settings declare, the events queue (webhook deliveries) included.
+        queues=[queue.name for queue in settings.CELERY_TASK_QUEUES],
+        node=f"test-{os.getpid()}@%h",
     )
     worker.start()
     try:
-        wait_until(
-            lambda: b"ready." in log.read_bytes(), timeout=60, watched=[worker], what="the celery worker to be ready"
-        )
+        process.wait_for_celery_ready(worker)
         yield worker
     finally:
         worker.stop(grace_seconds=20)
