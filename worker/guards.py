@@ -41,8 +41,14 @@ API_VERSION = "admissionregistration.k8s.io/v1"
 # The token the ServiceAccount admission plugin mounts into every pod asks for this lifetime.
 INJECTED_TOKEN_SECONDS = 3607
 INJECTED_TOKEN_VOLUME = "kube-api-access-"
-# Tolerations the DefaultTolerationSeconds admission plugin adds to every pod.
-DEFAULT_TOLERATION_KEYS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+# Tolerations admission plugins add on their own, by key and effect: DefaultTolerationSeconds gives every pod the
+# first two, PodTolerationRestriction gives pods that are not BestEffort the third. None reaches a tier's pool.
+DEFAULT_TOLERATIONS = (
+    ("node.kubernetes.io/not-ready", "NoExecute"),
+    ("node.kubernetes.io/unreachable", "NoExecute"),
+    ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+)
+_DEFAULT_TOLERATION_ENTRIES = [f"{key}:{effect}" for key, effect in DEFAULT_TOLERATIONS]
 
 
 @dataclass(frozen=True)
@@ -184,7 +190,7 @@ GUARDS: tuple[Guard, ...] = (
         (
             (
                 "!has(object.spec.tolerations) || object.spec.tolerations.all(t, has(t.key) && t.key != '' && ("
-                f"(t.key in {list(DEFAULT_TOLERATION_KEYS)} && has(t.effect) && t.effect == 'NoExecute') || "
+                f"(has(t.effect) && t.key + ':' + t.effect in {_DEFAULT_TOLERATION_ENTRIES}) || "
                 f"{_TOLERATION} in variables.allowed))",
                 "Pods may tolerate only their tier's own node pool taints (the namespace's "
                 f"{TOLERATIONS_ANNOTATION} annotation).",
