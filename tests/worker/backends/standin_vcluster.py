@@ -4,7 +4,7 @@ These machines cannot run vcluster's syncer pods, so each stand-in does, at the 
 Berth talks to, what the real thing does, and a second real dev control plane
 (``virtual_plane``) plays the virtual API server:
 
-- ``tests/virtual/fake_helm/helm`` (first on PATH in tests) plays the helm binary: it records
+- ``tests/worker/backends/fake_helm/helm`` (first on PATH in tests) plays the helm binary: it records
   its arguments and applies what the chart's templates would create (the control plane
   StatefulSet and Services, the release's storage Secret), or removes them on uninstall.
 - ``VClusterStandIn`` plays, in a background thread polling the host, the parts that come
@@ -29,9 +29,9 @@ import kubernetes
 import yaml
 from kubernetes import client
 
-from tests.virtual.conftest import PollingStandIn, write_kubeconfig_secret
+from tests.worker.backends.conftest import PollingStandIn, write_kubeconfig_secret
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FAKE_HELM_DIR = Path(__file__).resolve().parent / "fake_helm"
 HELM_RECORDS = ROOT / "test-output" / "fake-helm"
 FINALIZER = "standin.berth.test/cleanup"

@@ -23,7 +23,7 @@ CRDS = Path(__file__).parent / "crds"
 
 def pytest_configure(config: pytest.Config) -> None:
     """The fake helm goes first on PATH before any test runs: the test Celery worker inherits PATH when it starts."""
-    from tests.virtual.standin_vcluster import put_fake_helm_first_on_path
+    from tests.worker.backends.standin_vcluster import put_fake_helm_first_on_path
 
     put_fake_helm_first_on_path()
 
@@ -55,7 +55,7 @@ def write_kubeconfig_secret(api: client.ApiClient, *, namespace: str, name: str,
 
 
 def install_crds(api: client.ApiClient, *names: str) -> None:
-    """Minimal CRDs written for the tests (tests/virtual/crds/<name>.yaml), applied server-side and waited for."""
+    """Minimal CRDs written for the tests (tests/worker/backends/crds/<name>.yaml), applied server-side and waited for."""
     ext = client.ApiextensionsV1Api(api)
     for name in names:
         for doc in yaml.safe_load_all((CRDS / f"{name}.yaml").read_text()):

@@ -1,6 +1,6 @@
 """HyperShift tenants end to end: services → a real Celery worker → the host → the HyperShift stand-in → the virtual API server.
 
-The stand-in (tests/virtual/standin_adapters.py) plays the HyperShift operator; everything Berth does is real.
+The stand-in (tests/worker/backends/standin_adapters.py) plays the HyperShift operator; everything Berth does is real.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from tenants.audit import AuditContext
 from tenants.models import TenantRequest
 from tests.plugins.kube import read_or_none, wait_for
 from tests.plugins.worker import fetch_kubeconfig, wait_status
-from tests.virtual.conftest import install_crds
-from tests.virtual.standin_adapters import (
+from tests.worker.backends.conftest import install_crds
+from tests.worker.backends.standin_adapters import (
     HOSTED_CLUSTER,
     NODE_POOL,
     HyperShiftStandIn,

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from tenants.models import KIND_NOTES, Tenant, TenantKind
 from tests.plugins.kube import read_or_none
-from tests.virtual.standin_adapters import approved, register_cluster
+from tests.worker.backends.standin_adapters import approved, register_cluster
 from worker import provisioning
 from worker.backends import preview_yaml
 

@@ -1,6 +1,6 @@
 """VirtualCluster (CAPN) tenants end to end: services → a real Celery worker → the host → the vc-manager stand-in → the virtual API server.
 
-The stand-in (tests/virtual/standin_adapters.py) plays vc-manager; everything Berth does is real. Access is
+The stand-in (tests/worker/backends/standin_adapters.py) plays vc-manager; everything Berth does is real. Access is
 asserted with the handed-back kubeconfig itself.
 """
 
@@ -16,8 +16,8 @@ from tenants.audit import AuditContext
 from tenants.models import AuditEvent
 from tests.plugins.kube import read_or_none, wait_for
 from tests.plugins.worker import fetch_kubeconfig, wait_status
-from tests.virtual.conftest import install_crds
-from tests.virtual.standin_adapters import (
+from tests.worker.backends.conftest import install_crds
+from tests.worker.backends.standin_adapters import (
     CLUSTER_VERSION,
     VIRTUAL_CLUSTER,
     VirtualClusterStandIn,

@@ -1,7 +1,7 @@
 """kcp tenants end to end: services → a real Celery worker → the "kcp server" → the workspace stand-in → the workspace's API server.
 
 The registered cluster plays the kcp server holding the parent workspace (the Workspace CRD installed on
-the dev control plane, cluster-scoped); the stand-in (tests/virtual/standin_adapters.py) plays kcp's
+the dev control plane, cluster-scoped); the stand-in (tests/worker/backends/standin_adapters.py) plays kcp's
 workspace controllers and makes the virtual plane the new workspace. Everything Berth does is real.
 """
 
@@ -20,8 +20,8 @@ from tenants.audit import AuditContext
 from tenants.models import KIND_NOTES, TenantKind
 from tests.plugins.kube import read_or_none, wait_for
 from tests.plugins.worker import fetch_kubeconfig, wait_status
-from tests.virtual.conftest import install_crds
-from tests.virtual.standin_adapters import (
+from tests.worker.backends.conftest import install_crds
+from tests.worker.backends.standin_adapters import (
     WORKSPACE,
     KcpStandIn,
     approved,

@@ -1,7 +1,7 @@
 """vcluster tenants end to end, for each installer: services → Redis → a real Celery worker → the dev control plane.
 
 The host is ``control_plane``; a second real control plane (``virtual_plane``) is the virtual API server. What
-vcluster, Flux and Cluster API would do is played by the stand-ins in tests/virtual/standin_vcluster.py
+vcluster, Flux and Cluster API would do is played by the stand-ins in tests/worker/backends/standin_vcluster.py
 (and the fake helm first on PATH); everything Berth does runs for real: render, install, wait, read the
 admin kubeconfig Secret, create the tenant's ServiceAccount inside, issue a token. Every assertion about
 access is made with the handed-back kubeconfig itself.
@@ -25,8 +25,8 @@ from tenants.audit import AuditContext
 from tenants.models import AuditEvent, Cluster, Tenant, TenantRequest
 from tests.plugins.kube import read_or_none, wait_for
 from tests.plugins.worker import OUTPUT, fetch_kubeconfig, wait_status
-from tests.virtual.conftest import install_crds
-from tests.virtual.standin_vcluster import VClusterStandIn, helm_calls
+from tests.worker.backends.conftest import install_crds
+from tests.worker.backends.standin_vcluster import VClusterStandIn, helm_calls
 from worker import provisioning
 from worker.vcluster_values import DEFAULT_CHART_VERSION
 

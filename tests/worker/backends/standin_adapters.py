@@ -23,7 +23,7 @@ from kubernetes import client
 from devcluster.launcher import ControlPlane
 from tenants import services
 from tenants.models import Cluster, Tenant, TenantRequest
-from tests.virtual.conftest import PollingStandIn, admin_kubeconfig_dict, write_kubeconfig_secret
+from tests.worker.backends.conftest import PollingStandIn, admin_kubeconfig_dict, write_kubeconfig_secret
 
 FINALIZER = "standin.berth.test/cleanup"
 MERGE_PATCH = "application/merge-patch+json"
