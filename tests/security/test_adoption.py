@@ -90,7 +90,7 @@ def test_a_replaced_namespace_is_neither_reconciled_nor_deleted(
     # Reconcile: the name is Berth's tenant's, the labels say so, the UID does not.
     from worker import provisioning
 
-    assert provisioning.provision(str(tenant.pk)) == "failed"
+    assert provisioning.provision(str(tenant.pk)).outcome == "failed"
     tenant.refresh_from_db()
     assert tenant.status == "failed" and "replaced by an object Berth did not create" in tenant.status_reason
     assert core.read_namespace(tenant.namespace).metadata.uid == uid

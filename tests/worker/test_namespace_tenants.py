@@ -17,7 +17,7 @@ from tenants import services
 from tenants.audit import AuditContext
 from tenants.models import AuditEvent, Tenant, TenantRequest
 from tests.plugins.kube import read_or_none, wait_for
-from tests.plugins.worker import fetch_kubeconfig, wait_status
+from tests.plugins.worker import fetch_kubeconfig, provision_until_settled, wait_status
 from worker import provisioning
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pytest.mark.worker]
@@ -233,13 +233,13 @@ def test_reconcile_restores_a_deleted_network_policy_and_audits_it(
     net.delete_namespaced_network_policy("berth-default-deny", tenant.namespace)
     core = client.CoreV1Api(kube_admin)
     core.patch_namespaced_resource_quota("berth-quota", tenant.namespace, {"spec": {"hard": {"pods": "9999"}}})
-    assert provisioning.provision(str(tenant.pk)) == "repaired"
+    assert provisioning.provision(str(tenant.pk)).outcome == "repaired"
     assert read_or_none(lambda: net.read_namespaced_network_policy("berth-default-deny", tenant.namespace)) is not None
     assert core.read_namespaced_resource_quota("berth-quota", tenant.namespace).spec.hard["pods"] == "100"
     event = AuditEvent.objects.get(action="tenant.drift_repaired", object_id=str(tenant.pk))
     assert "NetworkPolicy/berth-default-deny was missing" in event.after["repaired"]
     assert "ResourceQuota/berth-quota was changed" in event.after["repaired"]
-    assert provisioning.provision(str(tenant.pk)) == "in sync"
+    assert provisioning.provision(str(tenant.pk)).outcome == "in sync"
 
 
 def test_tier_change_updates_the_quota(celery_worker, live_cluster, kube_admin, alice, carol, team_a, small, medium):
@@ -335,7 +335,7 @@ def test_two_workers_racing_on_one_tenant_provision_it_once(live_cluster, alice,
     def work():
         try:
             barrier.wait()
-            results.append(provisioning.provision(str(tenant.pk)))
+            results.append(provision_until_settled(str(tenant.pk)).outcome)
         finally:
             connections.close_all()
 

@@ -12,6 +12,7 @@ from devcluster.oidc import KUBECTL_CLIENT_ID
 from tenants import services
 from tenants.models import Cluster, Membership, Team, TenantRequest, User
 from tests.plugins.oidc import redeem, sign_in
+from tests.plugins.worker import provision_until_settled
 from worker import provisioning
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster]
@@ -61,7 +62,7 @@ def test_a_team_members_id_token_acts_in_its_namespace_and_nowhere_else(
     req = services.request_submit(
         actor=owner, action=TenantRequest.Action.CREATE, team=payments, tier=small, cluster=oidc_cluster, name="shop"
     )
-    assert provisioning.provision(str(req.tenant_id)) == "ready"
+    assert provision_until_settled(str(req.tenant_id)).outcome == "ready"
     tenant = req.tenant
     tenant.refresh_from_db()
 

@@ -75,7 +75,7 @@ def test_bad_settings_fail_the_tenant_with_a_readable_reason_and_create_nothing(
 ):
     cluster = register_cluster(control_plane, kind=kind, config=config, tiers=[small, medium, large])
     tenant = approved(kind=kind, alice=alice, carol=carol, team=team_a, tier=medium, cluster=cluster)
-    assert provisioning.provision(str(tenant.pk)) == "failed"
+    assert provisioning.provision(str(tenant.pk)).outcome == "failed"
     tenant.refresh_from_db()
     assert tenant.status == "failed"
     assert tenant.status_reason == f"Cluster {cluster.name}: {reason}."

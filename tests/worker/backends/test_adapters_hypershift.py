@@ -186,7 +186,7 @@ def test_a_hosted_cluster_someone_else_made_in_the_shared_namespace_is_never_ado
         name="payroll",
     )
     # Someone else's HostedCluster: valid as Berth's would be, but without Berth's labels and with their secret.
-    foreign = hypershift.hosted_cluster(req.tenant, medium, hypershift.HyperShiftSettings.of(hypershift_cluster))
+    foreign = hypershift.hosted_cluster(req.tenant, medium, hypershift.HyperShiftSettings.parse(hypershift_cluster))
     foreign["metadata"].pop("labels")
     foreign["spec"]["pullSecret"] = {"name": "theirs"}
     custom = client.CustomObjectsApi(kube_admin)

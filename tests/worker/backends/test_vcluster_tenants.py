@@ -250,7 +250,7 @@ def test_helm_installed_vcluster_works_end_to_end_and_its_admin_kubeconfig_never
 
     # The worker's whole path once more in this process, to see every log line it writes.
     caplog.set_level(logging.DEBUG)
-    assert provisioning.provision(str(tenant.pk)) == "in sync"
+    assert provisioning.provision(str(tenant.pk)).outcome == "in sync"
     # The chart's own quota (the tier's limits again) survives Berth's pruning of its own objects.
     assert (
         client.CoreV1Api(kube_admin).read_namespaced_resource_quota("vc-web", tenant.namespace).spec.hard["limits.cpu"]
