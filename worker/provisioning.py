@@ -64,10 +64,15 @@ class Progress:
         return f"{self.outcome}: {self.reason}" if self.reason else str(self.outcome)
 
 
+def lock_key(tenant_id: str) -> int:
+    """The tenant's PostgreSQL advisory lock key."""
+    return zlib.crc32(f"berth-tenant:{tenant_id}".encode()) - 2**31
+
+
 @contextlib.contextmanager
 def tenant_lock(tenant_id: str) -> Iterator[bool]:
     """A session-level advisory lock; released on exit or when the worker's connection dies."""
-    key = zlib.crc32(f"berth-tenant:{tenant_id}".encode()) - 2**31
+    key = lock_key(tenant_id)
     with connection.cursor() as cur:
         cur.execute("SELECT pg_try_advisory_lock(%s)", [key])
         row = cur.fetchone()

@@ -3,6 +3,8 @@ ID token (signed in as kubectl would, through kubelogin's public client) acts in
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import yaml
 from rest_framework.test import APIClient
@@ -19,7 +21,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster]
 
 
 @pytest.fixture
-def oidc_cluster(control_plane, oidc_provider, small, medium, large) -> Cluster:
+def oidc_cluster(control_plane, oidc_provider, small, medium, large) -> Iterator[Cluster]:
     control_plane.set_oidc_issuers(
         [OIDCIssuer(url=oidc_provider.issuer, audience=KUBECTL_CLIENT_ID, ca_pem=oidc_provider.ca_cert_pem)]
     )
@@ -105,4 +107,5 @@ def test_a_team_members_id_token_acts_in_its_namespace_and_nowhere_else(
     )
 
     report = provisioning.isolation_report(str(tenant.pk))
+    assert report is not None
     assert report["passed"], [c for c in report["checks"] if not c["passed"]]

@@ -86,4 +86,4 @@ def test_a_job_for_a_tenant_another_worker_holds_is_retried_not_dropped(approved
 
     monkeypatch.setattr(provisioning, "decommission", lambda tenant_id: provisioning.Progress(Outcome.LOCKED))
     with pytest.raises(Retry):
-        tasks.decommission_tenant.apply(args=[str(approved.pk)], throw=True)
+        tasks.decommission_tenant.apply(args=(str(approved.pk),), throw=True)

@@ -11,6 +11,7 @@ import base64
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -39,12 +40,20 @@ def admin_kubeconfig_dict(plane: ControlPlane) -> dict:
     return yaml.safe_load(Path(plane.kubeconfig_path).read_text())
 
 
-def write_kubeconfig_secret(api: client.ApiClient, *, namespace: str, name: str, key: str, kubeconfig: dict) -> None:
+def as_object(found: object) -> dict[str, Any]:
+    """A custom object as the client returns it (typed ``object``): a dict."""
+    assert isinstance(found, dict), found
+    return found
+
+
+def write_kubeconfig_secret(
+    api: client.ApiClient, *, namespace: str, name: str, key: str, kubeconfig: dict[str, Any]
+) -> None:
     """What the operator does when the control plane is up: its admin kubeconfig in a Secret on the host."""
-    body = {
-        "metadata": {"name": name, "namespace": namespace},
-        "data": {key: base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()},
-    }
+    body = client.V1Secret(
+        metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+        data={key: base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()},
+    )
     core = client.CoreV1Api(api)
     try:
         core.create_namespaced_secret(namespace, body)

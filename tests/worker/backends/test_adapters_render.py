@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import base64
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from tests.fixtures import seeded_tier
+from tests.worker.fake_kube import FakeKube
 from worker.backends import capn, hypershift, kcp
 from worker.backends.capn import CapnSettings
 from worker.backends.hypershift import HyperShiftSettings
@@ -55,20 +57,17 @@ def _misconfigured(fn, *words: str) -> str:
     return _refused(fn, *words, error=ClusterConfigError)
 
 
-def _assert_berths(obj: dict) -> None:
+def _assert_berths(obj: dict[str, Any]) -> None:
     labels = obj["metadata"]["labels"]
     assert labels["app.kubernetes.io/managed-by"] == "berth"
     assert labels["berth.dev/tenant-id"] == TENANT_ID
 
 
-class FakeHost:
-    """Answers ``get`` from a dict, like a cluster holding exactly these objects."""
-
-    def __init__(self, objects: dict):
-        self.objects = objects
-
-    def get(self, kind: str, name: str, *, namespace: str | None = None):
-        return self.objects.get((kind, namespace, name))
+def _host_with(objects: dict[tuple[str, str, str], dict[str, Any]]) -> FakeKube:
+    """A cluster holding exactly these objects, by (kind, namespace, name)."""
+    host = FakeKube()
+    host.objects.update(objects)
+    return host
 
 
 # --- VirtualCluster (CAPN) -------------------------------------------------------------------------
@@ -135,7 +134,7 @@ def test_endpoint_template_fills_in_the_tenant_and_where_vc_manager_runs_it():
 def test_virtual_cluster_in_error_fails_the_tenant_with_vc_managers_reason():
     tier = seeded_tier("small")
     tenant = _tenant(_cluster("virtualcluster", {"cluster_version": "cv"}), tier)
-    host = FakeHost(
+    host = _host_with(
         {
             ("VirtualCluster", "dev-web", "web"): {
                 "status": {
@@ -266,7 +265,7 @@ def test_hypershift_conditions_decide_between_waiting_and_failing():
     hs = HyperShiftSettings.parse(tenant.cluster)
 
     def host(*conditions):
-        return FakeHost(
+        return _host_with(
             {
                 ("HostedCluster", "dev-web", "web"): {
                     "status": {"conditions": [{"type": t, "status": s, "message": m} for t, s, m in conditions]}

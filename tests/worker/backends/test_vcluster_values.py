@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from types import SimpleNamespace
+from typing import Any
 
 import jsonschema
 import pytest
 import yaml
 
+from tenants.models import Tier
 from tests.fixtures import seeded_tier
 from worker.backends import vcluster
 from worker.cluster_settings import ClusterConfigError
@@ -53,7 +55,7 @@ def _tenant(tier, cluster) -> SimpleNamespace:
     )
 
 
-def _values(tier_name: str = "medium", **settings) -> tuple[dict, SimpleNamespace]:
+def _values(tier_name: str = "medium", **settings) -> tuple[dict[str, Any], Tier]:
     tier = seeded_tier(tier_name)
     cluster = _cluster(**settings)
     tenant = _tenant(tier, cluster)
