@@ -66,7 +66,7 @@ def test_approved_medium_tenant_becomes_ready_with_every_object(
     assert hard["services.nodeports"] == "0"
     assert hard["services.loadbalancers"] == "1"
     priority = core.read_namespaced_resource_quota("berth-priority-classes", tenant.namespace)
-    assert set(priority.spec.scope_selector.match_expressions[0].values or []) >= {
+    assert set((priority.spec.scope_selector.match_expressions or [])[0].values or []) >= {
         "system-cluster-critical",
         "system-node-critical",
     }

@@ -64,7 +64,8 @@ def write_kubeconfig_secret(
 
 
 def install_crds(api: client.ApiClient, *names: str) -> None:
-    """Minimal CRDs written for the tests (tests/worker/backends/crds/<name>.yaml), applied server-side and waited for."""
+    """Minimal CRDs written for the tests (tests/worker/backends/crds/<name>.yaml), applied server-side and waited
+    for."""
     ext = client.ApiextensionsV1Api(api)
     for name in names:
         for doc in yaml.safe_load_all((CRDS / f"{name}.yaml").read_text()):

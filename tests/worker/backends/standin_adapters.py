@@ -49,7 +49,8 @@ def now() -> str:
 
 
 class OperatorStandIn(PollingStandIn):
-    """The reconcile loop every stand-in shares: finalizer in, ``reconcile`` until done, ``cleanup`` and finalizer out."""
+    """The reconcile loop every stand-in shares: finalizer in, ``reconcile`` until done, ``cleanup`` and finalizer
+    out."""
 
     resources: tuple[Resource, ...] = ()
 
@@ -145,7 +146,8 @@ class OperatorStandIn(PollingStandIn):
 
 
 class VirtualClusterStandIn(OperatorStandIn):
-    """vc-manager: a VirtualCluster gets a control plane in its own namespace, the Secret admin-kubeconfig there, phase Running.
+    """vc-manager: a VirtualCluster gets a control plane in its own namespace, the Secret admin-kubeconfig there,
+    phase Running.
 
     ``advertised_server`` is the server vc-manager writes into the kubeconfig: by default the virtual plane's
     URL; pass an in-cluster address (e.g. "https://apiserver-svc.{cluster_namespace}:6443") to prove the
@@ -228,7 +230,8 @@ class VirtualClusterStandIn(OperatorStandIn):
 
 
 class HyperShiftStandIn(OperatorStandIn):
-    """The HyperShift operator: a HostedCluster becomes Available with "<name>-admin-kubeconfig"; NodePools report their replicas.
+    """The HyperShift operator: a HostedCluster becomes Available with "<name>-admin-kubeconfig"; NodePools report
+    their replicas.
 
     Like HyperShift it refuses to go on (ValidConfiguration False) while the referenced pull secret is missing.
     """
@@ -355,7 +358,8 @@ class KcpStandIn(OperatorStandIn):
 
 
 def register_cluster(control_plane: ControlPlane, *, kind: str, config: dict, tiers: list) -> Cluster:
-    """A registered Cluster on the dev control plane offering ``kind``; the unique prefix keeps each test's objects apart."""
+    """A registered Cluster on the dev control plane offering ``kind``; the unique prefix keeps each test's objects
+    apart."""
     prefix = f"a{secrets.token_hex(2)}-"
     cluster = Cluster.objects.create(
         name=f"{kind}-{prefix[:-1]}",
@@ -397,6 +401,13 @@ def approved(*, kind: str, alice: Any, carol: Any, team: Any, tier: Any, cluster
     return tenant
 
 
+def existing_object(api: client.ApiClient, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
+    """The custom object, which must exist."""
+    found = custom_object(api, res, name, namespace)
+    assert found is not None, f"{res.plural}/{name} does not exist"
+    return found
+
+
 def custom_object(
     api: client.ApiClient, res: Resource, name: str, namespace: str | None = None
 ) -> dict[str, Any] | None:
@@ -415,7 +426,8 @@ def custom_object(
 def assert_admin_inside_and_refused_by_host(
     kubectl: Any, path: str, *, virtual: ControlPlane, host: ControlPlane, tag: str
 ) -> None:
-    """The handed-back kubeconfig is cluster-admin on the virtual API server, and its token means nothing to the host."""
+    """The handed-back kubeconfig is cluster-admin on the virtual API server, and its token means nothing to the
+    host."""
     assert kubectl("auth", "can-i", "*", "*", kubeconfig=path).stdout.strip() == "yes"
     made = kubectl("create", "configmap", tag, "-n", "default", "--from-literal=made-by=tenant", kubeconfig=path)
     assert made.returncode == 0, made.stderr

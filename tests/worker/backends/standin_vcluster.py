@@ -313,7 +313,8 @@ def virtual_admin_kubeconfig(virtual_kubeconfig_path: Path, server: str) -> dict
 
 
 class VClusterStandIn(PollingStandIn):
-    """One tenant's vcluster coming up and going away, for ``installer`` helm, flux or capi (see the module docstring)."""
+    """One tenant's vcluster coming up and going away, for ``installer`` helm, flux or capi (see the module
+    docstring)."""
 
     HELM_RELEASE = ("helm.toolkit.fluxcd.io", "v2", "helmreleases")
     HELM_REPOSITORY = ("source.toolkit.fluxcd.io", "v1", "helmrepositories")

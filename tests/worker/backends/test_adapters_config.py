@@ -1,4 +1,5 @@
-"""Adapter kinds as the portal sees them: offered only where enabled, previewed for approvers, refused with a reason when misconfigured."""
+"""Adapter kinds as the portal sees them: offered only where enabled, previewed for approvers, refused with a
+reason when misconfigured."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def test_a_kind_the_cluster_does_not_offer_is_a_field_error(cluster, alice, team
         (
             "virtualcluster",
             {"cluster_version": "cv", "endpoint_template": "http://{namespace}.vc.example.test"},
-            "virtual_config.virtualcluster.endpoint_template 'http://{namespace}.vc.example.test' must be an https:// URL",
+            "virtual_config.virtualcluster.endpoint_template 'http://{namespace}.vc.example.test' "
+            "must be an https:// URL",
         ),
         (
             "hypershift",

@@ -1,4 +1,5 @@
-"""The adapters' pure parts: settings validation and the VirtualCluster, HostedCluster, NodePool and Workspace renderers."""
+"""The adapters' pure parts: settings validation and the VirtualCluster, HostedCluster, NodePool and Workspace
+renderers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""vcluster chart values as a pure function of tenant, tier and cluster, checked against the pinned chart line's schema."""
+"""vcluster chart values as a pure function of tenant, tier and cluster, checked against the pinned chart line's
+schema."""
 
 from __future__ import annotations
 
