@@ -25,7 +25,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pyte
 def _create_namespace_with_a_secret(kube_admin, name: str, labels: dict[str, str] | None = None) -> str:
     core = client.CoreV1Api(kube_admin)
     ns = core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels or {})))
-    core.create_namespaced_secret(name, {"metadata": {"name": "payroll"}, "stringData": {"iban": "DE00 1234"}})
+    core.create_namespaced_secret(
+        name, client.V1Secret(metadata=client.V1ObjectMeta(name="payroll"), string_data={"iban": "DE00 1234"})
+    )
     return str(ns.metadata.uid)
 
 
@@ -36,7 +38,7 @@ def _untouched(kube_admin, name: str, uid: str) -> None:
     assert (
         "berth.dev/tenant-id" not in (ns.metadata.labels or {}) or ns.metadata.labels.get("berth.dev/team") != "team-a"
     )
-    assert core.read_namespaced_secret("payroll", name).data["iban"]
+    assert (core.read_namespaced_secret("payroll", name).data or {})["iban"]
     assert read_or_none(lambda: rbac.read_namespaced_role("berth-tenant", name)) is None
     assert read_or_none(lambda: core.read_namespaced_resource_quota("berth-quota", name)) is None
 
@@ -99,7 +101,7 @@ def test_a_replaced_namespace_is_neither_reconciled_nor_deleted(
     wait_status(tenant, "deleted")
     ns = core.read_namespace(tenant.namespace)
     assert ns.metadata.uid == uid and ns.metadata.deletion_timestamp is None
-    assert core.read_namespaced_secret("payroll", tenant.namespace).data["iban"]
+    assert (core.read_namespaced_secret("payroll", tenant.namespace).data or {})["iban"]
 
 
 @pytest.fixture
@@ -142,8 +144,6 @@ def test_two_records_of_one_api_server_cannot_give_one_namespace_to_two_teams(
     services.request_approve(tenant_request=req, actor=carol)
     bobs = wait_status(req.tenant, "failed")
     assert "already held by another Berth tenant" in bobs.status_reason
-    ns = client.CoreV1Api(kube_admin).read_namespace(alices.namespace)
-    assert (
-        ns.metadata.labels["berth.dev/tenant-id"] == str(alices.pk) and ns.metadata.labels["berth.dev/team"] == "team-a"
-    )
+    labels = client.CoreV1Api(kube_admin).read_namespace(alices.namespace).metadata.labels or {}
+    assert labels["berth.dev/tenant-id"] == str(alices.pk) and labels["berth.dev/team"] == "team-a"
     assert Tenant.objects.get(pk=alices.pk).status == "ready"
