@@ -246,6 +246,9 @@ CELERY_BEAT_SCHEDULE = {
 }
 # Approved or working tenants untouched for this long are re-sent by the sweep.
 BERTH_STUCK_AFTER_SECONDS = env.int("BERTH_STUCK_AFTER_SECONDS", default=90)
+# A tenant not ready (or not deleted) this long after provisioning (or decommissioning) started is marked
+# failed with the reason; until then the worker looks again every few seconds, never waiting in between.
+BERTH_PROVISION_TIMEOUT_SECONDS = env.int("BERTH_PROVISION_TIMEOUT_SECONDS", default=900)
 
 # --- Cache -----------------------------------------------------------------
 # Shared by every web and worker process (throttles and sign-in failure counts must hold across gunicorn

@@ -40,7 +40,7 @@ def kubeconfig(grants: Sequence[KubeconfigGrant]) -> str:
         )
         how = "OIDC sign-in via kubelogin" if access.expires == "oidc" else f"token expires {access.expires}"
         comments.append(f"# {name}: {role} access, {how}")
-    config = {
+    config: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Config",
         "preferences": {},

@@ -15,6 +15,7 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import yaml
 from django.conf import settings
@@ -57,7 +58,12 @@ def _last_words(stderr: str) -> str:
 
 
 def run(
-    args: list[str], *, kubeconfig: dict | None, values: dict | None = None, what: str, timeout: float = TIMEOUT_SECONDS
+    args: list[str],
+    *,
+    kubeconfig: dict[str, Any] | None,
+    values: dict[str, Any] | None = None,
+    what: str,
+    timeout: float = TIMEOUT_SECONDS,
 ) -> subprocess.CompletedProcess[str]:
     """``helm <args>`` against the cluster in ``kubeconfig`` (None: helm's in-cluster identity); raises on failure."""
     binary = settings.BERTH_HELM_BINARY
@@ -90,9 +96,17 @@ def run(
 
 
 def upgrade_install(
-    *, release: str, namespace: str, repo: str, chart: str, version: str, values: dict, kubeconfig: dict | None
+    *,
+    release: str,
+    namespace: str,
+    repo: str,
+    chart: str,
+    version: str,
+    values: dict[str, Any],
+    kubeconfig: dict[str, Any] | None,
 ) -> None:
-    """Install or upgrade ``release`` from ``repo`` (an https chart repository or an oci:// registry path), pinned to ``version``."""
+    """Install or upgrade ``release`` from ``repo`` (an https chart repository or an oci:// registry path),
+    pinned to ``version``."""
     source = [f"{repo}/{chart}"] if repo.startswith("oci://") else [chart, "--repo", repo]
     run(
         [
@@ -113,7 +127,7 @@ def upgrade_install(
     )
 
 
-def uninstall(*, release: str, namespace: str, kubeconfig: dict | None) -> bool:
+def uninstall(*, release: str, namespace: str, kubeconfig: dict[str, Any] | None) -> bool:
     """Uninstall ``release``; False when there was no such release."""
     try:
         run(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TypeVar
 from tenants.errors import ClusterUnavailable
 from tenants.hooks import ClusterLookup, KubeconfigGrant
 from worker import backends, credentials, kube
+from worker.cluster_settings import ClusterConfigError
 from worker.kube import KubeError
 
 if TYPE_CHECKING:
@@ -21,10 +22,11 @@ LOOKUP_TIMEOUT_SECONDS = 3.0
 
 
 def _reaching_the_cluster(call: Callable[[], T]) -> T:
-    """Kubernetes trouble reaches the portal as ClusterUnavailable, with the server's message."""
+    """Kubernetes trouble (or a cluster record the kind cannot use) reaches the portal as ClusterUnavailable, with
+    the message."""
     try:
         return call()
-    except KubeError as exc:
+    except (KubeError, ClusterConfigError) as exc:
         raise ClusterUnavailable(str(exc)) from None
 
 

@@ -7,6 +7,7 @@ quota) and RBAC decide, nothing is persisted.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +40,7 @@ def _refused(action: Callable[[], Any], what: str) -> tuple[bool, str]:
     return False, f"{what} was ALLOWED"
 
 
-def _pod(namespace: str, name: str, **spec_extra: Any) -> dict:
+def _pod(namespace: str, name: str, **spec_extra: Any) -> dict[str, Any]:
     container = {"name": "c", "image": PAUSE_IMAGE, **spec_extra.pop("container", {})}
     return {
         "apiVersion": "v1",
@@ -49,7 +50,7 @@ def _pod(namespace: str, name: str, **spec_extra: Any) -> dict:
     }
 
 
-def _restricted_container() -> dict:
+def _restricted_container() -> dict[str, Any]:
     return {
         "securityContext": {
             "allowPrivilegeEscalation": False,
@@ -94,7 +95,8 @@ def blocks_cluster_resources(k: Kube, t: Any) -> tuple[bool, str]:
 
 def blocks_other_namespaces(k: Kube, t: Any) -> tuple[bool, str]:
     results = [
-        _refused(lambda ns=ns: k.list("ConfigMap", namespace=ns), f"reading {ns}") for ns in ("kube-system", "default")
+        _refused(functools.partial(k.list, "ConfigMap", namespace=ns), f"reading {ns}")
+        for ns in ("kube-system", "default")
     ]
     results.append(
         _refused(lambda: k.create(_pod("default", "berth-probe"), dry_run=True), "creating a pod in 'default'")
@@ -352,7 +354,7 @@ def blocks_other_pools(k: Kube, t: Any) -> tuple[bool, str]:
     results = []
     for what, toleration in probes:
         pod = _probe_pod(t, "berth-probe-pool", tolerations=[toleration])
-        results.append(_refused(lambda pod=pod: k.create(pod, dry_run=True), f"a pod tolerating {what}"))
+        results.append(_refused(functools.partial(k.create, pod, dry_run=True), f"a pod tolerating {what}"))
     detail = "; ".join(d for _, d in results) + (f" (own pool: {', '.join(sorted(own))})" if own else "")
     return all(ok for ok, _ in results), detail
 
@@ -452,7 +454,7 @@ VIRTUAL_CHECKS = [
 ]
 
 
-def report(client: Kube, tenant: Any, checks: list[Check]) -> dict:
+def report(client: Kube, tenant: Any, checks: list[Check]) -> dict[str, Any]:
     """Run ``checks`` as ``client`` (the tenant's own identity) and say what passed."""
     results = []
     for check in checks:

@@ -1,8 +1,9 @@
 """The one module that talks to Kubernetes (and the only importer of ``kubernetes``).
 
 A few idempotent verbs over plain dicts: ``apply`` (server-side apply, field
-manager ``berth``), ``get``, ``list``, ``delete``, ``wait_until``,
-``request_token``. ``ApiException`` becomes ``KubeTransientError`` (429, 5xx,
+manager ``berth``), ``get``, ``list``, ``delete``, ``request_token``; none of
+them waits for anything (a caller that finds the cluster not ready yet comes
+back later). ``ApiException`` becomes ``KubeTransientError`` (429, 5xx,
 connection trouble: retry later) or ``KubePermanentError`` (other 4xx, with
 the server's message: a person must act).
 """
@@ -13,9 +14,9 @@ import copy
 import json
 import os
 import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import urllib3
@@ -25,10 +26,15 @@ from kubernetes.client.rest import ApiException
 from kubernetes.utils.quantity import parse_quantity
 
 FIELD_MANAGER = "berth"
+# A Kubernetes object or kubeconfig as plain JSON-like data.
+Manifest = dict[str, Any]
+# The kubernetes client has no type hints: these are typed where Berth calls them.
+_parse_quantity: Callable[[str], Decimal] = parse_quantity
+_kube_config: Any = config
 
 
 class KubeError(Exception):
-    def __init__(self, message: str, *, status: int | None = None, reason: str = ""):
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
@@ -138,16 +144,16 @@ def _translate(exc: Exception, what: str) -> KubeError:
 class Kube:
     """Verbs against one API server with one identity."""
 
-    def __init__(self, api_client: client.ApiClient, *, server: str):
-        self._api = api_client
+    def __init__(self, api_client: client.ApiClient, *, server: str) -> None:
+        self._api: Any = api_client
         self.server = server
         self.requests = 0  # API requests made; the benchmark reads it
 
     # --- construction ---------------------------------------------------------------
     @classmethod
-    def from_kubeconfig_dict(cls, kubeconfig: dict, *, timeout: float = 15.0) -> Kube:
+    def from_kubeconfig_dict(cls, kubeconfig: Manifest, *, timeout: float = 15.0) -> Kube:
         cfg = client.Configuration()
-        loader = config.kube_config.KubeConfigLoader(config_dict=kubeconfig)
+        loader = _kube_config.kube_config.KubeConfigLoader(config_dict=kubeconfig)
         loader.load_and_set(cfg)
         return cls._build(cfg, timeout)
 
@@ -191,7 +197,7 @@ class Kube:
     def bearer(self) -> str:
         """The bearer token this client sends, or '' for certificate clients."""
         value = (self._api.configuration.api_key or {}).get("authorization", "")
-        return value.removeprefix("Bearer ").strip()
+        return str(value).removeprefix("Bearer ").strip()
 
     def impersonating(self, *, user: str, group: str) -> Kube:
         """This identity impersonating ``user`` in ``group`` (needs impersonate rights, e.g. cluster admin)."""
@@ -215,10 +221,10 @@ class Kube:
         path: str,
         *,
         body: Any = None,
-        query: list | None = None,
+        query: list[tuple[str, str]] | None = None,
         content_type: str = "application/json",
         what: str = "",
-    ) -> dict | None:
+    ) -> Manifest | None:
         self.requests += 1
         what = what or f"{method} {path}"
         headers = {"Accept": "application/json", "Content-Type": content_type}
@@ -239,10 +245,11 @@ class Kube:
             raise _from_status(resp.status, resp.data, resp.reason, what)
         if not resp.data or "json" not in (resp.getheader("Content-Type") or ""):
             return None  # e.g. /readyz answers a plain-text "ok"
-        return json.loads(resp.data)
+        data: Manifest = json.loads(resp.data)
+        return data
 
     # --- verbs -------------------------------------------------------------------------
-    def apply(self, objs: Iterable[dict], *, dry_run: bool = False) -> list[dict]:
+    def apply(self, objs: Iterable[Manifest], *, dry_run: bool = False) -> list[Manifest | None]:
         """Server-side apply each object (idempotent); returns what the server holds."""
         results = []
         for obj in objs:
@@ -262,7 +269,7 @@ class Kube:
             )
         return results
 
-    def create(self, obj: dict, *, dry_run: bool = False) -> dict:
+    def create(self, obj: Manifest, *, dry_run: bool = False) -> Manifest | None:
         meta = obj["metadata"]
         query = [("dryRun", "All")] if dry_run else []
         return self._call(
@@ -273,7 +280,9 @@ class Kube:
             what=f"create {obj['kind']}/{meta.get('name', meta.get('generateName', ''))}",
         )
 
-    def patch(self, kind: str, name: str, patch: dict, *, namespace: str | None = None, dry_run: bool = False) -> dict:
+    def patch(
+        self, kind: str, name: str, patch: Manifest, *, namespace: str | None = None, dry_run: bool = False
+    ) -> Manifest | None:
         query = [("dryRun", "All")] if dry_run else []
         return self._call(
             "PATCH",
@@ -284,7 +293,7 @@ class Kube:
             what=f"patch {kind}/{name}",
         )
 
-    def get(self, kind: str, name: str, *, namespace: str | None = None) -> dict | None:
+    def get(self, kind: str, name: str, *, namespace: str | None = None) -> Manifest | None:
         try:
             return self._call("GET", _path(kind, name, namespace), what=f"get {kind}/{name}")
         except KubePermanentError as exc:
@@ -292,7 +301,7 @@ class Kube:
                 return None
             raise
 
-    def list(self, kind: str, *, namespace: str | None = None, label_selector: str = "") -> list[dict]:
+    def list(self, kind: str, *, namespace: str | None = None, label_selector: str = "") -> list[Manifest]:
         query = [("labelSelector", label_selector)] if label_selector else []
         data = self._call("GET", _path(kind, None, namespace), query=query, what=f"list {kind}")
         return list((data or {}).get("items") or [])
@@ -315,12 +324,12 @@ class Kube:
         return True
 
     def request_token(
-        self, *, namespace: str, service_account: str, lifetime_seconds: int, audiences: list[str] | None = None
+        self, *, namespace: str, service_account: str, lifetime_seconds: int, audiences: Sequence[str] | None = None
     ) -> tuple[str, str]:
         """A TokenRequest token bound to the ServiceAccount: (token, expiration timestamp)."""
         spec: dict[str, Any] = {"expirationSeconds": int(lifetime_seconds)}
         if audiences:
-            spec["audiences"] = audiences
+            spec["audiences"] = [*audiences]
         data = self._call(
             "POST",
             _path("ServiceAccount", service_account, namespace, "token"),
@@ -328,7 +337,7 @@ class Kube:
             what=f"token for {namespace}/{service_account}",
         )
         status = (data or {}).get("status") or {}
-        return status["token"], status.get("expirationTimestamp", "")
+        return str(status["token"]), str(status.get("expirationTimestamp", ""))
 
     def can_i(self, *, verb: str, resource: str, group: str = "", namespace: str = "", subresource: str = "") -> bool:
         """A SelfSubjectAccessReview for this client's own identity."""
@@ -374,22 +383,10 @@ def same_value(want: Any, have: Any) -> bool:
         return True
     if isinstance(want, str) and isinstance(have, str):
         try:
-            return parse_quantity(want) == parse_quantity(have)
+            return _parse_quantity(want) == _parse_quantity(have)
         except ValueError:
             return False
     return False
-
-
-def wait_until(check: Callable[[], Any], *, timeout: float, interval: float = 0.5, what: str = "condition") -> Any:
-    """Poll ``check`` until it returns something truthy; KubeTransientError on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise KubeTransientError(f"Timed out after {timeout:.0f}s waiting for {what}.")
-        time.sleep(interval)
 
 
 def _b64(text: str) -> str:
@@ -400,24 +397,30 @@ def _b64(text: str) -> str:
 
 # --- Per-cluster admin clients --------------------------------------------------------
 
-_clients: dict[tuple, Kube] = {}
+_clients: dict[tuple[Any, ...], Kube] = {}
 _lock = threading.Lock()
 
 
-def load_credential(credential_ref: str) -> dict:
+def load_credential(credential_ref: str) -> Manifest:
     """The kubeconfig a cluster's credential reference points at; never stored in the database."""
     scheme, _, rest = credential_ref.partition(":")
     if scheme == "kubeconfig":
         with open(rest) as fh:
-            return yaml.safe_load(fh)
+            return _kubeconfig(yaml.safe_load(fh), credential_ref)
     if scheme == "env":
         value = os.environ.get(rest, "")
         if not value:
             raise KubePermanentError(f"Environment variable {rest} (the cluster's credential) is empty.")
-        return yaml.safe_load(value)
+        return _kubeconfig(yaml.safe_load(value), credential_ref)
     if scheme == "incluster":
         raise KubePermanentError("In-cluster credentials are resolved by for_cluster.")
     raise KubePermanentError(f"Unknown credential reference scheme {scheme!r}: use kubeconfig:, env: or incluster.")
+
+
+def _kubeconfig(loaded: object, credential_ref: str) -> Manifest:
+    if not isinstance(loaded, dict):
+        raise KubePermanentError(f"The cluster's credential {credential_ref} is not a kubeconfig.")
+    return loaded
 
 
 def for_cluster(cluster: Any) -> Kube:
@@ -435,7 +438,7 @@ def for_cluster(cluster: Any) -> Kube:
         if kube is None:
             if ref == "incluster":
                 cfg = client.Configuration()
-                config.load_incluster_config(client_configuration=cfg)
+                _kube_config.load_incluster_config(client_configuration=cfg)
                 kube = Kube._build(cfg, 15.0)
             else:
                 kube = Kube.from_kubeconfig_dict(load_credential(ref))

@@ -37,7 +37,7 @@ class ClusterFacts:
 
     storage_classes: tuple[str, ...] = ()
     priority_classes: tuple[str, ...] = SYSTEM_PRIORITY_CLASSES
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,9 @@ def labels(tenant: Any, tier: Any) -> dict[str, str]:
     }
 
 
-def _meta(name: str, tenant: Any, tier: Any, *, namespaced: bool = True, extra_labels: dict | None = None) -> dict:
+def _meta(
+    name: str, tenant: Any, tier: Any, *, namespaced: bool = True, extra_labels: dict[str, Any] | None = None
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "labels": {**labels(tenant, tier), **(extra_labels or {})}}
     if namespaced:
         meta["namespace"] = tenant.namespace
@@ -132,7 +134,7 @@ def toleration_entries(tolerations: list[dict[str, Any]]) -> set[str]:
     return entries
 
 
-def namespace(tenant: Any, tier: Any) -> dict:
+def namespace(tenant: Any, tier: Any) -> dict[str, Any]:
     level = tier.pod_security_level
     extra = {
         "pod-security.kubernetes.io/enforce": level,
@@ -155,7 +157,7 @@ def namespace(tenant: Any, tier: Any) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
 
-def resource_quotas(tenant: Any, tier: Any, facts: ClusterFacts) -> list[dict]:
+def resource_quotas(tenant: Any, tier: Any, facts: ClusterFacts) -> list[dict[str, Any]]:
     hard = {
         "requests.cpu": _millis(tier.cpu_request_millis),
         "limits.cpu": _millis(tier.cpu_limit_millis),
@@ -205,7 +207,7 @@ def resource_quotas(tenant: Any, tier: Any, facts: ClusterFacts) -> list[dict]:
     return quotas
 
 
-def limit_range(tenant: Any, tier: Any) -> dict:
+def limit_range(tenant: Any, tier: Any) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "LimitRange",
@@ -229,8 +231,8 @@ def limit_range(tenant: Any, tier: Any) -> dict:
     }
 
 
-def network_policies(tenant: Any, tier: Any, cluster: Any) -> list[dict]:
-    def policy(name: str, spec: dict) -> dict:
+def network_policies(tenant: Any, tier: Any, cluster: Any) -> list[dict[str, Any]]:
+    def policy(name: str, spec: dict[str, Any]) -> dict[str, Any]:
         return {
             "apiVersion": "networking.k8s.io/v1",
             "kind": "NetworkPolicy",
@@ -290,7 +292,7 @@ def network_policies(tenant: Any, tier: Any, cluster: Any) -> list[dict]:
     return policies
 
 
-def tenant_role(tenant: Any, tier: Any) -> dict:
+def tenant_role(tenant: Any, tier: Any) -> dict[str, Any]:
     """Admin-like inside the namespace, but quotas, limits, policies and RBAC are read-only.
 
     No escalate, bind or impersonate; no ServiceAccount token minting (credentials stay short-lived
@@ -355,7 +357,7 @@ def tenant_role(tenant: Any, tier: Any) -> dict:
     }
 
 
-def viewer_role(tenant: Any, tier: Any) -> dict:
+def viewer_role(tenant: Any, tier: Any) -> dict[str, Any]:
     """Read-only, and no Secrets."""
     rules = [
         {
@@ -388,7 +390,7 @@ def viewer_role(tenant: Any, tier: Any) -> dict:
     }
 
 
-def _binding(name: str, role: str, subjects: list[dict], tenant: Any, tier: Any) -> dict:
+def _binding(name: str, role: str, subjects: list[dict[str, Any]], tenant: Any, tier: Any) -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
@@ -418,11 +420,14 @@ def oidc_groups(tenant: Any, cluster: Any) -> tuple[list[str], list[str]]:
     return [f"{prefix}{group}", f"{prefix}{group}:owner"], [f"{prefix}{group}:viewer"]
 
 
-def access(tenant: Any, tier: Any, cluster: Any) -> list[dict]:
+def access(tenant: Any, tier: Any, cluster: Any) -> list[dict[str, Any]]:
     objs = [tenant_role(tenant, tier), viewer_role(tenant, tier)]
     if cluster.access_mode == "oidc":
         writers, viewers = oidc_groups(tenant, cluster)
-        group = lambda name: {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": name}  # noqa: E731
+
+        def group(name: str) -> dict[str, Any]:
+            return {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": name}
+
         objs += [
             _binding(TENANT_ROLE, TENANT_ROLE, [group(g) for g in writers], tenant, tier),
             _binding(VIEWER_ROLE, VIEWER_ROLE, [group(g) for g in viewers], tenant, tier),
@@ -449,7 +454,7 @@ def flow_schema_name(tenant: Any) -> str:
     return f"berth-{tenant.namespace}"[:253]
 
 
-def flow_schema(tenant: Any, tier: Any, cluster: Any) -> dict | None:
+def flow_schema(tenant: Any, tier: Any, cluster: Any) -> dict[str, Any] | None:
     """API Priority and Fairness: the tenant's identities go to the tier's priority level."""
     if not tier.api_fairness:
         return None
@@ -496,7 +501,7 @@ def namespace_tenant(
     *,
     team_access: bool = True,
     grants: Iterable[NamespaceGrant] = (),
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Every object of a namespace tenant, the Namespace first and Berth's own grants next.
 
     ``team_access=False`` leaves out the team's Roles, ServiceAccounts, bindings and FlowSchema: the
@@ -519,5 +524,5 @@ def namespace_tenant(
     return objs
 
 
-def to_yaml(objs: list[dict]) -> str:
+def to_yaml(objs: list[dict[str, Any]]) -> str:
     return yaml.safe_dump_all(objs, sort_keys=False, default_flow_style=False)

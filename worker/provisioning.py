@@ -3,36 +3,80 @@
 Every entry point is idempotent and takes a per-tenant PostgreSQL advisory
 lock, so two workers (or a redelivered message) never provision one tenant at
 the same time; whoever does not get the lock leaves the job to the holder.
+Nothing here waits for a cluster: ``provision`` and ``decommission`` do what
+can be done now and return ``Progress``; "not yet" carries when to look again,
+and the Celery task re-queues itself for then.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
 
+from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from tenants import dispatch, services
 from tenants.errors import InvalidTransition
 from tenants.models import Tenant, TenantStatus
 from worker import isolation, kube, ownership
 from worker.backends import backend_for
+from worker.backends.base import Backend, NotReadyYet
+from worker.cluster_settings import ClusterConfigError
 from worker.kube import KubePermanentError, KubeTransientError
 
 logger = logging.getLogger(__name__)
 S = TenantStatus
-READY_TIMEOUT = 60.0
+# How soon to look again at a tenant that is not ready (or not gone) yet: soon at first, then less often.
+POLL_MIN_SECONDS = 2.0
+POLL_MAX_SECONDS = 30.0
+
+
+class Outcome(StrEnum):
+    READY = "ready"
+    NOT_YET = "not yet"
+    FAILED = "failed"
+    REPAIRED = "repaired"
+    IN_SYNC = "in sync"
+    DELETED = "deleted"
+    LOCKED = "locked"  # another worker holds the tenant
+    GONE = "gone"  # no such tenant
+    RACED = "raced"  # someone moved the tenant first
+    SKIPPED = "skipped"  # nothing to do in the tenant's status
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What one provisioning step achieved; ``requeue_after`` (seconds) is set when the job must come back."""
+
+    outcome: Outcome
+    reason: str = ""
+    requeue_after: float | None = None
+
+    def __str__(self) -> str:
+        return f"{self.outcome}: {self.reason}" if self.reason else str(self.outcome)
+
+
+def lock_key(tenant_id: str) -> int:
+    """The tenant's PostgreSQL advisory lock key."""
+    return zlib.crc32(f"berth-tenant:{tenant_id}".encode()) - 2**31
 
 
 @contextlib.contextmanager
 def tenant_lock(tenant_id: str) -> Iterator[bool]:
     """A session-level advisory lock; released on exit or when the worker's connection dies."""
-    key = zlib.crc32(f"berth-tenant:{tenant_id}".encode()) - 2**31
+    key = lock_key(tenant_id)
     with connection.cursor() as cur:
         cur.execute("SELECT pg_try_advisory_lock(%s)", [key])
-        got = cur.fetchone()[0]
+        row = cur.fetchone()
+    got = bool(row and row[0])
     try:
         yield got
     finally:
@@ -45,60 +89,104 @@ def _load(tenant_id: str) -> Tenant | None:
     return Tenant.objects.select_related("tier", "cluster", "team").filter(pk=tenant_id).first()
 
 
+def _waited(tenant: Tenant) -> dt.timedelta:
+    """How long the tenant has been in its status (provisioning, decommissioning)."""
+    return timezone.now() - tenant.status_changed_at
+
+
+def _come_back(tenant: Tenant, *, doing: str, note: str) -> Progress:
+    """Not there yet: fail the tenant once it has been at it too long, else say when to look again."""
+    waited = _waited(tenant)
+    limit = int(settings.BERTH_PROVISION_TIMEOUT_SECONDS)
+    if waited.total_seconds() >= limit:
+        return _fail(tenant, f"Not {doing} after {_minutes(limit)}: {note}")
+    services.tenant_note_progress(tenant=tenant, note=note)
+    poll = min(POLL_MAX_SECONDS, max(POLL_MIN_SECONDS, waited.total_seconds() / 4))
+    return Progress(Outcome.NOT_YET, reason=note, requeue_after=poll)
+
+
+def _minutes(seconds: int) -> str:
+    minutes = max(1, round(seconds / 60))
+    return f"{minutes} minute{'s' if minutes != 1 else ''}"
+
+
+def _fail(tenant: Tenant, reason: str) -> Progress:
+    services.tenant_mark_failed(tenant=tenant, reason=reason)
+    return Progress(Outcome.FAILED, reason=reason)
+
+
 # --- Entry points used by the tasks -------------------------------------------------------
 
 
-def provision(tenant_id: str) -> str:
-    """Bring the cluster in line with the tenant; returns what happened (for logs and tests)."""
+def provision(tenant_id: str) -> Progress:
+    """Bring the cluster in line with the tenant, as far as it goes now; says what happened and whether to come
+    back."""
     with tenant_lock(tenant_id) as got:
         if not got:
-            return "locked"
+            return Progress(Outcome.LOCKED)
         tenant = _load(tenant_id)
         if tenant is None:
-            return "gone"
+            return Progress(Outcome.GONE)
         if tenant.status == S.APPROVED:
             try:
                 tenant = services.tenant_mark_provisioning(tenant=tenant)
             except InvalidTransition:
-                return "raced"
+                return Progress(Outcome.RACED)
         if tenant.status not in (S.PROVISIONING, S.READY):
-            return f"skipped ({tenant.status})"
-        generation = tenant.generation
+            return Progress(Outcome.SKIPPED, reason=str(tenant.status))
+        return _provision(tenant)
+
+
+def _provision(tenant: Tenant) -> Progress:
+    generation = tenant.generation
+    try:
         backend = backend_for(tenant)
-        try:
-            k = kube.for_cluster(tenant.cluster)
-            _place_on_physical_cluster(tenant, k)
-            tops = backend.top_level(tenant)
-            ownership.claim(k, tenant, tops)  # Berth never adopts: before anything is applied
-            repaired = backend.apply(tenant, k, detect_drift=tenant.status == S.READY)
-            services.tenant_record_owned(tenant=tenant, uids=ownership.uids(k, tops))
-            kube.wait_until(
-                lambda: backend.is_ready(tenant, k),
-                timeout=READY_TIMEOUT,
-                what=f"namespace {tenant.namespace} to be ready",
-            )
-        except KubeTransientError as exc:
-            services.tenant_note_progress(tenant=tenant, note=f"Waiting for the cluster: {exc}")
-            raise
-        except ownership.ForeignObject as exc:
-            # Someone else's object under the tenant's name: nothing was changed, and nothing will be.
-            services.tenant_mark_failed(tenant=tenant, reason=str(exc))
-            return "failed"
-        except KubePermanentError as exc:
-            if tenant.status == S.PROVISIONING:
-                services.tenant_mark_failed(tenant=tenant, reason=str(exc))
-                return "failed"
-            services.tenant_note_progress(tenant=tenant, note=f"Last reconcile failed: {exc}")
-            raise
+        k = kube.for_cluster(tenant.cluster)
+        repaired = _apply(tenant, backend, k)
+        ready = backend.is_ready(tenant, k)
+    except NotReadyYet as exc:
+        return _not_ready(tenant, str(exc))
+    except KubeTransientError as exc:
+        services.tenant_note_progress(tenant=tenant, note=f"Waiting for the cluster: {exc}")
+        raise
+    except ownership.ForeignObject as exc:
+        # Someone else's object under the tenant's name: nothing was changed, and nothing will be.
+        return _fail(tenant, str(exc))
+    except (KubePermanentError, ClusterConfigError) as exc:
         if tenant.status == S.PROVISIONING:
-            services.tenant_mark_ready(tenant=tenant, applied_generation=generation)
-            dispatch.enqueue(dispatch.ISOLATION_CHECK, str(tenant.pk))
-            result = "ready"
-        else:
-            services.tenant_record_applied(tenant=tenant, generation=generation, repaired=repaired)
-            result = "repaired" if repaired else "in sync"
+            return _fail(tenant, str(exc))
+        services.tenant_note_progress(tenant=tenant, note=f"Last reconcile failed: {exc}")
+        raise
+    if tenant.status == S.READY:
+        services.tenant_record_applied(tenant=tenant, generation=generation, repaired=repaired)
         services.tenant_record_usage(tenant=tenant, usage=backend.usage(tenant, k))
-        return result
+        if not ready:
+            # Re-applied, but something is not up (again): say so; the periodic reconcile looks again.
+            services.tenant_note_progress(tenant=tenant, note="Re-applied; the cluster does not report it ready.")
+        return Progress(Outcome.REPAIRED if repaired else Outcome.IN_SYNC, reason="; ".join(repaired))
+    if not ready:
+        return _not_ready(tenant, "Applied; waiting for the cluster to report it ready.")
+    services.tenant_mark_ready(tenant=tenant, applied_generation=generation)
+    dispatch.enqueue(dispatch.ISOLATION_CHECK, str(tenant.pk))
+    services.tenant_record_usage(tenant=tenant, usage=backend.usage(tenant, k))
+    return Progress(Outcome.READY)
+
+
+def _apply(tenant: Tenant, backend: Backend, k: kube.Kube) -> list[str]:
+    """Claim the tenant's names (Berth never adopts), then apply; what drift was repaired."""
+    _place_on_physical_cluster(tenant, k)
+    tops = backend.top_level(tenant)
+    ownership.claim(k, tenant, tops)  # before anything is applied
+    repaired = backend.apply(tenant, k, detect_drift=tenant.status == S.READY)
+    services.tenant_record_owned(tenant=tenant, uids=ownership.uids(k, tops))
+    return repaired
+
+
+def _not_ready(tenant: Tenant, note: str) -> Progress:
+    if tenant.status == S.READY:
+        services.tenant_note_progress(tenant=tenant, note=note)
+        return Progress(Outcome.NOT_YET, reason=note, requeue_after=POLL_MIN_SECONDS)
+    return _come_back(tenant, doing="ready", note=note)
 
 
 def _place_on_physical_cluster(tenant: Tenant, k: kube.Kube) -> None:
@@ -120,27 +208,24 @@ def _place_on_physical_cluster(tenant: Tenant, k: kube.Kube) -> None:
         )
 
 
-def decommission(tenant_id: str) -> str:
+def decommission(tenant_id: str) -> Progress:
+    """Ask for the deletion of everything Berth created for the tenant; deleted once it is really gone."""
     with tenant_lock(tenant_id) as got:
         if not got:
-            return "locked"
+            return Progress(Outcome.LOCKED)
         tenant = _load(tenant_id)
-        if tenant is None or tenant.status != S.DECOMMISSIONING:
-            return "skipped"
-        backend = backend_for(tenant)
-        k = kube.for_cluster(tenant.cluster)
+        if tenant is None:
+            return Progress(Outcome.GONE)
+        if tenant.status != S.DECOMMISSIONING:
+            return Progress(Outcome.SKIPPED, reason=str(tenant.status))
         try:
-            gone = kube.wait_until(
-                lambda: backend.teardown(tenant, k),
-                timeout=READY_TIMEOUT,
-                what=f"namespace {tenant.namespace} to be deleted",
-            )
-        except KubePermanentError as exc:
-            services.tenant_mark_failed(tenant=tenant, reason=str(exc))
-            return "failed"
-        if gone:
-            services.tenant_mark_deleted(tenant=tenant)
-        return "deleted"
+            gone = backend_for(tenant).teardown(tenant, kube.for_cluster(tenant.cluster))
+        except (KubePermanentError, ClusterConfigError) as exc:
+            return _fail(tenant, str(exc))
+        if not gone:
+            return _come_back(tenant, doing="deleted", note="Deleting; waiting for the cluster to finish.")
+        services.tenant_mark_deleted(tenant=tenant)
+        return Progress(Outcome.DELETED)
 
 
 def refresh_usage(tenant_id: str) -> None:
@@ -152,7 +237,7 @@ def refresh_usage(tenant_id: str) -> None:
     )
 
 
-def isolation_report(tenant_id: str) -> dict | None:
+def isolation_report(tenant_id: str) -> dict[str, Any] | None:
     """The tenant's isolation report, checked with its own credentials; None unless it is ready."""
     tenant = _load(tenant_id)
     if tenant is None or tenant.status != S.READY:

@@ -1,12 +1,18 @@
-"""Celery tasks: thin, idempotent, acks_late; retries only for transient cluster trouble, with backoff and jitter."""
+"""Celery tasks: thin, idempotent, acks_late; retries only for transient cluster trouble, with backoff and jitter.
+
+No task waits for a cluster. Provisioning and decommissioning do what can be done now; when the tenant is
+not ready (or not gone) yet, the task publishes itself again with a countdown and the worker moves on.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
 import random
+from collections.abc import Callable
+from typing import Literal, TypedDict
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.conf import settings
 from django.utils import timezone
 
@@ -14,10 +20,21 @@ from tenants import dispatch, selectors, services
 from tenants.models import Tenant, TenantStatus
 from worker import provisioning
 from worker.kube import KubeTransientError
+from worker.provisioning import Outcome, Progress
 
 logger = logging.getLogger(__name__)
 S = TenantStatus
-TASK_OPTIONS = {"bind": True, "acks_late": True, "reject_on_worker_lost": True, "max_retries": 8}
+
+
+class _TenantTaskOptions(TypedDict):
+    bind: Literal[True]
+    acks_late: bool
+    reject_on_worker_lost: bool
+    max_retries: int
+
+
+# Transient cluster errors are retried this often; "not ready yet" is not an error and does not count.
+TENANT_TASK: _TenantTaskOptions = {"bind": True, "acks_late": True, "reject_on_worker_lost": True, "max_retries": 8}
 
 
 def backoff(retries: int) -> float:
@@ -25,35 +42,52 @@ def backoff(retries: int) -> float:
     return random.uniform(0, min(60.0, 2.0 * 2**retries))
 
 
-def _retry(task, exc: KubeTransientError):
+def _retry(task: Task[..., object], exc: KubeTransientError) -> Exception:
     logger.info("%s: transient cluster error, retry %d: %s", task.name, task.request.retries + 1, exc)
     return task.retry(exc=exc, countdown=backoff(task.request.retries))
 
 
-def _run_locked(task, work, tenant_id: str) -> str:
-    """Run a per-tenant job; if another worker holds the tenant, come back shortly instead of dropping it
-    (the holder may be applying an older generation, or provisioning what we are asked to remove)."""
+def _run_tenant_job(task: Task[..., object], work: Callable[[str], Progress], tenant_id: str) -> str:
+    """Run a per-tenant job and come back when it says so.
+
+    If another worker holds the tenant, come back shortly instead of dropping the job (the holder may be
+    applying an older generation, or provisioning what we are asked to remove). When the tenant is not
+    ready (or not gone) yet, the job is published again to run in ``requeue_after`` seconds; if the broker
+    cannot take it, the sweep re-sends the tenant's job later.
+    """
     try:
-        result = work(tenant_id)
+        progress = work(tenant_id)
     except KubeTransientError as exc:
         raise _retry(task, exc) from None
-    if result == "locked":
+    if progress.outcome == Outcome.LOCKED:
         raise task.retry(countdown=1 + backoff(task.request.retries))
-    return result
+    if progress.requeue_after is not None:
+        dispatch.send(str(task.name), tenant_id, countdown=progress.requeue_after)
+    return str(progress)
 
 
-@shared_task(name="worker.tasks.provision_tenant", **TASK_OPTIONS)
-def provision_tenant(self, tenant_id: str) -> str:
-    return _run_locked(self, provisioning.provision, tenant_id)
+@shared_task(name=dispatch.PROVISION, **TENANT_TASK)
+def provision_tenant(self: Task[[str], str], tenant_id: str) -> str:
+    """Apply the tenant and report it ready, or come back later; never waits for the cluster.
+
+    While the tenant is provisioning and not ready yet, the task re-queues itself, after 2 s at first and
+    then after a quarter of the time it has waited so far (at most 30 s). A tenant not ready
+    BERTH_PROVISION_TIMEOUT_SECONDS (default 15 minutes) after it started provisioning is marked failed with
+    the reason "Not ready after N minutes: ..."; an admin can retry it. Transient cluster errors are retried
+    with backoff and jitter, at most ``max_retries`` times in a row (the sweep re-sends the job later).
+    """
+    return _run_tenant_job(self, provisioning.provision, tenant_id)
 
 
-@shared_task(name="worker.tasks.decommission_tenant", **TASK_OPTIONS)
-def decommission_tenant(self, tenant_id: str) -> str:
-    return _run_locked(self, provisioning.decommission, tenant_id)
+@shared_task(name=dispatch.DECOMMISSION, **TENANT_TASK)
+def decommission_tenant(self: Task[[str], str], tenant_id: str) -> str:
+    """Delete what Berth created for the tenant; re-queues itself like ``provision_tenant`` until all is gone,
+    and marks the tenant failed ("Not deleted after N minutes: ...") after BERTH_PROVISION_TIMEOUT_SECONDS."""
+    return _run_tenant_job(self, provisioning.decommission, tenant_id)
 
 
-@shared_task(name="worker.tasks.check_isolation", **TASK_OPTIONS)
-def check_isolation(self, tenant_id: str) -> bool | None:
+@shared_task(name=dispatch.ISOLATION_CHECK, **TENANT_TASK)
+def check_isolation(self: Task[[str], bool | None], tenant_id: str) -> bool | None:
     try:
         report = provisioning.isolation_report(tenant_id)
     except KubeTransientError as exc:
@@ -61,19 +95,19 @@ def check_isolation(self, tenant_id: str) -> bool | None:
     if report is None:
         return None
     services.tenant_record_isolation_report(tenant=Tenant.objects.get(pk=tenant_id), report=report)
-    return report["passed"]
+    return bool(report["passed"])
 
 
-@shared_task(name="worker.tasks.refresh_usage", **TASK_OPTIONS)
-def refresh_usage(self, tenant_id: str) -> None:
+@shared_task(name=dispatch.REFRESH_USAGE, **TENANT_TASK)
+def refresh_usage(self: Task[[str], None], tenant_id: str) -> None:
     try:
         provisioning.refresh_usage(tenant_id)
     except KubeTransientError as exc:
         raise _retry(self, exc) from None
 
 
-@shared_task(name="worker.tasks.sweep", acks_late=True)
-def sweep() -> dict:
+@shared_task(name="worker.tasks.sweep", acks_late=True)  # scheduled by beat (CELERY_BEAT_SCHEDULE)
+def sweep() -> dict[str, int]:
     """Re-send work that was lost, remind and expire. Safe to run anywhere, any time."""
     now = timezone.now()
     # A tenant untouched this long in a working status has lost its job (worker died, broker was down).
@@ -96,7 +130,7 @@ def sweep() -> dict:
     return counts
 
 
-@shared_task(name="worker.tasks.reconcile", acks_late=True)
+@shared_task(name="worker.tasks.reconcile", acks_late=True)  # scheduled by beat
 def reconcile() -> int:
     """Re-apply every ready tenant: repairs hand edits and deletions (audited) and refreshes quota usage."""
     return sum(

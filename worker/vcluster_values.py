@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from worker import manifests
-from worker.kube import KubePermanentError
+from worker.cluster_settings import ClusterConfigError
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 DEFAULT_CHART_REPO = "https://charts.loft.sh"
@@ -49,10 +49,6 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
-class ConfigError(KubePermanentError):
-    """The cluster's vcluster settings (or their fit with the tier) are wrong; an admin must fix them."""
-
-
 @dataclass(frozen=True)
 class VClusterConfig:
     installer: str
@@ -80,59 +76,59 @@ def schema_path(chart_line: str) -> Path:
 
 
 def parse_config(cluster: Any) -> VClusterConfig:
-    """The cluster's ``virtual_config["vcluster"]`` with defaults filled in; ConfigError names what is wrong."""
+    """The cluster's ``virtual_config["vcluster"]`` with defaults filled in; ClusterConfigError names what is wrong."""
     raw = (cluster.virtual_config or {}).get("vcluster", {})
     where = f"Cluster {cluster.name}: virtual_config.vcluster"
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where} must be a mapping of settings.")
+        raise ClusterConfigError(f"{where} must be a mapping of settings.")
     unknown = sorted(set(raw) - set(KEYS))
     if unknown:
-        raise ConfigError(f"{where} has unknown key(s) {', '.join(unknown)}; allowed: {', '.join(KEYS)}.")
+        raise ClusterConfigError(f"{where} has unknown key(s) {', '.join(unknown)}; allowed: {', '.join(KEYS)}.")
 
     def choice(key: str, allowed: tuple[str, ...], default: str) -> str:
         value = raw.get(key, default)
         if value not in allowed:
-            raise ConfigError(f"{where}.{key} is {value!r}; use one of {', '.join(allowed)}.")
-        return value
+            raise ClusterConfigError(f"{where}.{key} is {value!r}; use one of {', '.join(allowed)}.")
+        return str(value)
 
     def text(key: str, default: str = "") -> str:
         value = raw.get(key, default)
         if not isinstance(value, str):
-            raise ConfigError(f"{where}.{key} must be a string.")
+            raise ClusterConfigError(f"{where}.{key} must be a string.")
         return value.strip()
 
     chart_repo = text("chart_repo", DEFAULT_CHART_REPO).rstrip("/")
     if not chart_repo.startswith(("https://", "oci://")):
-        raise ConfigError(
+        raise ClusterConfigError(
             f"{where}.chart_repo {chart_repo!r} must be an https:// chart repository or an oci:// registry path."
         )
     chart_version = text("chart_version", DEFAULT_CHART_VERSION)
     if not _EXACT_VERSION.match(chart_version):
-        raise ConfigError(
+        raise ClusterConfigError(
             f"{where}.chart_version {chart_version!r} is not an exact chart version such as {DEFAULT_CHART_VERSION}: "
             "Berth pins the chart, it never floats."
         )
     line = ".".join(chart_version.split(".")[:2])
     if not schema_path(line).exists():
-        raise ConfigError(
+        raise ClusterConfigError(
             f"{where}.chart_version {chart_version}: Berth renders the values layout of chart line(s) "
             f"{', '.join(f'{s}.x' for s in supported_chart_lines())} only."
         )
     port = raw.get("public_port", 443)
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-        raise ConfigError(f"{where}.public_port {port!r} must be a port number (1-65535).")
+        raise ClusterConfigError(f"{where}.public_port {port!r} must be a port number (1-65535).")
     template = text("public_host_template")
     if not template:
-        raise ConfigError(
+        raise ClusterConfigError(
             f"{where}.public_host_template is required: the DNS name (or address) tenants reach their "
             "virtual cluster at, e.g. '{namespace}.vc.example.com'."
         )
     flux_namespace = text("flux_namespace")
     if flux_namespace and not _DNS_LABEL.match(flux_namespace):
-        raise ConfigError(f"{where}.flux_namespace {flux_namespace!r} is not a namespace name.")
+        raise ClusterConfigError(f"{where}.flux_namespace {flux_namespace!r} is not a namespace name.")
     ingress_class = text("ingress_class")
     if ingress_class and not _DNS_NAME.match(ingress_class):
-        raise ConfigError(f"{where}.ingress_class {ingress_class!r} is not an IngressClass name.")
+        raise ClusterConfigError(f"{where}.ingress_class {ingress_class!r} is not an IngressClass name.")
     config = VClusterConfig(
         installer=choice("installer", INSTALLERS, "helm"),
         chart_repo=chart_repo,
@@ -145,7 +141,7 @@ def parse_config(cluster: Any) -> VClusterConfig:
         flux_namespace=flux_namespace,
     )
     if config.expose == "ingress" and not cluster.ingress_namespace:
-        raise ConfigError(
+        raise ClusterConfigError(
             f"{where}.expose is 'ingress' but the cluster has no ingress_namespace: Berth must know where "
             "the ingress controller runs to let it reach the control plane."
         )
@@ -156,12 +152,12 @@ def check_fits_tier(config: VClusterConfig, tier: Any, cluster: Any) -> None:
     """The exposure and the control plane must be possible inside the tier's quota and limits."""
     where = f"Cluster {cluster.name}: virtual_config.vcluster"
     if config.expose == "NodePort":
-        raise ConfigError(
+        raise ClusterConfigError(
             f"{where}.expose is 'NodePort', but every tier's quota allows no node ports "
             "(services.nodeports: 0); use LoadBalancer, ingress or ClusterIP."
         )
     if config.expose == "LoadBalancer" and tier.max_load_balancers < 1:
-        raise ConfigError(
+        raise ClusterConfigError(
             f"{where}.expose is 'LoadBalancer', but tier {tier.name} allows no LoadBalancer services; "
             "choose a tier with one, or expose the virtual clusters through ingress."
         )
@@ -169,7 +165,7 @@ def check_fits_tier(config: VClusterConfig, tier: Any, cluster: Any) -> None:
         tier.cpu_request_millis < CONTROL_PLANE_REQUESTS["cpu"]
         or tier.memory_request_mib < CONTROL_PLANE_REQUESTS["memory"]
     ):
-        raise ConfigError(
+        raise ClusterConfigError(
             f"Tier {tier.name} is too small for a vcluster control plane (it requests "
             f"{CONTROL_PLANE_REQUESTS['cpu']}m CPU and {CONTROL_PLANE_REQUESTS['memory']}Mi memory)."
         )
@@ -186,12 +182,12 @@ def public_host(config: VClusterConfig, tenant: Any) -> str:
     try:
         host = config.public_host_template.format(**fields).lower()
     except (KeyError, IndexError, ValueError) as exc:
-        raise ConfigError(
+        raise ClusterConfigError(
             f"{where} {config.public_host_template!r} cannot be filled in ({exc}); "
             f"it may use {', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)}."
         ) from None
     if not (_is_ip(host) or _DNS_NAME.match(host)):
-        raise ConfigError(f"{where} gives {host!r}, which is neither a DNS name nor an IP address.")
+        raise ClusterConfigError(f"{where} gives {host!r}, which is neither a DNS name nor an IP address.")
     return host
 
 
@@ -216,8 +212,9 @@ def _share(limit: int, *, floor: int, ceiling: int) -> int:
     return min(limit, max(floor, min(ceiling, limit // 4)))
 
 
-def _security() -> dict:
-    """Non-root, no privilege escalation, no capabilities, RuntimeDefault seccomp: admitted under restricted Pod Security."""
+def _security() -> dict[str, Any]:
+    """Non-root, no privilege escalation, no capabilities, RuntimeDefault seccomp: admitted under restricted Pod
+    Security."""
     seccomp = {"type": "RuntimeDefault"}
     return {
         "podSecurityContext": {
@@ -256,7 +253,7 @@ def _quota(tier: Any) -> dict[str, str]:
     }
 
 
-def render_values(tenant: Any, tier: Any, cluster: Any, config: VClusterConfig) -> dict:
+def render_values(tenant: Any, tier: Any, cluster: Any, config: VClusterConfig) -> dict[str, Any]:
     """The chart values for ``tenant`` at ``tier``: pure, and valid against the pinned chart line's schema."""
     host = public_host(config, tenant)
     labels = manifests.labels(tenant, tier)
@@ -323,7 +320,7 @@ def render_values(tenant: Any, tier: Any, cluster: Any, config: VClusterConfig) 
     }
 
 
-def control_plane_policy(tenant: Any, tier: Any, cluster: Any, config: VClusterConfig) -> dict:
+def control_plane_policy(tenant: Any, tier: Any, cluster: Any, config: VClusterConfig) -> dict[str, Any]:
     """The one opening in the host namespace's default deny: the control plane's API port in, the host API out.
 
     Everything else the control plane needs (its synced workloads, CoreDNS) is in its own
@@ -347,7 +344,8 @@ def control_plane_policy(tenant: Any, tier: Any, cluster: Any, config: VClusterC
             "podSelector": {"matchLabels": {"app": "vcluster", "release": tenant.name}},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [api_in],
-            # The syncer talks to the host API server, on whichever of these ports the cluster serves it (as the chart's own policy allows).
+            # The syncer talks to the host API server, on whichever of these ports the cluster serves it (as the
+            # chart's own policy allows).
             "egress": [{"ports": [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]}],
         },
     }

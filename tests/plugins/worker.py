@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from devcluster import process
 from devcluster.process import Component
 from tenants.models import Cluster, Tenant
 from tests.plugins.kube import wait_for
+from worker import provisioning
+from worker.provisioning import Progress
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "test-output"
@@ -92,6 +95,19 @@ def wait_status(tenant: Tenant, status: str, timeout: float = 90.0) -> Tenant:
         check, timeout=timeout, what=f"tenant {tenant.name} to be {status} (is {tenant.status}: {tenant.status_reason})"
     )
     return tenant
+
+
+def provision_until_settled(tenant_id: str, timeout: float = 90.0) -> Progress:
+    """Provision in this process as the worker does: again after the pause each "not yet" asks for, until it
+    settles (the test waits here; the worker never does)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        progress = provisioning.provision(tenant_id)
+        if progress.requeue_after is None:
+            return progress
+        if time.monotonic() > deadline:
+            pytest.fail(f"tenant {tenant_id} still not settled after {timeout:.0f}s: {progress}")
+        time.sleep(min(progress.requeue_after, 1.0))
 
 
 def fetch_kubeconfig(user, tenant: Tenant, tmp_path: Path, *, lifetime_seconds: int | None = 900) -> tuple[str, dict]:

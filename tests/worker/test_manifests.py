@@ -128,6 +128,7 @@ def test_token_mode_binds_service_accounts_and_oidc_mode_binds_the_teams_groups(
 def test_flow_schema_only_when_the_tier_sets_a_fairness_level():
     small, medium = seeded_tier("small"), seeded_tier("medium")
     schema = manifests.flow_schema(_tenant(small), small, _tenant(small).cluster)
+    assert schema is not None
     assert schema["spec"]["priorityLevelConfiguration"] == {"name": "workload-low"}
     assert manifests.flow_schema(_tenant(medium), medium, _tenant(medium).cluster) is None
 

@@ -17,7 +17,7 @@ from tenants import services
 from tenants.audit import AuditContext
 from tenants.models import AuditEvent, Tenant, TenantRequest
 from tests.plugins.kube import read_or_none, wait_for
-from tests.plugins.worker import fetch_kubeconfig, wait_status
+from tests.plugins.worker import fetch_kubeconfig, provision_until_settled, wait_status
 from worker import provisioning
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pytest.mark.worker]
@@ -53,20 +53,20 @@ def test_approved_medium_tenant_becomes_ready_with_every_object(
         client.RbacAuthorizationV1Api(kube_admin),
         client.NetworkingV1Api(kube_admin),
     )
-    ns = core.read_namespace(tenant.namespace)
-    assert ns.metadata.labels["app.kubernetes.io/managed-by"] == "berth"
-    assert ns.metadata.labels["berth.dev/tenant-id"] == str(tenant.pk)
-    assert ns.metadata.labels["berth.dev/team"] == "team-a"
-    assert ns.metadata.labels["berth.dev/tier"] == "medium"
+    labels = core.read_namespace(tenant.namespace).metadata.labels or {}
+    assert labels["app.kubernetes.io/managed-by"] == "berth"
+    assert labels["berth.dev/tenant-id"] == str(tenant.pk)
+    assert labels["berth.dev/team"] == "team-a"
+    assert labels["berth.dev/tier"] == "medium"
     for mode in ("enforce", "audit", "warn"):
-        assert ns.metadata.labels[f"pod-security.kubernetes.io/{mode}"] == "restricted"
-    quota = core.read_namespaced_resource_quota("berth-quota", tenant.namespace)
-    assert quota.status.hard["limits.cpu"] == "8"
-    assert quota.status.hard["requests.memory"] == "8Gi"
-    assert quota.status.hard["services.nodeports"] == "0"
-    assert quota.status.hard["services.loadbalancers"] == "1"
+        assert labels[f"pod-security.kubernetes.io/{mode}"] == "restricted"
+    hard = core.read_namespaced_resource_quota("berth-quota", tenant.namespace).status.hard or {}
+    assert hard["limits.cpu"] == "8"
+    assert hard["requests.memory"] == "8Gi"
+    assert hard["services.nodeports"] == "0"
+    assert hard["services.loadbalancers"] == "1"
     priority = core.read_namespaced_resource_quota("berth-priority-classes", tenant.namespace)
-    assert set(priority.spec.scope_selector.match_expressions[0].values) >= {
+    assert set((priority.spec.scope_selector.match_expressions or [])[0].values or []) >= {
         "system-cluster-critical",
         "system-node-critical",
     }
@@ -76,8 +76,8 @@ def test_approved_medium_tenant_becomes_ready_with_every_object(
     assert {"berth-default-deny", "berth-allow-dns", "berth-allow-same-namespace"} <= policies
     role = rbac.read_namespaced_role("berth-tenant", tenant.namespace)
     assert not any(verb in ("escalate", "bind", "impersonate", "*") for rule in role.rules for verb in rule.verbs)
-    binding = rbac.read_namespaced_role_binding("berth-tenant", tenant.namespace)
-    assert binding.subjects[0].kind == "ServiceAccount" and binding.subjects[0].name == "berth-tenant"
+    subject = (rbac.read_namespaced_role_binding("berth-tenant", tenant.namespace).subjects or [])[0]
+    assert subject.kind == "ServiceAccount" and subject.name == "berth-tenant"
     tenant.refresh_from_db()
     assert tenant.quota_usage["hard"]["pods"] == "100"
     events = list(AuditEvent.objects.filter(object_id=str(tenant.pk)).values_list("action", flat=True))
@@ -89,7 +89,7 @@ def test_small_tier_gets_a_flow_schema_and_auto_approval(celery_worker, live_clu
     wait_status(tenant, "ready")
     schema = client.FlowcontrolApiserverV1Api(kube_admin).read_flow_schema(f"berth-{tenant.namespace}")
     assert schema.spec.priority_level_configuration.name == "workload-low"
-    assert schema.spec.rules[0].subjects[0].service_account.namespace == tenant.namespace
+    assert (schema.spec.rules or [])[0].subjects[0].service_account.namespace == tenant.namespace
 
 
 def test_kubeconfig_works_and_is_limited(celery_worker, live_cluster, kubectl, alice, carol, team_a, medium, tmp_path):
@@ -206,11 +206,11 @@ def test_isolation_report_passes_then_fails_when_a_hand_made_binding_grants_too_
     }
     client.RbacAuthorizationV1Api(kube_admin).create_namespaced_role_binding(
         tenant.namespace,
-        {
-            "metadata": {"name": "too-much"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-            "subjects": [{"kind": "ServiceAccount", "name": "berth-tenant", "namespace": tenant.namespace}],
-        },
+        client.V1RoleBinding(
+            metadata=client.V1ObjectMeta(name="too-much"),
+            role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="cluster-admin"),
+            subjects=[client.RbacV1Subject(kind="ServiceAccount", name="berth-tenant", namespace=tenant.namespace)],
+        ),
     )
     first_at = tenant.isolation_report_at
     api = APIClient()
@@ -233,13 +233,13 @@ def test_reconcile_restores_a_deleted_network_policy_and_audits_it(
     net.delete_namespaced_network_policy("berth-default-deny", tenant.namespace)
     core = client.CoreV1Api(kube_admin)
     core.patch_namespaced_resource_quota("berth-quota", tenant.namespace, {"spec": {"hard": {"pods": "9999"}}})
-    assert provisioning.provision(str(tenant.pk)) == "repaired"
+    assert provisioning.provision(str(tenant.pk)).outcome == "repaired"
     assert read_or_none(lambda: net.read_namespaced_network_policy("berth-default-deny", tenant.namespace)) is not None
-    assert core.read_namespaced_resource_quota("berth-quota", tenant.namespace).spec.hard["pods"] == "100"
+    assert (core.read_namespaced_resource_quota("berth-quota", tenant.namespace).spec.hard or {})["pods"] == "100"
     event = AuditEvent.objects.get(action="tenant.drift_repaired", object_id=str(tenant.pk))
     assert "NetworkPolicy/berth-default-deny was missing" in event.after["repaired"]
     assert "ResourceQuota/berth-quota was changed" in event.after["repaired"]
-    assert provisioning.provision(str(tenant.pk)) == "in sync"
+    assert provisioning.provision(str(tenant.pk)).outcome == "in sync"
 
 
 def test_tier_change_updates_the_quota(celery_worker, live_cluster, kube_admin, alice, carol, team_a, small, medium):
@@ -250,7 +250,8 @@ def test_tier_change_updates_the_quota(celery_worker, live_cluster, kube_admin, 
     core = client.CoreV1Api(kube_admin)
 
     def upgraded():
-        return core.read_namespaced_resource_quota("berth-quota", tenant.namespace).spec.hard["limits.cpu"] == "8"
+        hard = core.read_namespaced_resource_quota("berth-quota", tenant.namespace).spec.hard or {}
+        return hard["limits.cpu"] == "8"
 
     wait_for(upgraded, timeout=60, what="the quota to follow the tier change")
     # medium has no API fairness level: the small tier's FlowSchema is pruned.
@@ -270,7 +271,9 @@ def test_decommission_removes_everything(celery_worker, live_cluster, kube_admin
     tenant = _create(actor=alice, team=team_a, tier=small, cluster=live_cluster, name="bye")
     wait_status(tenant, "ready")
     with_objects = client.CoreV1Api(kube_admin)
-    with_objects.create_namespaced_config_map(tenant.namespace, {"metadata": {"name": "data"}})
+    with_objects.create_namespaced_config_map(
+        tenant.namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="data"))
+    )
     services.tenant_decommission(tenant=tenant, actor=alice, reason="done", ctx=AuditContext())
     wait_status(tenant, "deleted", timeout=120)
     assert read_or_none(lambda: with_objects.read_namespace(tenant.namespace)) is None
@@ -335,7 +338,7 @@ def test_two_workers_racing_on_one_tenant_provision_it_once(live_cluster, alice,
     def work():
         try:
             barrier.wait()
-            results.append(provisioning.provision(str(tenant.pk)))
+            results.append(provision_until_settled(str(tenant.pk)).outcome)
         finally:
             connections.close_all()
 

@@ -3,6 +3,8 @@ ID token (signed in as kubectl would, through kubelogin's public client) acts in
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import yaml
 from rest_framework.test import APIClient
@@ -12,13 +14,14 @@ from devcluster.oidc import KUBECTL_CLIENT_ID
 from tenants import services
 from tenants.models import Cluster, Membership, Team, TenantRequest, User
 from tests.plugins.oidc import redeem, sign_in
+from tests.plugins.worker import provision_until_settled
 from worker import provisioning
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster]
 
 
 @pytest.fixture
-def oidc_cluster(control_plane, oidc_provider, small, medium, large) -> Cluster:
+def oidc_cluster(control_plane, oidc_provider, small, medium, large) -> Iterator[Cluster]:
     control_plane.set_oidc_issuers(
         [OIDCIssuer(url=oidc_provider.issuer, audience=KUBECTL_CLIENT_ID, ca_pem=oidc_provider.ca_cert_pem)]
     )
@@ -61,7 +64,7 @@ def test_a_team_members_id_token_acts_in_its_namespace_and_nowhere_else(
     req = services.request_submit(
         actor=owner, action=TenantRequest.Action.CREATE, team=payments, tier=small, cluster=oidc_cluster, name="shop"
     )
-    assert provisioning.provision(str(req.tenant_id)) == "ready"
+    assert provision_until_settled(str(req.tenant_id)).outcome == "ready"
     tenant = req.tenant
     tenant.refresh_from_db()
 
@@ -104,4 +107,5 @@ def test_a_team_members_id_token_acts_in_its_namespace_and_nowhere_else(
     )
 
     report = provisioning.isolation_report(str(tenant.pk))
+    assert report is not None
     assert report["passed"], [c for c in report["checks"] if not c["passed"]]

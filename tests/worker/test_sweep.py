@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from tenants import dispatch, services
 from tenants.models import AuditEvent, Tenant, TenantRequest
+from worker.provisioning import Outcome
 from worker.tasks import reconcile, sweep
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -83,6 +84,6 @@ def test_a_job_for_a_tenant_another_worker_holds_is_retried_not_dropped(approved
 
     from worker import provisioning, tasks
 
-    monkeypatch.setattr(provisioning, "decommission", lambda tenant_id: "locked")
+    monkeypatch.setattr(provisioning, "decommission", lambda tenant_id: provisioning.Progress(Outcome.LOCKED))
     with pytest.raises(Retry):
-        tasks.decommission_tenant.apply(args=[str(approved.pk)], throw=True)
+        tasks.decommission_tenant.apply(args=(str(approved.pk),), throw=True)

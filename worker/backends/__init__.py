@@ -4,37 +4,33 @@ from __future__ import annotations
 
 from typing import Any
 
+from worker.backends import capn, hypershift, kcp, vcluster
 from worker.backends.base import Access, Backend
-from worker.backends.capn import CapnBackend
-from worker.backends.hypershift import HyperShiftBackend
-from worker.backends.kcp import KcpBackend
 from worker.backends.namespace import NamespaceBackend
-from worker.backends.vcluster import VClusterBackend
-from worker.kube import Kube, KubePermanentError
+from worker.cluster_settings import ClusterConfigError
+from worker.kube import Kube
 from worker.manifests import to_yaml
 
-BACKENDS: dict[str, Backend] = {
-    b.kind: b
-    for b in (
-        NamespaceBackend(),
-        VClusterBackend(),
-        CapnBackend(),
-        HyperShiftBackend(),
-        KcpBackend(),
-    )
-}
+_INSTALLED: tuple[Backend, ...] = (
+    NamespaceBackend(),
+    vcluster.backend(),
+    capn.backend(),
+    hypershift.backend(),
+    kcp.backend(),
+)
+BACKENDS: dict[str, Backend] = {b.kind: b for b in _INSTALLED}
 
 
 def backend_for(tenant: Any) -> Backend:
     try:
         return BACKENDS[tenant.kind]
     except KeyError:
-        raise KubePermanentError(f"No backend for {tenant.kind} tenants is installed in this portal.") from None
+        raise ClusterConfigError(f"No backend for {tenant.kind} tenants is installed in this portal.") from None
 
 
 def cluster_config_errors(cluster: Any) -> dict[str, str]:
     """What is wrong with a Cluster's kinds and per-kind settings, by kind (empty when nothing is)."""
-    errors = {}
+    errors: dict[str, str] = {}
     for kind in cluster.kinds or []:
         backend = BACKENDS.get(kind)
         if backend is None:
@@ -42,7 +38,7 @@ def cluster_config_errors(cluster: Any) -> dict[str, str]:
             continue
         try:
             backend.check_cluster(cluster)
-        except KubePermanentError as exc:
+        except ClusterConfigError as exc:
             errors[kind] = str(exc)
     return errors
 
@@ -60,4 +56,4 @@ def preview_yaml(tenant: Any, *, tier: Any = None) -> str:
     return to_yaml(backend_for(tenant).preview(tenant, tier or tenant.tier))
 
 
-__all__ = ["Access", "Backend", "BACKENDS", "backend_for", "preview_yaml"]
+__all__ = ["BACKENDS", "Access", "Backend", "ClusterConfigError", "backend_for", "preview_yaml"]

@@ -1,11 +1,17 @@
-"""The interface every tenancy backend implements: render, apply, ready?, credentials, teardown."""
+"""The interface every tenancy backend implements: render, apply, ready?, credentials, teardown.
+
+``host`` is always the portal's admin client for the tenant's registered cluster. Only ``apply`` and
+``teardown`` change anything on a cluster; ``is_ready`` and ``usage`` only read, so a check can run any
+number of times.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from worker.kube import Kube
+from worker.isolation import Check
+from worker.kube import Kube, Manifest
 from worker.ownership import TopLevel
 
 
@@ -15,50 +21,62 @@ class Access:
 
     server: str
     ca_pem: str
-    user: dict
+    user: dict[str, Any]
     namespace: str
     expires: str  # an RFC 3339 timestamp, or "oidc" for an exec plugin
 
 
-class Backend:
-    """One kind of tenant. ``host`` is the portal's admin client for the tenant's registered cluster."""
+class NotReadyYet(Exception):
+    """``apply`` cannot go further until the cluster catches up (e.g. a grant it just wrote takes effect).
 
-    kind: str = ""
+    Not an error: provisioning comes back a little later, like it does for a tenant that is not ready yet.
+    """
+
+
+class Backend(Protocol):
+    """One kind of tenant (``tenant`` is a ``tenants.models.Tenant``, ``tier`` a ``Tier``)."""
+
+    @property
+    def kind(self) -> str: ...
 
     def check_cluster(self, cluster: Any) -> None:
-        """Raise KubePermanentError naming what is wrong with ``cluster``'s settings for this kind."""
+        """Raise ClusterConfigError naming what is wrong with ``cluster``'s settings for this kind."""
+        ...
 
-    def render(self, tenant: Any, host: Kube) -> list[dict]:
-        raise NotImplementedError
+    def preview(self, tenant: Any, tier: Any) -> list[Manifest]:
+        """What would be created, without cluster facts (for the approver's page)."""
+        ...
+
+    def render(self, tenant: Any, host: Kube) -> list[Manifest]:
+        """What ``apply`` puts on the host, with the cluster's facts (storage and priority classes)."""
+        ...
 
     def apply(self, tenant: Any, host: Kube, *, detect_drift: bool) -> list[str]:
         """Make the cluster match; returns what drift was repaired (empty when not looking)."""
-        raise NotImplementedError
+        ...
 
     def is_ready(self, tenant: Any, host: Kube) -> bool:
-        raise NotImplementedError
+        """Whether everything ``apply`` made is up and enforced; reads only."""
+        ...
 
     def top_level(self, tenant: Any) -> list[TopLevel]:
         """The objects that make the tenant's name taken on the cluster: never adopted, deleted by UID only."""
-        return [TopLevel("Namespace", tenant.namespace)]
+        ...
 
     def teardown(self, tenant: Any, host: Kube) -> bool:
         """Start removing everything; True once it is really gone."""
-        raise NotImplementedError
+        ...
 
-    def usage(self, tenant: Any, host: Kube) -> dict:
-        return {}
+    def usage(self, tenant: Any, host: Kube) -> dict[str, Any]:
+        """Quota hard limits and usage as the cluster reports them; reads only."""
+        ...
 
     def access(self, tenant: Any, host: Kube, *, role: str, lifetime_seconds: int) -> Access:
-        raise NotImplementedError
+        """A fresh short-lived credential for the tenant's team, with where to use it."""
+        ...
 
     def isolation_client(self, tenant: Any, host: Kube) -> Kube:
         """A client holding the tenant's own credentials, for the isolation report."""
-        raise NotImplementedError
+        ...
 
-    def isolation_checks(self) -> list:
-        raise NotImplementedError
-
-    def preview(self, tenant: Any, tier: Any) -> list[dict]:
-        """What would be created, without cluster facts (for the approver's page)."""
-        raise NotImplementedError
+    def isolation_checks(self) -> list[Check]: ...

@@ -24,9 +24,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from worker import manifests
-from worker.backends.adapters import DNS_LABEL, DNS_SUBDOMAIN, Settings, apply_custom_resources, delete_until_gone
+from worker.backends.adapters import apply_custom_resources, delete_until_gone
+from worker.backends.namespace import NamespaceBackend
 from worker.backends.virtual import VirtualClusterBackend, kubeconfig_from_secret, with_server
-from worker.kube import Kube, KubePermanentError
+from worker.cluster_settings import DNS_LABEL, DNS_SUBDOMAIN, SettingsSection
+from worker.kube import Kube, KubePermanentError, Manifest
+from worker.ownership import TopLevel
 
 KIND = "virtualcluster"
 API_VERSION = "tenancy.x-k8s.io/v1alpha1"
@@ -41,8 +44,8 @@ class CapnSettings:
     endpoint_template: str = ""
 
     @classmethod
-    def of(cls, cluster: Any) -> CapnSettings:
-        s = Settings(cluster, KIND, known=("cluster_version", "endpoint_template"))
+    def parse(cls, cluster: Any) -> CapnSettings:
+        s = SettingsSection(cluster, KIND, known=("cluster_version", "endpoint_template"))
         version = s.text("cluster_version", required=True, pattern=DNS_SUBDOMAIN, example="cv-sample-np")
         template = s.text("endpoint_template", example="https://{namespace}.vc.example.com:6443")
         if template:
@@ -50,7 +53,7 @@ class CapnSettings:
         return cls(version, template)
 
 
-def _check_template(s: Settings, template: str) -> None:
+def _check_template(s: SettingsSection, template: str) -> None:
     names = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
     try:
         url = template.format(**dict.fromkeys(PLACEHOLDERS, "sample"))
@@ -68,7 +71,7 @@ def endpoint(template: str, *, tenant: Any, name: str, cluster_namespace: str) -
     )
 
 
-def virtual_cluster(tenant: Any, tier: Any, settings: CapnSettings) -> dict:
+def virtual_cluster(tenant: Any, tier: Any, settings: CapnSettings) -> Manifest:
     """The VirtualCluster for ``tenant``: a pure function of the tenant, its tier and the cluster's settings."""
     return {
         "apiVersion": API_VERSION,
@@ -78,35 +81,31 @@ def virtual_cluster(tenant: Any, tier: Any, settings: CapnSettings) -> dict:
     }
 
 
-class CapnBackend(VirtualClusterBackend):
-    kind = KIND
+class VirtualClusterOperator:
+    """The control plane vc-manager runs for a VirtualCluster in the tenant's host namespace."""
 
-    def check_cluster(self, cluster: Any) -> None:
-        CapnSettings.of(cluster)
+    def parse_settings(self, cluster: Any) -> CapnSettings:
+        return CapnSettings.parse(cluster)
 
-    def apply(self, tenant: Any, host: Kube, *, detect_drift: bool) -> list[str]:
-        CapnSettings.of(tenant.cluster)  # a bad cluster record fails the tenant before anything is created
-        return super().apply(tenant, host, detect_drift=detect_drift)
+    def objects(self, tenant: Any, tier: Any, settings: CapnSettings) -> list[Manifest]:
+        return [virtual_cluster(tenant, tier, settings)]
 
-    def control_plane_objects(self, tenant: Any, host: Kube) -> list[dict]:
-        return [virtual_cluster(tenant, tenant.tier, CapnSettings.of(tenant.cluster))]
+    def preview(self, tenant: Any, tier: Any, settings: CapnSettings) -> list[Manifest]:
+        return self.objects(tenant, tier, settings)
 
-    def control_plane_preview(self, tenant: Any, tier: Any) -> list[dict]:
-        return [virtual_cluster(tenant, tier, CapnSettings.of(tenant.cluster))]
-
-    def install(self, tenant: Any, host: Kube) -> None:
-        settings = CapnSettings.of(tenant.cluster)
+    def install(self, tenant: Any, host: Kube, settings: CapnSettings) -> None:
         if host.get("ClusterVersion", settings.cluster_version) is None:
             raise KubePermanentError(
-                f"ClusterVersion {settings.cluster_version} does not exist on cluster {tenant.cluster.name}: the host admin must "
-                f"install {OPERATOR} and create it, or fix virtual_config.{KIND}.cluster_version."
+                f"ClusterVersion {settings.cluster_version} does not exist on cluster {tenant.cluster.name}: the "
+                f"host admin must install {OPERATOR} and create it, or fix virtual_config.{KIND}.cluster_version."
             )
-        apply_custom_resources(host, [virtual_cluster(tenant, tenant.tier, settings)], operator=OPERATOR)
+        apply_custom_resources(host, self.objects(tenant, tenant.tier, settings), operator=OPERATOR)
 
-    def _status(self, tenant: Any, host: Kube) -> dict:
-        return (host.get("VirtualCluster", tenant.name, namespace=tenant.namespace) or {}).get("status") or {}
+    def _status(self, tenant: Any, host: Kube) -> dict[str, Any]:
+        live = host.get("VirtualCluster", tenant.name, namespace=tenant.namespace) or {}
+        return dict(live.get("status") or {})
 
-    def control_plane_ready(self, tenant: Any, host: Kube) -> bool:
+    def ready(self, tenant: Any, host: Kube, settings: CapnSettings) -> bool:
         status = self._status(tenant, host)
         if status.get("phase") == "Error":
             why = ": ".join(part for part in (status.get("reason"), status.get("message")) if part) or "no reason given"
@@ -115,16 +114,17 @@ class CapnBackend(VirtualClusterBackend):
             )
         return status.get("phase") == "Running" and bool(status.get("clusterNamespace"))
 
-    def admin_kubeconfig(self, tenant: Any, host: Kube) -> dict | None:
+    def admin_kubeconfig(self, tenant: Any, host: Kube, settings: CapnSettings) -> Manifest | None:
         cluster_namespace = self._status(tenant, host).get("clusterNamespace") or ""
         if not cluster_namespace:
             return None
         if not DNS_LABEL.fullmatch(cluster_namespace):
             raise KubePermanentError(
-                f"VirtualCluster {tenant.namespace}/{tenant.name} names an invalid clusterNamespace {cluster_namespace!r}."
+                f"VirtualCluster {tenant.namespace}/{tenant.name} names an invalid clusterNamespace "
+                f"{cluster_namespace!r}."
             )
         config = kubeconfig_from_secret(host, namespace=cluster_namespace, name=ADMIN_SECRET, key=ADMIN_SECRET)
-        template = CapnSettings.of(tenant.cluster).endpoint_template
+        template = settings.endpoint_template
         if config is None or not template:
             return config
         return with_server(
@@ -133,3 +133,12 @@ class CapnBackend(VirtualClusterBackend):
 
     def uninstall(self, tenant: Any, host: Kube) -> bool:
         return delete_until_gone(host, [("VirtualCluster", tenant.name, tenant.namespace)])
+
+    def top_level(self, tenant: Any) -> list[TopLevel]:
+        return []  # the VirtualCluster lives in the host namespace, which is the tenant's
+
+
+def backend() -> VirtualClusterBackend[CapnSettings]:
+    return VirtualClusterBackend(
+        kind=KIND, control_plane=VirtualClusterOperator(), host=NamespaceBackend(team_access=False)
+    )

@@ -26,15 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worker import manifests, ownership
-from worker.backends.adapters import (
-    DNS_LABEL,
-    DNS_SUBDOMAIN,
-    Settings,
-    apply_custom_resources,
-    condition,
-)
+from worker.backends.adapters import apply_custom_resources, condition
+from worker.backends.namespace import NamespaceBackend
 from worker.backends.virtual import VirtualClusterBackend, kubeconfig_from_secret
-from worker.kube import Kube, KubePermanentError, KubeTransientError
+from worker.cluster_settings import DNS_LABEL, DNS_SUBDOMAIN, ClusterConfigError, SettingsSection
+from worker.kube import Kube, KubePermanentError, KubeTransientError, Manifest
 from worker.ownership import TopLevel
 
 KIND = "hypershift"
@@ -64,8 +60,8 @@ class HyperShiftSettings:
     node_pool_replicas: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, cluster: Any) -> HyperShiftSettings:
-        s = Settings(
+    def parse(cls, cluster: Any) -> HyperShiftSettings:
+        s = SettingsSection(
             cluster,
             KIND,
             known=(
@@ -106,29 +102,34 @@ class HyperShiftSettings:
         try:
             return self.node_pool_replicas[tier.name]
         except KeyError:
-            raise KubePermanentError(
-                f"Cluster {self.cluster_name}: no NodePool size for tier {tier.name}; set virtual_config.{KIND}.node_pool_replicas.{tier.name}."
+            raise ClusterConfigError(
+                f"Cluster {self.cluster_name}: no NodePool size for tier {tier.name}; "
+                f"set virtual_config.{KIND}.node_pool_replicas.{tier.name}."
             ) from None
 
 
 def hosted_namespace(tenant: Any) -> str:
-    """Where the tenant's HostedCluster lives, read leniently: a later mistake elsewhere in the settings must not strand teardown."""
+    """Where the tenant's HostedCluster lives, read leniently.
+
+    A later mistake elsewhere in the settings must not strand teardown.
+    """
     section = (tenant.cluster.virtual_config or {}).get(KIND)
     configured = section.get("namespace") if isinstance(section, dict) else None
     return configured.strip() if isinstance(configured, str) and configured.strip() else tenant.namespace
 
 
-def _meta(tenant: Any, tier: Any, settings: HyperShiftSettings) -> dict:
+def _meta(tenant: Any, tier: Any, settings: HyperShiftSettings) -> Manifest:
     namespace = settings.namespace_for(tenant)
     if len(namespace) + 1 + len(tenant.name) > CONTROL_PLANE_NAMESPACE_MAX:
         raise KubePermanentError(
             f"HyperShift would run this control plane in namespace {namespace}-{tenant.name}, longer than "
-            f"{CONTROL_PLANE_NAMESPACE_MAX} characters: choose a shorter name, or set virtual_config.{KIND}.namespace on the cluster."
+            f"{CONTROL_PLANE_NAMESPACE_MAX} characters: choose a shorter name, "
+            f"or set virtual_config.{KIND}.namespace on the cluster."
         )
     return {"name": tenant.name, "namespace": namespace, "labels": manifests.labels(tenant, tier)}
 
 
-def hosted_cluster(tenant: Any, tier: Any, settings: HyperShiftSettings) -> dict:
+def hosted_cluster(tenant: Any, tier: Any, settings: HyperShiftSettings) -> Manifest:
     """The HostedCluster: release, DNS, platform and secret references from the cluster's settings."""
     platform: dict[str, Any] = {"type": settings.platform}
     if settings.platform == "Agent":
@@ -151,8 +152,9 @@ def hosted_cluster(tenant: Any, tier: Any, settings: HyperShiftSettings) -> dict
     return {"apiVersion": API_VERSION, "kind": "HostedCluster", "metadata": _meta(tenant, tier, settings), "spec": spec}
 
 
-def node_pool(tenant: Any, tier: Any, settings: HyperShiftSettings) -> dict:
-    """The NodePool: its size follows the tier; on KubeVirt each node gets an equal share of the tier's CPU and memory."""
+def node_pool(tenant: Any, tier: Any, settings: HyperShiftSettings) -> Manifest:
+    """The NodePool: its size follows the tier; on KubeVirt each node gets an equal share of the tier's CPU and
+    memory."""
     replicas = settings.replicas_for(tier)
     platform: dict[str, Any] = {"type": settings.platform}
     if settings.platform == "KubeVirt":
@@ -176,35 +178,30 @@ def node_pool(tenant: Any, tier: Any, settings: HyperShiftSettings) -> dict:
     }
 
 
-def hosted_control_plane(tenant: Any, tier: Any, settings: HyperShiftSettings) -> list[dict]:
+def hosted_control_plane(tenant: Any, tier: Any, settings: HyperShiftSettings) -> list[Manifest]:
     return [hosted_cluster(tenant, tier, settings), node_pool(tenant, tier, settings)]
 
 
-class HyperShiftBackend(VirtualClusterBackend):
-    kind = KIND
+class HostedControlPlane:
+    """A HostedCluster and its NodePool, run by the HyperShift operator."""
 
-    def check_cluster(self, cluster: Any) -> None:
-        HyperShiftSettings.of(cluster)
+    def parse_settings(self, cluster: Any) -> HyperShiftSettings:
+        return HyperShiftSettings.parse(cluster)
 
-    def apply(self, tenant: Any, host: Kube, *, detect_drift: bool) -> list[str]:
-        # A bad cluster record fails the tenant before anything is created.
-        hosted_control_plane(tenant, tenant.tier, HyperShiftSettings.of(tenant.cluster))
-        return super().apply(tenant, host, detect_drift=detect_drift)
+    def objects(self, tenant: Any, tier: Any, settings: HyperShiftSettings) -> list[Manifest]:
+        return hosted_control_plane(tenant, tier, settings)
 
-    def control_plane_objects(self, tenant: Any, host: Kube) -> list[dict]:
-        return hosted_control_plane(tenant, tenant.tier, HyperShiftSettings.of(tenant.cluster))
+    def preview(self, tenant: Any, tier: Any, settings: HyperShiftSettings) -> list[Manifest]:
+        return hosted_control_plane(tenant, tier, settings)
 
-    def control_plane_preview(self, tenant: Any, tier: Any) -> list[dict]:
-        return hosted_control_plane(tenant, tier, HyperShiftSettings.of(tenant.cluster))
+    def install(self, tenant: Any, host: Kube, settings: HyperShiftSettings) -> None:
+        apply_custom_resources(host, hosted_control_plane(tenant, tenant.tier, settings), operator=OPERATOR)
 
-    def install(self, tenant: Any, host: Kube) -> None:
-        apply_custom_resources(host, self.control_plane_objects(tenant, host), operator=OPERATOR)
-
-    def _hosted_cluster(self, tenant: Any, host: Kube) -> tuple[dict | None, str]:
+    def _hosted_cluster(self, tenant: Any, host: Kube) -> tuple[Manifest | None, str]:
         namespace = hosted_namespace(tenant)
         return host.get("HostedCluster", tenant.name, namespace=namespace), namespace
 
-    def control_plane_ready(self, tenant: Any, host: Kube) -> bool:
+    def ready(self, tenant: Any, host: Kube, settings: HyperShiftSettings) -> bool:
         hc, namespace = self._hosted_cluster(tenant, host)
         where = f"HostedCluster {namespace}/{tenant.name}"
         image = condition(hc, "ValidReleaseImage")
@@ -220,9 +217,9 @@ class HyperShiftBackend(VirtualClusterBackend):
             )
         return condition(hc, "Available").get("status") == "True"
 
-    def admin_kubeconfig(self, tenant: Any, host: Kube) -> dict | None:
+    def admin_kubeconfig(self, tenant: Any, host: Kube, settings: HyperShiftSettings) -> Manifest | None:
         hc, namespace = self._hosted_cluster(tenant, host)
-        secret = (((hc or {}).get("status") or {}).get("kubeconfig") or {}).get("name") or ""
+        secret = str((((hc or {}).get("status") or {}).get("kubeconfig") or {}).get("name") or "")
         if not secret:
             return None
         if not DNS_SUBDOMAIN.fullmatch(secret):
@@ -234,10 +231,14 @@ class HyperShiftBackend(VirtualClusterBackend):
     def top_level(self, tenant: Any) -> list[TopLevel]:
         # HostedClusters may live in a namespace shared by every tenant (virtual_config.hypershift.namespace).
         namespace = hosted_namespace(tenant)
-        hosted = [TopLevel("NodePool", tenant.name, namespace), TopLevel("HostedCluster", tenant.name, namespace)]
-        return [*self.host.top_level(tenant), *hosted]
+        return [TopLevel("NodePool", tenant.name, namespace), TopLevel("HostedCluster", tenant.name, namespace)]
 
     def uninstall(self, tenant: Any, host: Kube) -> bool:
-        hosted = [top for top in self.top_level(tenant) if top.kind != "Namespace"]
-        gone = [ownership.delete(host, tenant, top) for top in hosted]  # ask for every deletion, then wait
+        gone = [ownership.delete(host, tenant, top) for top in self.top_level(tenant)]  # ask for every deletion
         return all(gone)
+
+
+def backend() -> VirtualClusterBackend[HyperShiftSettings]:
+    return VirtualClusterBackend(
+        kind=KIND, control_plane=HostedControlPlane(), host=NamespaceBackend(team_access=False)
+    )

@@ -26,9 +26,10 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from worker import isolation, kube, manifests, ownership
-from worker.backends.adapters import Settings, apply_custom_resources
-from worker.backends.virtual import VirtualClusterBackend, inside_objects, with_server
-from worker.kube import Kube, KubePermanentError
+from worker.backends.adapters import apply_custom_resources
+from worker.backends.virtual import ControlPlaneAccess, VirtualClusterBackend, with_server
+from worker.cluster_settings import ClusterConfigError, SettingsSection
+from worker.kube import Kube, Manifest
 from worker.ownership import TopLevel
 
 KIND = "kcp"
@@ -52,8 +53,8 @@ class KcpSettings:
     workspace_type: str = "universal"
 
     @classmethod
-    def of(cls, cluster: Any) -> KcpSettings:
-        s = Settings(cluster, KIND, known=("parent_workspace", "workspace_type"))
+    def parse(cls, cluster: Any) -> KcpSettings:
+        s = SettingsSection(cluster, KIND, known=("parent_workspace", "workspace_type"))
         parent = s.text("parent_workspace", required=True, pattern=LOGICAL_PATH, example="root:teams")
         workspace_type = s.text("workspace_type", default="universal", pattern=LOGICAL_PATH, example="universal")
         served = _served_path(cluster.api_url)
@@ -70,8 +71,9 @@ def _served_path(api_url: str) -> str:
     return unquote(rest.strip("/")) if found else ""
 
 
-def workspace(tenant: Any, tier: Any, settings: KcpSettings) -> dict:
-    """The Workspace: cluster-scoped in the parent, named like the tenant's namespace (the cluster's prefix plus its name)."""
+def workspace(tenant: Any, tier: Any, settings: KcpSettings) -> Manifest:
+    """The Workspace: cluster-scoped in the parent, named like the tenant's namespace (the cluster's prefix plus
+    its name)."""
     path, _, name = settings.workspace_type.rpartition(":")
     type_ref = {"name": name, **({"path": path} if path else {})}
     return {
@@ -82,12 +84,12 @@ def workspace(tenant: Any, tier: Any, settings: KcpSettings) -> dict:
     }
 
 
-def _single_context(config: dict, ca_pem: str) -> dict:
+def _single_context(config: Manifest, ca_pem: str) -> Manifest:
     """The credential's current context alone, with its CA embedded (it is handed to tenants as whom to trust)."""
     contexts = {c["name"]: c["context"] for c in config.get("contexts") or []}
     context = contexts.get(config.get("current-context")) or next(iter(contexts.values()), None)
     if context is None:
-        raise KubePermanentError("The kcp credential kubeconfig has no context.")
+        raise ClusterConfigError("The kcp credential kubeconfig has no context.")
     cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
     user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
     cluster = dict(cluster)
@@ -109,67 +111,54 @@ def _single_context(config: dict, ca_pem: str) -> dict:
     }
 
 
-class KcpBackend(VirtualClusterBackend):
-    kind = KIND
+class KcpWorkspace:
+    """A Workspace in the parent workspace; kcp serves it at ``spec.URL`` once Ready."""
 
-    # --- no host namespace: the workspace is all there is -----------------------------------------
-    def check_cluster(self, cluster: Any) -> None:
-        KcpSettings.of(cluster)
+    def parse_settings(self, cluster: Any) -> KcpSettings:
+        return KcpSettings.parse(cluster)
 
-    def preview(self, tenant: Any, tier: Any) -> list[dict]:
-        return [workspace(tenant, tier, KcpSettings.of(tenant.cluster))]
+    def objects(self, tenant: Any, tier: Any, settings: KcpSettings) -> list[Manifest]:
+        return [workspace(tenant, tier, settings)]
 
-    def render(self, tenant: Any, host: Kube) -> list[dict]:
-        return self.control_plane_objects(tenant, host)
+    def preview(self, tenant: Any, tier: Any, settings: KcpSettings) -> list[Manifest]:
+        return self.objects(tenant, tier, settings)
 
-    def control_plane_objects(self, tenant: Any, host: Kube) -> list[dict]:
-        return [workspace(tenant, tenant.tier, KcpSettings.of(tenant.cluster))]
+    def install(self, tenant: Any, host: Kube, settings: KcpSettings) -> None:
+        apply_custom_resources(host, self.objects(tenant, tenant.tier, settings), operator=OPERATOR)
 
-    def apply(self, tenant: Any, host: Kube, *, detect_drift: bool) -> list[str]:
-        apply_custom_resources(host, self.control_plane_objects(tenant, host), operator=OPERATOR)
-        return []
-
-    def is_ready(self, tenant: Any, host: Kube) -> bool:
-        if not self.control_plane_ready(tenant, host):
-            return False
-        inside = self.virtual(tenant, host)
-        objs = inside_objects()
-        inside.apply(objs[:1])
-        inside.apply(objs[1:])
-        return True
-
-    def top_level(self, tenant: Any) -> list[TopLevel]:
-        return [TopLevel("Workspace", tenant.namespace)]
-
-    def teardown(self, tenant: Any, host: Kube) -> bool:
-        return ownership.delete(host, tenant, self.top_level(tenant)[0])
-
-    def usage(self, tenant: Any, host: Kube) -> dict:
-        return {}
-
-    def isolation_checks(self) -> list:
-        return KCP_CHECKS
-
-    # --- the workspace -----------------------------------------------------------------------------
     def _url(self, tenant: Any, host: Kube) -> str:
         """spec.URL once kcp reports the workspace Ready, else ''."""
         ws = host.get("Workspace", tenant.namespace) or {}
         ready = (ws.get("status") or {}).get("phase") == "Ready"
-        return (ws.get("spec") or {}).get("URL", "") if ready else ""
+        return str((ws.get("spec") or {}).get("URL", "")) if ready else ""
 
-    def control_plane_ready(self, tenant: Any, host: Kube) -> bool:
+    def ready(self, tenant: Any, host: Kube, settings: KcpSettings) -> bool:
         return bool(self._url(tenant, host))
 
-    def admin_kubeconfig(self, tenant: Any, host: Kube) -> dict | None:
+    def admin_kubeconfig(self, tenant: Any, host: Kube, settings: KcpSettings) -> Manifest | None:
         url = self._url(tenant, host)
         if not url:
             return None
         cluster = tenant.cluster
         if cluster.credential_ref == "incluster":
-            raise KubePermanentError(
+            raise ClusterConfigError(
                 f"Cluster {cluster.name}: kcp needs a kubeconfig credential (kubeconfig: or env:), not incluster."
             )
         return with_server(_single_context(kube.load_credential(cluster.credential_ref), cluster.ca_pem), url)
 
+    def top_level(self, tenant: Any) -> list[TopLevel]:
+        return [TopLevel("Workspace", tenant.namespace)]
+
     def uninstall(self, tenant: Any, host: Kube) -> bool:
-        return self.teardown(tenant, host)
+        return ownership.delete(host, tenant, TopLevel("Workspace", tenant.namespace))
+
+
+def backend() -> VirtualClusterBackend[KcpSettings]:
+    """No host namespace (kcp runs no pods): the workspace is all there is. kcp serves no /readyz per workspace."""
+    return VirtualClusterBackend(
+        kind=KIND,
+        control_plane=KcpWorkspace(),
+        host=None,
+        inside=ControlPlaneAccess(probe_health=False),
+        checks=KCP_CHECKS,
+    )

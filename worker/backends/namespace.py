@@ -9,11 +9,8 @@ from typing import Any
 from django.conf import settings
 
 from worker import guards, isolation, kube, manifests, ownership
-from worker.backends.base import Access, Backend
-from worker.kube import Kube, KubePermanentError
-
-# How long a grant the worker just wrote may take to reach the API server's authorizer (its informers).
-GRANT_EFFECTIVE_SECONDS = 10.0
+from worker.backends.base import Access, NotReadyYet
+from worker.kube import Kube, KubePermanentError, Manifest
 
 Tenant = Any
 
@@ -30,13 +27,17 @@ def _is_subset(want: Any, have: Any) -> bool:
     if isinstance(want, dict):
         return isinstance(have, dict) and all(_is_subset(v, have.get(k)) for k, v in want.items())
     if isinstance(want, list):
-        return isinstance(have, list) and len(want) == len(have) and all(_is_subset(w, h) for w, h in zip(want, have))
+        return (
+            isinstance(have, list)
+            and len(want) == len(have)
+            and all(_is_subset(w, h) for w, h in zip(want, have, strict=True))
+        )
     return kube.same_value(want, have)
 
 
-def _drift(k: Kube, objs: list[dict]) -> list[str]:
+def _drift(k: Kube, objs: list[Manifest]) -> list[str]:
     """What is missing or was edited by hand, before we apply over it."""
-    repaired = []
+    repaired: list[str] = []
     for obj in objs:
         meta = obj["metadata"]
         live = k.get(obj["kind"], meta["name"], namespace=meta.get("namespace"))
@@ -51,7 +52,8 @@ def _drift(k: Kube, objs: list[dict]) -> list[str]:
 
 
 def namespace_grants() -> tuple[manifests.NamespaceGrant, ...]:
-    """Berth's own rights inside tenant namespaces (settings.BERTH_NAMESPACE_GRANTS; empty with an admin credential)."""
+    """Berth's own rights inside tenant namespaces (settings.BERTH_NAMESPACE_GRANTS; empty with an admin
+    credential)."""
     try:
         return manifests.parse_grants(settings.BERTH_NAMESPACE_GRANTS)
     except ValueError as exc:
@@ -63,7 +65,9 @@ def grant_berth_access(k: Kube, namespace: dict[str, Any], bindings: list[dict[s
 
     With a least-privilege credential the worker's rights inside a namespace come from these RoleBindings, so they
     are created (POST: creating needs no rights inside the namespace) before anything is applied there, and again
-    if someone deleted them. ``ownership.claim`` has made sure an existing namespace is this tenant's.
+    if someone deleted them. ``ownership.claim`` has made sure an existing namespace is this tenant's. A grant just
+    written reaches the API server's authorizer a moment later (its informers): until it does, NotReadyYet (the
+    caller comes back; nothing waits here).
     """
     meta = namespace["metadata"]
     created: list[str] = []
@@ -75,12 +79,8 @@ def grant_berth_access(k: Kube, namespace: dict[str, Any], bindings: list[dict[s
         _create_if_missing(k, bare, created)
     for binding in bindings:
         _create_if_missing(k, binding, created)
-    if created:
-        kube.wait_until(
-            lambda: k.can_i(verb="patch", resource="namespaces", namespace=meta["name"]),
-            timeout=GRANT_EFFECTIVE_SECONDS,
-            what=f"Berth's grants in namespace {meta['name']} to take effect",
-        )
+    if created and not k.can_i(verb="patch", resource="namespaces", namespace=meta["name"]):
+        raise NotReadyYet(f"Berth's grants in namespace {meta['name']} do not take effect yet.")
     return [f"{what} was missing" for what in created]
 
 
@@ -109,7 +109,7 @@ def guards_not_in_force(k: Kube, namespace: dict[str, Any], *, team_access: bool
     name = namespace["metadata"]["name"]
     seen = _guards_seen.setdefault((k.server, _GUARDS_DIGEST), set())
     probes = guards.violations(name)
-    waiting = []
+    waiting: list[str] = []
     for guard in guards.applicable(namespace["metadata"].get("labels") or {}):
         if guard.name in seen or (guard.name == "berth-no-berth-service-accounts" and not team_access):
             continue  # the host side of a virtual cluster has no Berth ServiceAccounts to run as
@@ -124,21 +124,24 @@ def guards_not_in_force(k: Kube, namespace: dict[str, Any], *, team_access: bool
     return waiting
 
 
-class NamespaceBackend(Backend):
+class NamespaceBackend:
     """A namespace with quota, limits, network policies, RBAC and fairness."""
 
     kind = "namespace"
 
-    def __init__(self, *, team_access: bool = True):
+    def __init__(self, *, team_access: bool = True) -> None:
         # False for the host side of a virtual cluster: no team Roles, ServiceAccounts or bindings on the host.
         self.team_access = team_access
 
-    def preview(self, tenant: Any, tier: Any) -> list[dict]:
+    def check_cluster(self, cluster: Any) -> None:
+        """Namespace tenants have no per-kind settings."""
+
+    def preview(self, tenant: Any, tier: Any) -> list[Manifest]:
         return manifests.namespace_tenant(
             tenant, tier, tenant.cluster, team_access=self.team_access, grants=namespace_grants()
         )
 
-    def render(self, tenant: Tenant, k: Kube) -> list[dict]:
+    def render(self, tenant: Tenant, k: Kube) -> list[Manifest]:
         objs = manifests.namespace_tenant(
             tenant,
             tenant.tier,
@@ -164,7 +167,7 @@ class NamespaceBackend(Backend):
         self._prune(tenant, k, objs)
         return repaired
 
-    def _prune(self, tenant: Tenant, k: Kube, objs: list[dict]) -> None:
+    def _prune(self, tenant: Tenant, k: Kube, objs: list[Manifest]) -> None:
         """Remove berth objects a tier change no longer wants (e.g. an ingress policy)."""
         wanted = {(o["kind"], o["metadata"]["name"]) for o in objs}
         selector = f"berth.dev/tenant-id={tenant.pk}"
@@ -196,7 +199,7 @@ class NamespaceBackend(Backend):
         gone = [ownership.delete(k, tenant, top) for top in reversed(self.top_level(tenant))]
         return all(gone)
 
-    def usage(self, tenant: Tenant, k: Kube) -> dict:
+    def usage(self, tenant: Tenant, k: Kube) -> dict[str, Any]:
         quota = k.get("ResourceQuota", "berth-quota", namespace=tenant.namespace) or {}
         status = quota.get("status") or {}
         return {"hard": status.get("hard", {}), "used": status.get("used", {})}
@@ -223,14 +226,14 @@ class NamespaceBackend(Backend):
         )
         return host.with_token(token)
 
-    def isolation_checks(self) -> list:
+    def isolation_checks(self) -> list[isolation.Check]:
         return isolation.CHECKS
 
 
 SERVICE_ACCOUNT = {"edit": manifests.TENANT_SA, "view": manifests.VIEWER_SA}
 
 
-def oidc_exec_user(cluster: Any) -> dict:
+def oidc_exec_user(cluster: Any) -> dict[str, Any]:
     """A kubeconfig user that signs in through kubelogin: no secret in the file."""
     scopes = [s.strip() for s in (cluster.oidc_extra_scopes or "").split(",") if s.strip()]
     args = [

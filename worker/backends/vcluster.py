@@ -24,10 +24,11 @@ import yaml
 from worker import helm, kube, manifests
 from worker.backends.namespace import NamespaceBackend
 from worker.backends.virtual import VirtualClusterBackend, kubeconfig_from_secret, with_server
-from worker.kube import Kube, KubePermanentError
+from worker.cluster_settings import ClusterConfigError
+from worker.kube import Kube, KubePermanentError, Manifest
+from worker.ownership import TopLevel
 from worker.vcluster_values import (
     CHART_NAME,
-    ConfigError,
     VClusterConfig,
     check_fits_tier,
     control_plane_policy,
@@ -53,7 +54,7 @@ def kubeconfig_secret(tenant: Any, config: VClusterConfig) -> tuple[str, str]:
     return f"vc-{tenant.name}", "config"  # the chart's default (exportKubeConfig.secret unset)
 
 
-def helm_repository(tenant: Any, config: VClusterConfig) -> dict:
+def helm_repository(tenant: Any, config: VClusterConfig) -> Manifest:
     """Flux's source for the chart: in the tenant's namespace, or shared in ``flux_namespace``."""
     cluster = tenant.cluster
     if config.flux_namespace:
@@ -71,7 +72,7 @@ def helm_repository(tenant: Any, config: VClusterConfig) -> dict:
     return {"apiVersion": _api_version("HelmRepository"), "kind": "HelmRepository", "metadata": meta, "spec": spec}
 
 
-def flux_objects(tenant: Any, tier: Any, config: VClusterConfig, values: dict) -> list[dict]:
+def flux_objects(tenant: Any, tier: Any, config: VClusterConfig, values: Manifest) -> list[Manifest]:
     repository = helm_repository(tenant, config)
     release = {
         "apiVersion": _api_version("HelmRelease"),
@@ -99,7 +100,7 @@ def flux_objects(tenant: Any, tier: Any, config: VClusterConfig, values: dict) -
     return [repository, release]
 
 
-def capi_objects(tenant: Any, tier: Any, config: VClusterConfig, values: dict) -> list[dict]:
+def capi_objects(tenant: Any, tier: Any, config: VClusterConfig, values: Manifest) -> list[Manifest]:
     """cluster-api-provider-vcluster: the VCluster is both the Cluster's control plane and its infrastructure."""
     meta = {"name": tenant.name, "namespace": tenant.namespace, "labels": manifests.labels(tenant, tier)}
     ref = {"apiVersion": _api_version("VCluster"), "kind": "VCluster", "name": tenant.name}
@@ -124,7 +125,7 @@ def capi_objects(tenant: Any, tier: Any, config: VClusterConfig, values: dict) -
     return [vcluster, cluster]
 
 
-def helm_preview(tenant: Any, config: VClusterConfig, values: dict) -> dict:
+def helm_preview(tenant: Any, config: VClusterConfig, values: Manifest) -> Manifest:
     """What the worker will run helm with (the approver's preview; helm creates no object of Berth's own)."""
     return {
         "helmRelease": {
@@ -138,7 +139,7 @@ def helm_preview(tenant: Any, config: VClusterConfig, values: dict) -> dict:
     }
 
 
-def host_kubeconfig(cluster: Any) -> dict | None:
+def host_kubeconfig(cluster: Any) -> Manifest | None:
     """The portal's kubeconfig for the host, for helm (None: in-cluster identity); never stored, never logged."""
     if cluster.credential_ref == "incluster":
         return None
@@ -146,53 +147,45 @@ def host_kubeconfig(cluster: Any) -> dict | None:
     return with_server(config, cluster.api_url.rstrip("/")) if cluster.api_url else config
 
 
-def _condition(obj: dict, kind: str) -> dict:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
+def _condition(obj: Manifest, kind: str) -> dict[str, Any]:
+    return next((dict(c) for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
 
 
 class VClusterHost(NamespaceBackend):
-    """The host namespace: the tier's quota, limits and default deny, no team access, and the control plane's opening."""
+    """The host namespace: the tier's quota, limits and default deny, no team access, and the control plane's
+    opening."""
 
     def __init__(self) -> None:
         super().__init__(team_access=False)
 
-    def preview(self, tenant: Any, tier: Any) -> list[dict]:
+    def preview(self, tenant: Any, tier: Any) -> list[Manifest]:
         config = parse_config(tenant.cluster)
         objs = _with_public_host(super().preview(tenant, tier), config, tenant)
         return [*objs, control_plane_policy(tenant, tier, tenant.cluster, config)]
 
-    def render(self, tenant: Any, k: Kube) -> list[dict]:
+    def render(self, tenant: Any, k: Kube) -> list[Manifest]:
         config = parse_config(tenant.cluster)
         objs = _with_public_host(super().render(tenant, k), config, tenant)
         return [*objs, control_plane_policy(tenant, tenant.tier, tenant.cluster, config)]
 
 
-def _with_public_host(objs: list[dict], config: VClusterConfig, tenant: Any) -> list[dict]:
-    """The host namespace's Ingress domains include the control plane's public host (its Ingress, if exposed so)."""
+def _with_public_host(objs: list[Manifest], config: VClusterConfig, tenant: Any) -> list[Manifest]:
+    """The host namespace's Ingress domains include the control plane's public host (its Ingress, if exposed
+    so)."""
     annotations = objs[0]["metadata"]["annotations"]
     domains = [d for d in annotations.get(manifests.INGRESS_DOMAINS_ANNOTATION, "").split(",") if d]
     annotations[manifests.INGRESS_DOMAINS_ANNOTATION] = ",".join([*domains, public_host(config, tenant)])
     return objs
 
 
-class VClusterBackend(VirtualClusterBackend):
-    kind = "vcluster"
-    host = VClusterHost()
+class VClusterControlPlane:
+    """A vcluster in the tenant's host namespace, installed by helm, Flux or Cluster API."""
 
-    def check_cluster(self, cluster: Any) -> None:
-        parse_config(cluster)
+    def parse_settings(self, cluster: Any) -> VClusterConfig:
+        return parse_config(cluster)
 
-    def config(self, tenant: Any, tier: Any = None) -> VClusterConfig:
-        """The cluster's vcluster settings, checked against the tier; ConfigError says what an admin must fix."""
-        config = parse_config(tenant.cluster)
-        check_fits_tier(config, tier or tenant.tier, tenant.cluster)
-        return config
-
-    def apply(self, tenant: Any, host: Kube, *, detect_drift: bool) -> list[str]:
-        self.config(tenant)  # refuse bad settings before anything exists on the host
-        return super().apply(tenant, host, detect_drift=detect_drift)
-
-    def _objects(self, tenant: Any, tier: Any, config: VClusterConfig) -> list[dict]:
+    def objects(self, tenant: Any, tier: Any, config: VClusterConfig) -> list[Manifest]:
+        check_fits_tier(config, tier, tenant.cluster)
         values = render_values(tenant, tier, tenant.cluster, config)
         if config.installer == "flux":
             return flux_objects(tenant, tier, config, values)
@@ -200,19 +193,15 @@ class VClusterBackend(VirtualClusterBackend):
             return capi_objects(tenant, tier, config, values)
         return []  # helm installs through the helm binary, not through objects of Berth's
 
-    def control_plane_objects(self, tenant: Any, host: Kube) -> list[dict]:
-        return self._objects(tenant, tenant.tier, self.config(tenant))
-
-    def control_plane_preview(self, tenant: Any, tier: Any) -> list[dict]:
-        config = self.config(tenant, tier)
+    def preview(self, tenant: Any, tier: Any, config: VClusterConfig) -> list[Manifest]:
         if config.installer == "helm":
+            check_fits_tier(config, tier, tenant.cluster)
             return [helm_preview(tenant, config, render_values(tenant, tier, tenant.cluster, config))]
-        return self._objects(tenant, tier, config)
+        return self.objects(tenant, tier, config)
 
-    def install(self, tenant: Any, host: Kube) -> None:
-        config = self.config(tenant)
+    def install(self, tenant: Any, host: Kube, config: VClusterConfig) -> None:
         if config.installer != "helm":
-            host.apply(self._objects(tenant, tenant.tier, config))
+            host.apply(self.objects(tenant, tenant.tier, config))
             return
         helm.upgrade_install(
             release=tenant.name,
@@ -224,8 +213,7 @@ class VClusterBackend(VirtualClusterBackend):
             kubeconfig=host_kubeconfig(tenant.cluster),
         )
 
-    def control_plane_ready(self, tenant: Any, host: Kube) -> bool:
-        config = self.config(tenant)
+    def ready(self, tenant: Any, host: Kube, config: VClusterConfig) -> bool:
         if config.installer == "capi":
             return self._capi_ready(tenant, host)
         if config.installer == "flux":
@@ -236,8 +224,8 @@ class VClusterBackend(VirtualClusterBackend):
                     f"Flux gave up on HelmRelease {tenant.namespace}/{tenant.name}: "
                     f"{stalled.get('reason', '')}: {stalled.get('message', '')}"
                 )
-        sts = host.get("StatefulSet", tenant.name, namespace=tenant.namespace)
-        return bool(sts) and int((sts.get("status") or {}).get("readyReplicas") or 0) >= 1
+        sts = host.get("StatefulSet", tenant.name, namespace=tenant.namespace) or {}
+        return int((sts.get("status") or {}).get("readyReplicas") or 0) >= 1
 
     def _capi_ready(self, tenant: Any, host: Kube) -> bool:
         vcluster = host.get("VCluster", tenant.name, namespace=tenant.namespace) or {}
@@ -252,15 +240,18 @@ class VClusterBackend(VirtualClusterBackend):
             cluster.get("phase") == "Provisioned" or bool(cluster.get("controlPlaneReady"))
         )
 
-    def admin_kubeconfig(self, tenant: Any, host: Kube) -> dict | None:
-        config = self.config(tenant)
+    def admin_kubeconfig(self, tenant: Any, host: Kube, config: VClusterConfig) -> Manifest | None:
         name, key = kubeconfig_secret(tenant, config)
         admin = kubeconfig_from_secret(host, namespace=tenant.namespace, name=name, key=key)
         # The operator may write an in-cluster address; tenants and the worker use the public endpoint.
         return None if admin is None else with_server(admin, public_endpoint(config, tenant))
 
+    def top_level(self, tenant: Any) -> list[TopLevel]:
+        return []  # everything lives in the host namespace, which is the tenant's
+
     def uninstall(self, tenant: Any, host: Kube) -> bool:
-        """Delete what any installer left, wait for its finalizers, uninstall a helm release; True once all is gone."""
+        """Delete what any installer left, wait for its finalizers, uninstall a helm release; True once all is
+        gone."""
         ns, name = tenant.namespace, tenant.name
         present = {kind: obj for kind in INSTALLER_KINDS if (obj := host.get(kind, name, namespace=ns)) is not None}
         for kind, obj in present.items():
@@ -268,17 +259,20 @@ class VClusterBackend(VirtualClusterBackend):
                 host.delete(kind, name, namespace=ns)
         if present:
             return False  # their controllers uninstall the chart, then drop their finalizers
-        if self._installer(tenant) == "helm" and host.list(
-            "Secret", namespace=ns, label_selector=f"owner=helm,name={name}"
-        ):
+        if _installer(tenant) == "helm" and host.list("Secret", namespace=ns, label_selector=f"owner=helm,name={name}"):
             helm.uninstall(release=name, namespace=ns, kubeconfig=host_kubeconfig(tenant.cluster))
             return False
         return host.get("StatefulSet", name, namespace=ns) is None
 
-    @staticmethod
-    def _installer(tenant: Any) -> str | None:
-        # Decommissioning must work even after an admin broke the settings: without them, the namespace deletion cleans up.
-        try:
-            return parse_config(tenant.cluster).installer
-        except ConfigError:
-            return None
+
+def _installer(tenant: Any) -> str | None:
+    # Decommissioning must work even after an admin broke the settings: without them, the namespace deletion
+    # cleans up.
+    try:
+        return parse_config(tenant.cluster).installer
+    except ClusterConfigError:
+        return None
+
+
+def backend() -> VirtualClusterBackend[VClusterConfig]:
+    return VirtualClusterBackend(kind="vcluster", control_plane=VClusterControlPlane(), host=VClusterHost())

@@ -268,6 +268,8 @@ postgres://berth@{{ include "berth.postgresql.host" . }}:5432/berth
   value: {{ $v.config.reconcileSeconds | quote }}
 - name: BERTH_STUCK_AFTER_SECONDS
   value: {{ $v.config.stuckAfterSeconds | int64 | quote }}
+- name: BERTH_PROVISION_TIMEOUT_SECONDS
+  value: {{ $v.config.provisionTimeoutSeconds | int64 | quote }}
 - name: BERTH_EXPIRY_REMINDER_DAYS
   value: {{ $v.config.expiryReminderDays | int64 | quote }}
 - name: BERTH_WRITE_THROTTLE

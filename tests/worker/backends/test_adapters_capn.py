@@ -1,12 +1,14 @@
-"""VirtualCluster (CAPN) tenants end to end: services → a real Celery worker → the host → the vc-manager stand-in → the virtual API server.
+"""VirtualCluster (CAPN) tenants end to end: services → a real Celery worker → the host → the vc-manager stand-in →
+the virtual API server.
 
-The stand-in (tests/virtual/standin_adapters.py) plays vc-manager; everything Berth does is real. Access is
+The stand-in (tests/worker/backends/standin_adapters.py) plays vc-manager; everything Berth does is real. Access is
 asserted with the handed-back kubeconfig itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -16,8 +18,8 @@ from tenants.audit import AuditContext
 from tenants.models import AuditEvent
 from tests.plugins.kube import read_or_none, wait_for
 from tests.plugins.worker import fetch_kubeconfig, wait_status
-from tests.virtual.conftest import install_crds
-from tests.virtual.standin_adapters import (
+from tests.worker.backends.conftest import as_object, install_crds
+from tests.worker.backends.standin_adapters import (
     CLUSTER_VERSION,
     VIRTUAL_CLUSTER,
     VirtualClusterStandIn,
@@ -25,6 +27,7 @@ from tests.virtual.standin_adapters import (
     assert_admin_inside_and_refused_by_host,
     custom_object,
     delete_prefixed_namespaces,
+    existing_object,
     register_cluster,
 )
 
@@ -59,12 +62,12 @@ def capn_cluster(control_plane, kube_admin, small, medium, large) -> Iterator:
     delete_prefixed_namespaces(kube_admin, cluster.namespace_prefix)
 
 
-def _isolation_report(tenant) -> dict:
+def _isolation_report(tenant) -> dict[str, Any]:
     def report():
         tenant.refresh_from_db()
         return tenant.isolation_report
 
-    return wait_for(report, timeout=120, what="the isolation report")
+    return as_object(wait_for(report, timeout=120, what="the isolation report"))
 
 
 def test_virtualcluster_tenant_lives_its_whole_life_through_vc_manager(
@@ -88,7 +91,7 @@ def test_virtualcluster_tenant_lives_its_whole_life_through_vc_manager(
         )
         wait_status(tenant, "ready", timeout=180)
 
-        vc = custom_object(kube_admin, VIRTUAL_CLUSTER, tenant.name, tenant.namespace)
+        vc = existing_object(kube_admin, VIRTUAL_CLUSTER, tenant.name, tenant.namespace)
         assert vc["spec"]["clusterVersionName"] == CLUSTER_VERSION_NAME
         assert vc["metadata"]["labels"]["berth.dev/tenant-id"] == str(tenant.pk)
         assert vc["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "berth"
@@ -96,7 +99,8 @@ def test_virtualcluster_tenant_lives_its_whole_life_through_vc_manager(
         cluster_namespace = vc["status"]["clusterNamespace"]
         # The host side is a namespace tenant: the tier's quota bounds what runs there.
         core = client.CoreV1Api(kube_admin)
-        assert core.read_namespaced_resource_quota("berth-quota", tenant.namespace).status.hard["limits.cpu"] == "8"
+        hard = core.read_namespaced_resource_quota("berth-quota", tenant.namespace).status.hard or {}
+        assert hard["limits.cpu"] == "8"
 
         path, config = fetch_kubeconfig(alice, tenant, tmp_path)
         assert (
@@ -123,7 +127,9 @@ def test_virtualcluster_tenant_lives_its_whole_life_through_vc_manager(
         assert read_or_none(lambda: core.read_namespace(tenant.namespace)) is None
         assert f"virtualclusters/{tenant.name}" in operator.cleaned  # Berth waited for vc-manager's finalizer
         control_plane_ns = read_or_none(lambda: core.read_namespace(cluster_namespace))
-        assert control_plane_ns is None or control_plane_ns.metadata.deletion_timestamp
+        assert control_plane_ns is None or (
+            isinstance(control_plane_ns, client.V1Namespace) and control_plane_ns.metadata.deletion_timestamp
+        )
     assert operator.errors == []
 
 

@@ -4,7 +4,7 @@ These machines cannot run vcluster's syncer pods, so each stand-in does, at the 
 Berth talks to, what the real thing does, and a second real dev control plane
 (``virtual_plane``) plays the virtual API server:
 
-- ``tests/virtual/fake_helm/helm`` (first on PATH in tests) plays the helm binary: it records
+- ``tests/worker/backends/fake_helm/helm`` (first on PATH in tests) plays the helm binary: it records
   its arguments and applies what the chart's templates would create (the control plane
   StatefulSet and Services, the release's storage Secret), or removes them on uninstall.
 - ``VClusterStandIn`` plays, in a background thread polling the host, the parts that come
@@ -29,9 +29,9 @@ import kubernetes
 import yaml
 from kubernetes import client
 
-from tests.virtual.conftest import PollingStandIn, write_kubeconfig_secret
+from tests.worker.backends.conftest import PollingStandIn, as_object, write_kubeconfig_secret
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FAKE_HELM_DIR = Path(__file__).resolve().parent / "fake_helm"
 HELM_RECORDS = ROOT / "test-output" / "fake-helm"
 FINALIZER = "standin.berth.test/cleanup"
@@ -202,7 +202,9 @@ def _call(
     resp = api.call_api(method, url, header_params=headers, body=body, _request_timeout=15)
     resp.read()
     if not 200 <= resp.status < 300:
-        raise client.ApiException(status=resp.status, reason=resp.reason, body=resp.data.decode(errors="replace"))
+        raise client.ApiException(
+            status=resp.status, reason=resp.reason, body=(resp.data or b"").decode(errors="replace")
+        )
 
 
 def apply_objects(api: client.ApiClient, objs: list[dict], *, manager: str) -> None:
@@ -245,14 +247,14 @@ def store_release(api: client.ApiClient, *, release: str, namespace: str, chart_
     payload = json.dumps({"name": release, "chart": f"vcluster-{chart_version}", "version": revision, "config": values})
     core.create_namespaced_secret(
         namespace,
-        {
-            "metadata": {
-                "name": f"sh.helm.release.v1.{release}.v{revision}",
-                "labels": {"owner": "helm", "name": release, "status": "deployed", "version": str(revision)},
-            },
-            "type": "helm.sh/release.v1",
-            "data": {"release": base64.b64encode(payload.encode()).decode()},
-        },
+        client.V1Secret(
+            metadata=client.V1ObjectMeta(
+                name=f"sh.helm.release.v1.{release}.v{revision}",
+                labels={"owner": "helm", "name": release, "status": "deployed", "version": str(revision)},
+            ),
+            type="helm.sh/release.v1",
+            data={"release": base64.b64encode(payload.encode()).decode()},
+        ),
     )
     return revision
 
@@ -311,7 +313,8 @@ def virtual_admin_kubeconfig(virtual_kubeconfig_path: Path, server: str) -> dict
 
 
 class VClusterStandIn(PollingStandIn):
-    """One tenant's vcluster coming up and going away, for ``installer`` helm, flux or capi (see the module docstring)."""
+    """One tenant's vcluster coming up and going away, for ``installer`` helm, flux or capi (see the module
+    docstring)."""
 
     HELM_RELEASE = ("helm.toolkit.fluxcd.io", "v2", "helmreleases")
     HELM_REPOSITORY = ("source.toolkit.fluxcd.io", "v1", "helmrepositories")
@@ -409,9 +412,9 @@ class VClusterStandIn(PollingStandIn):
             )
 
     # --- Flux's helm-controller ---------------------------------------------------------------------------
-    def _get(self, resource: tuple[str, str, str], name: str) -> dict | None:
+    def _get(self, resource: tuple[str, str, str], name: str) -> dict[str, Any] | None:
         try:
-            return self.custom.get_namespaced_custom_object(*resource[:2], self.namespace, resource[2], name)
+            return as_object(self.custom.get_namespaced_custom_object(*resource[:2], self.namespace, resource[2], name))
         except client.ApiException as exc:
             if exc.status == 404:
                 return None
@@ -455,8 +458,13 @@ class VClusterStandIn(PollingStandIn):
             return
         chart = release["spec"]["chart"]["spec"]
         source = chart["sourceRef"]
-        repository = self.custom.get_namespaced_custom_object(
-            *self.HELM_REPOSITORY[:2], source.get("namespace", self.namespace), self.HELM_REPOSITORY[2], source["name"]
+        repository = as_object(
+            self.custom.get_namespaced_custom_object(
+                *self.HELM_REPOSITORY[:2],
+                source.get("namespace", self.namespace),
+                self.HELM_REPOSITORY[2],
+                source["name"],
+            )
         )
         values = release["spec"].get("values") or {}
         install_chart(

@@ -1,7 +1,8 @@
-"""kcp tenants end to end: services → a real Celery worker → the "kcp server" → the workspace stand-in → the workspace's API server.
+"""kcp tenants end to end: services → a real Celery worker → the "kcp server" → the workspace stand-in → the
+workspace's API server.
 
 The registered cluster plays the kcp server holding the parent workspace (the Workspace CRD installed on
-the dev control plane, cluster-scoped); the stand-in (tests/virtual/standin_adapters.py) plays kcp's
+the dev control plane, cluster-scoped); the stand-in (tests/worker/backends/standin_adapters.py) plays kcp's
 workspace controllers and makes the virtual plane the new workspace. Everything Berth does is real.
 """
 
@@ -20,14 +21,15 @@ from tenants.audit import AuditContext
 from tenants.models import KIND_NOTES, TenantKind
 from tests.plugins.kube import read_or_none, wait_for
 from tests.plugins.worker import fetch_kubeconfig, wait_status
-from tests.virtual.conftest import install_crds
-from tests.virtual.standin_adapters import (
+from tests.worker.backends.conftest import as_object, install_crds
+from tests.worker.backends.standin_adapters import (
     WORKSPACE,
     KcpStandIn,
     approved,
     assert_admin_inside_and_refused_by_host,
     custom_object,
     delete_prefixed_namespaces,
+    existing_object,
     register_cluster,
 )
 
@@ -62,7 +64,7 @@ def test_kcp_workspace_tenant_lives_its_whole_life_without_a_host_namespace(
         tenant = approved(kind="kcp", alice=alice, carol=carol, team=team_a, tier=medium, cluster=kcp_cluster)
         wait_status(tenant, "ready", timeout=180)
 
-        ws = custom_object(kube_admin, WORKSPACE, tenant.namespace)
+        ws = existing_object(kube_admin, WORKSPACE, tenant.namespace)
         assert ws["spec"]["type"] == {"name": "universal"}
         assert ws["spec"]["URL"] == virtual_plane.api_url and ws["status"]["phase"] == "Ready"
         assert ws["metadata"]["labels"]["berth.dev/tenant-id"] == str(tenant.pk)
@@ -124,22 +126,24 @@ def test_a_workspace_someone_else_made_is_never_adopted_nor_deleted(
         actor=alice, action="create", kind="kcp", team=team_a, tier=medium, cluster=kcp_cluster, name="taken"
     )
     custom = client.CustomObjectsApi(kube_admin)
-    theirs = custom.create_cluster_custom_object(
-        WORKSPACE.group,
-        WORKSPACE.version,
-        WORKSPACE.plural,
-        {
-            "apiVersion": "tenancy.kcp.io/v1alpha1",
-            "kind": "Workspace",
-            "metadata": {"name": req.tenant.namespace},
-            "spec": {"type": {"name": "universal"}},
-        },
+    theirs = as_object(
+        custom.create_cluster_custom_object(
+            WORKSPACE.group,
+            WORKSPACE.version,
+            WORKSPACE.plural,
+            {
+                "apiVersion": "tenancy.kcp.io/v1alpha1",
+                "kind": "Workspace",
+                "metadata": {"name": req.tenant.namespace},
+                "spec": {"type": {"name": "universal"}},
+            },
+        )
     )
     services.request_approve(tenant_request=req, actor=carol)
     tenant = wait_status(req.tenant, "failed")
     assert f"Workspace {tenant.namespace} already exists" in tenant.status_reason
     services.tenant_decommission(tenant=tenant, actor=alice)
     wait_status(tenant, "deleted")
-    ws = custom_object(kube_admin, WORKSPACE, tenant.namespace)
+    ws = existing_object(kube_admin, WORKSPACE, tenant.namespace)
     assert ws["metadata"]["uid"] == theirs["metadata"]["uid"] and not ws["metadata"].get("labels")
     custom.delete_cluster_custom_object(WORKSPACE.group, WORKSPACE.version, WORKSPACE.plural, tenant.namespace)

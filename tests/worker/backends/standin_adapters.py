@@ -23,7 +23,7 @@ from kubernetes import client
 from devcluster.launcher import ControlPlane
 from tenants import services
 from tenants.models import Cluster, Tenant, TenantRequest
-from tests.virtual.conftest import PollingStandIn, admin_kubeconfig_dict, write_kubeconfig_secret
+from tests.worker.backends.conftest import PollingStandIn, admin_kubeconfig_dict, as_object, write_kubeconfig_secret
 
 FINALIZER = "standin.berth.test/cleanup"
 MERGE_PATCH = "application/merge-patch+json"
@@ -49,7 +49,8 @@ def now() -> str:
 
 
 class OperatorStandIn(PollingStandIn):
-    """The reconcile loop every stand-in shares: finalizer in, ``reconcile`` until done, ``cleanup`` and finalizer out."""
+    """The reconcile loop every stand-in shares: finalizer in, ``reconcile`` until done, ``cleanup`` and finalizer
+    out."""
 
     resources: tuple[Resource, ...] = ()
 
@@ -87,7 +88,7 @@ class OperatorStandIn(PollingStandIn):
         return (meta.get("namespace") if res.namespaced else meta["name"]).startswith(self.prefix)
 
     def _reconcile_all(self, res: Resource) -> None:
-        for obj in self.custom.list_cluster_custom_object(res.group, res.version, res.plural)["items"]:
+        for obj in as_object(self.custom.list_cluster_custom_object(res.group, res.version, res.plural))["items"]:
             if not self._ours(res, obj):
                 continue
             finalizers = obj["metadata"].get("finalizers") or []
@@ -104,15 +105,19 @@ class OperatorStandIn(PollingStandIn):
     def patch(self, res: Resource, obj: dict, body: dict, *, status: bool = False) -> None:
         meta = obj["metadata"]
         if res.namespaced:
-            call = (
+            patch_namespaced = (
                 self.custom.patch_namespaced_custom_object_status
                 if status
                 else self.custom.patch_namespaced_custom_object
             )
-            call(res.group, res.version, meta["namespace"], res.plural, meta["name"], body, _content_type=MERGE_PATCH)
+            patch_namespaced(
+                res.group, res.version, meta["namespace"], res.plural, meta["name"], body, _content_type=MERGE_PATCH
+            )
         else:
-            call = self.custom.patch_cluster_custom_object_status if status else self.custom.patch_cluster_custom_object
-            call(res.group, res.version, res.plural, meta["name"], body, _content_type=MERGE_PATCH)
+            patch_cluster = (
+                self.custom.patch_cluster_custom_object_status if status else self.custom.patch_cluster_custom_object
+            )
+            patch_cluster(res.group, res.version, res.plural, meta["name"], body, _content_type=MERGE_PATCH)
 
     def set_status(self, res: Resource, obj: dict, status: dict) -> None:
         self.patch(res, obj, {"status": status}, status=True)
@@ -141,7 +146,8 @@ class OperatorStandIn(PollingStandIn):
 
 
 class VirtualClusterStandIn(OperatorStandIn):
-    """vc-manager: a VirtualCluster gets a control plane in its own namespace, the Secret admin-kubeconfig there, phase Running.
+    """vc-manager: a VirtualCluster gets a control plane in its own namespace, the Secret admin-kubeconfig there,
+    phase Running.
 
     ``advertised_server`` is the server vc-manager writes into the kubeconfig: by default the virtual plane's
     URL; pass an in-cluster address (e.g. "https://apiserver-svc.{cluster_namespace}:6443") to prove the
@@ -185,7 +191,11 @@ class VirtualClusterStandIn(OperatorStandIn):
         cluster_namespace = f"{meta['namespace']}-{meta['uid'][:6]}-{meta['name']}"[:63].rstrip("-")
         try:
             self.core.create_namespace(
-                {"metadata": {"name": cluster_namespace, "labels": {"tenancy.x-k8s.io/vcname": meta["name"]}}}
+                client.V1Namespace(
+                    metadata=client.V1ObjectMeta(
+                        name=cluster_namespace, labels={"tenancy.x-k8s.io/vcname": meta["name"]}
+                    )
+                )
             )
         except client.ApiException as exc:
             if exc.status != 409:
@@ -220,7 +230,8 @@ class VirtualClusterStandIn(OperatorStandIn):
 
 
 class HyperShiftStandIn(OperatorStandIn):
-    """The HyperShift operator: a HostedCluster becomes Available with "<name>-admin-kubeconfig"; NodePools report their replicas.
+    """The HyperShift operator: a HostedCluster becomes Available with "<name>-admin-kubeconfig"; NodePools report
+    their replicas.
 
     Like HyperShift it refuses to go on (ValidConfiguration False) while the referenced pull secret is missing.
     """
@@ -347,7 +358,8 @@ class KcpStandIn(OperatorStandIn):
 
 
 def register_cluster(control_plane: ControlPlane, *, kind: str, config: dict, tiers: list) -> Cluster:
-    """A registered Cluster on the dev control plane offering ``kind``; the unique prefix keeps each test's objects apart."""
+    """A registered Cluster on the dev control plane offering ``kind``; the unique prefix keeps each test's objects
+    apart."""
     prefix = f"a{secrets.token_hex(2)}-"
     cluster = Cluster.objects.create(
         name=f"{kind}-{prefix[:-1]}",
@@ -367,8 +379,9 @@ def register_cluster(control_plane: ControlPlane, *, kind: str, config: dict, ti
 def delete_prefixed_namespaces(api: client.ApiClient, prefix: str) -> None:
     core = client.CoreV1Api(api)
     for ns in core.list_namespace().items:
-        if ns.metadata.name.startswith(prefix) and not ns.metadata.deletion_timestamp:
-            core.delete_namespace(ns.metadata.name)
+        name = str(ns.metadata.name)
+        if name.startswith(prefix) and not ns.metadata.deletion_timestamp:
+            core.delete_namespace(name)
 
 
 def approved(*, kind: str, alice: Any, carol: Any, team: Any, tier: Any, cluster: Cluster, name: str = "web") -> Tenant:
@@ -388,12 +401,22 @@ def approved(*, kind: str, alice: Any, carol: Any, team: Any, tier: Any, cluster
     return tenant
 
 
-def custom_object(api: client.ApiClient, res: Resource, name: str, namespace: str | None = None) -> dict | None:
+def existing_object(api: client.ApiClient, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
+    """The custom object, which must exist."""
+    found = custom_object(api, res, name, namespace)
+    assert found is not None, f"{res.plural}/{name} does not exist"
+    return found
+
+
+def custom_object(
+    api: client.ApiClient, res: Resource, name: str, namespace: str | None = None
+) -> dict[str, Any] | None:
     custom = client.CustomObjectsApi(api)
     try:
         if res.namespaced:
-            return custom.get_namespaced_custom_object(res.group, res.version, namespace, res.plural, name)
-        return custom.get_cluster_custom_object(res.group, res.version, res.plural, name)
+            assert namespace is not None
+            return as_object(custom.get_namespaced_custom_object(res.group, res.version, namespace, res.plural, name))
+        return as_object(custom.get_cluster_custom_object(res.group, res.version, res.plural, name))
     except client.ApiException as exc:
         if exc.status == 404:
             return None
@@ -403,7 +426,8 @@ def custom_object(api: client.ApiClient, res: Resource, name: str, namespace: st
 def assert_admin_inside_and_refused_by_host(
     kubectl: Any, path: str, *, virtual: ControlPlane, host: ControlPlane, tag: str
 ) -> None:
-    """The handed-back kubeconfig is cluster-admin on the virtual API server, and its token means nothing to the host."""
+    """The handed-back kubeconfig is cluster-admin on the virtual API server, and its token means nothing to the
+    host."""
     assert kubectl("auth", "can-i", "*", "*", kubeconfig=path).stdout.strip() == "yes"
     made = kubectl("create", "configmap", tag, "-n", "default", "--from-literal=made-by=tenant", kubeconfig=path)
     assert made.returncode == 0, made.stderr

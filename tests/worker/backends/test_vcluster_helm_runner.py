@@ -32,7 +32,8 @@ args = sys.argv[1:]
 files = {{flag: args[i + 1] for i, flag in enumerate(args) if flag in ("--kubeconfig", "--values")}}
 report = {{"args": args, "env_kubeconfig": os.environ.get("KUBECONFIG"),
           "modes": {{f: oct(stat.S_IMODE(os.stat(p).st_mode)) for f, p in files.items()}},
-          "dir_mode": oct(stat.S_IMODE(os.stat(os.path.dirname(files["--kubeconfig"])).st_mode)) if "--kubeconfig" in files else "",
+          "dir_mode": (oct(stat.S_IMODE(os.stat(os.path.dirname(files["--kubeconfig"])).st_mode))
+                       if "--kubeconfig" in files else ""),
           "contents": {{f: open(p).read() for f, p in files.items()}}, "paths": files}}
 json.dump(report, open({str(seen)!r}, "w"))
 answer = json.load(open({str(answer)!r})) if os.path.exists({str(answer)!r}) else {{}}
@@ -99,18 +100,20 @@ def test_an_oci_chart_is_named_by_its_registry_path(helm_binary):
     ("stderr", "error"),
     [
         (
-            'Error: Kubernetes cluster unreachable: Get "https://10.0.0.1:6443/version": dial tcp 10.0.0.1:6443: connect: connection refused',
+            'Error: Kubernetes cluster unreachable: Get "https://10.0.0.1:6443/version": '
+            "dial tcp 10.0.0.1:6443: connect: connection refused",
             KubeTransientError,
         ),
         (
-            'Error: looks like "https://charts.loft.sh" is not a valid chart repository or cannot be reached: context deadline exceeded',
+            'Error: looks like "https://charts.loft.sh" is not a valid chart repository or cannot be reached: '
+            "context deadline exceeded",
             KubeTransientError,
         ),
         ("Error: UPGRADE FAILED: another operation (install/upgrade/rollback) is in progress", KubeTransientError),
         ('Error: chart "vcluster" version "0.99.0" not found in https://charts.loft.sh repository', KubePermanentError),
         (
-            "Error: values don't meet the specifications of the schema(s) in the following chart(s):\nvcluster:\n- controlPlane: "
-            "Additional property foo is not allowed",
+            "Error: values don't meet the specifications of the schema(s) in the following chart(s):\n"
+            "vcluster:\n- controlPlane: Additional property foo is not allowed",
             KubePermanentError,
         ),
     ],

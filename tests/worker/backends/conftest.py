@@ -11,6 +11,7 @@ import base64
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -23,7 +24,7 @@ CRDS = Path(__file__).parent / "crds"
 
 def pytest_configure(config: pytest.Config) -> None:
     """The fake helm goes first on PATH before any test runs: the test Celery worker inherits PATH when it starts."""
-    from tests.virtual.standin_vcluster import put_fake_helm_first_on_path
+    from tests.worker.backends.standin_vcluster import put_fake_helm_first_on_path
 
     put_fake_helm_first_on_path()
 
@@ -39,12 +40,20 @@ def admin_kubeconfig_dict(plane: ControlPlane) -> dict:
     return yaml.safe_load(Path(plane.kubeconfig_path).read_text())
 
 
-def write_kubeconfig_secret(api: client.ApiClient, *, namespace: str, name: str, key: str, kubeconfig: dict) -> None:
+def as_object(found: object) -> dict[str, Any]:
+    """A custom object as the client returns it (typed ``object``): a dict."""
+    assert isinstance(found, dict), found
+    return found
+
+
+def write_kubeconfig_secret(
+    api: client.ApiClient, *, namespace: str, name: str, key: str, kubeconfig: dict[str, Any]
+) -> None:
     """What the operator does when the control plane is up: its admin kubeconfig in a Secret on the host."""
-    body = {
-        "metadata": {"name": name, "namespace": namespace},
-        "data": {key: base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()},
-    }
+    body = client.V1Secret(
+        metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+        data={key: base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()},
+    )
     core = client.CoreV1Api(api)
     try:
         core.create_namespaced_secret(namespace, body)
@@ -55,7 +64,8 @@ def write_kubeconfig_secret(api: client.ApiClient, *, namespace: str, name: str,
 
 
 def install_crds(api: client.ApiClient, *names: str) -> None:
-    """Minimal CRDs written for the tests (tests/virtual/crds/<name>.yaml), applied server-side and waited for."""
+    """Minimal CRDs written for the tests (tests/worker/backends/crds/<name>.yaml), applied server-side and waited
+    for."""
     ext = client.ApiextensionsV1Api(api)
     for name in names:
         for doc in yaml.safe_load_all((CRDS / f"{name}.yaml").read_text()):

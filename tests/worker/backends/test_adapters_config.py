@@ -1,4 +1,5 @@
-"""Adapter kinds as the portal sees them: offered only where enabled, previewed for approvers, refused with a reason when misconfigured."""
+"""Adapter kinds as the portal sees them: offered only where enabled, previewed for approvers, refused with a
+reason when misconfigured."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from rest_framework.test import APIClient
 
 from tenants.models import KIND_NOTES, Tenant, TenantKind
 from tests.plugins.kube import read_or_none
-from tests.virtual.standin_adapters import approved, register_cluster
+from tests.worker.backends.standin_adapters import approved, register_cluster
 from worker import provisioning
 from worker.backends import preview_yaml
 
@@ -45,7 +46,8 @@ def test_a_kind_the_cluster_does_not_offer_is_a_field_error(cluster, alice, team
         (
             "virtualcluster",
             {"cluster_version": "cv", "endpoint_template": "http://{namespace}.vc.example.test"},
-            "virtual_config.virtualcluster.endpoint_template 'http://{namespace}.vc.example.test' must be an https:// URL",
+            "virtual_config.virtualcluster.endpoint_template 'http://{namespace}.vc.example.test' "
+            "must be an https:// URL",
         ),
         (
             "hypershift",
@@ -75,7 +77,7 @@ def test_bad_settings_fail_the_tenant_with_a_readable_reason_and_create_nothing(
 ):
     cluster = register_cluster(control_plane, kind=kind, config=config, tiers=[small, medium, large])
     tenant = approved(kind=kind, alice=alice, carol=carol, team=team_a, tier=medium, cluster=cluster)
-    assert provisioning.provision(str(tenant.pk)) == "failed"
+    assert provisioning.provision(str(tenant.pk)).outcome == "failed"
     tenant.refresh_from_db()
     assert tenant.status == "failed"
     assert tenant.status_reason == f"Cluster {cluster.name}: {reason}."

@@ -1,6 +1,7 @@
-"""HyperShift tenants end to end: services → a real Celery worker → the host → the HyperShift stand-in → the virtual API server.
+"""HyperShift tenants end to end: services → a real Celery worker → the host → the HyperShift stand-in → the
+virtual API server.
 
-The stand-in (tests/virtual/standin_adapters.py) plays the HyperShift operator; everything Berth does is real.
+The stand-in (tests/worker/backends/standin_adapters.py) plays the HyperShift operator; everything Berth does is real.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from tenants.audit import AuditContext
 from tenants.models import TenantRequest
 from tests.plugins.kube import read_or_none, wait_for
 from tests.plugins.worker import fetch_kubeconfig, wait_status
-from tests.virtual.conftest import install_crds
-from tests.virtual.standin_adapters import (
+from tests.worker.backends.conftest import as_object, install_crds
+from tests.worker.backends.standin_adapters import (
     HOSTED_CLUSTER,
     NODE_POOL,
     HyperShiftStandIn,
@@ -25,6 +26,7 @@ from tests.virtual.standin_adapters import (
     assert_admin_inside_and_refused_by_host,
     custom_object,
     delete_prefixed_namespaces,
+    existing_object,
     register_cluster,
 )
 from worker.backends import hypershift
@@ -51,9 +53,12 @@ def hypershift_cluster(control_plane, kube_admin, small, medium, large) -> Itera
     }
     cluster.save()
     core = client.CoreV1Api(kube_admin)
-    core.create_namespace({"metadata": {"name": hosted}})
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=hosted)))
     core.create_namespaced_secret(
-        hosted, {"metadata": {"name": "ssh-key"}, "stringData": {"id_rsa.pub": "ssh-ed25519 AAAA test"}}
+        hosted,
+        client.V1Secret(
+            metadata=client.V1ObjectMeta(name="ssh-key"), string_data={"id_rsa.pub": "ssh-ed25519 AAAA test"}
+        ),
     )
     yield cluster
     delete_prefixed_namespaces(kube_admin, cluster.namespace_prefix)
@@ -90,19 +95,19 @@ def test_hypershift_tenant_waits_for_the_pull_secret_then_lives_its_whole_life(
         wait_for(waiting_for_pull_secret, timeout=120, what="the tenant to report HyperShift's missing pull secret")
         core.create_namespaced_secret(
             hosted,
-            {
-                "metadata": {"name": "pull-secret"},
-                "data": {".dockerconfigjson": base64.b64encode(b'{"auths": {}}').decode()},
-                "type": "kubernetes.io/dockerconfigjson",
-            },
+            client.V1Secret(
+                metadata=client.V1ObjectMeta(name="pull-secret"),
+                data={".dockerconfigjson": base64.b64encode(b'{"auths": {}}').decode()},
+                type="kubernetes.io/dockerconfigjson",
+            ),
         )
         wait_status(tenant, "ready", timeout=240)
 
-        hc = custom_object(kube_admin, HOSTED_CLUSTER, tenant.name, hosted)
+        hc = existing_object(kube_admin, HOSTED_CLUSTER, tenant.name, hosted)
         assert hc["spec"]["release"]["image"] == RELEASE and hc["spec"]["pullSecret"] == {"name": "pull-secret"}
         assert hc["spec"]["sshKey"] == {"name": "ssh-key"} and hc["spec"]["platform"]["type"] == "KubeVirt"
         assert hc["metadata"]["labels"]["berth.dev/tenant-id"] == str(tenant.pk)
-        pool = custom_object(kube_admin, NODE_POOL, tenant.name, hosted)
+        pool = existing_object(kube_admin, NODE_POOL, tenant.name, hosted)
         assert pool["spec"]["replicas"] == 2 and pool["spec"]["clusterName"] == tenant.name  # medium: two nodes
         assert pool["spec"]["platform"]["kubevirt"]["compute"] == {"cores": 4, "memory": "8192Mi"}
         assert pool["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "berth"
@@ -127,7 +132,7 @@ def test_hypershift_tenant_waits_for_the_pull_secret_then_lives_its_whole_life(
         if change.status == TenantRequest.Status.PENDING:
             services.request_approve(tenant_request=change, actor=carol)
         wait_for(
-            lambda: custom_object(kube_admin, NODE_POOL, tenant.name, hosted)["spec"]["replicas"] == 1,
+            lambda: existing_object(kube_admin, NODE_POOL, tenant.name, hosted)["spec"]["replicas"] == 1,
             timeout=120,
             what="the NodePool to follow the tier change",
         )
@@ -186,12 +191,14 @@ def test_a_hosted_cluster_someone_else_made_in_the_shared_namespace_is_never_ado
         name="payroll",
     )
     # Someone else's HostedCluster: valid as Berth's would be, but without Berth's labels and with their secret.
-    foreign = hypershift.hosted_cluster(req.tenant, medium, hypershift.HyperShiftSettings.of(hypershift_cluster))
+    foreign = hypershift.hosted_cluster(req.tenant, medium, hypershift.HyperShiftSettings.parse(hypershift_cluster))
     foreign["metadata"].pop("labels")
     foreign["spec"]["pullSecret"] = {"name": "theirs"}
     custom = client.CustomObjectsApi(kube_admin)
-    theirs = custom.create_namespaced_custom_object(
-        HOSTED_CLUSTER.group, HOSTED_CLUSTER.version, hosted, HOSTED_CLUSTER.plural, foreign
+    theirs = as_object(
+        custom.create_namespaced_custom_object(
+            HOSTED_CLUSTER.group, HOSTED_CLUSTER.version, hosted, HOSTED_CLUSTER.plural, foreign
+        )
     )
     services.request_approve(tenant_request=req, actor=carol)
     tenant = wait_status(req.tenant, "failed")
@@ -200,5 +207,5 @@ def test_a_hosted_cluster_someone_else_made_in_the_shared_namespace_is_never_ado
     assert read_or_none(lambda: client.CoreV1Api(kube_admin).read_namespace(tenant.namespace)) is None
     services.tenant_decommission(tenant=tenant, actor=alice)
     wait_status(tenant, "deleted")
-    hc = custom_object(kube_admin, HOSTED_CLUSTER, "payroll", hosted)
+    hc = existing_object(kube_admin, HOSTED_CLUSTER, "payroll", hosted)
     assert hc["metadata"]["uid"] == theirs["metadata"]["uid"] and hc["spec"]["pullSecret"] == {"name": "theirs"}

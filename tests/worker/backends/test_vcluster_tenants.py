@@ -1,7 +1,7 @@
 """vcluster tenants end to end, for each installer: services → Redis → a real Celery worker → the dev control plane.
 
 The host is ``control_plane``; a second real control plane (``virtual_plane``) is the virtual API server. What
-vcluster, Flux and Cluster API would do is played by the stand-ins in tests/virtual/standin_vcluster.py
+vcluster, Flux and Cluster API would do is played by the stand-ins in tests/worker/backends/standin_vcluster.py
 (and the fake helm first on PATH); everything Berth does runs for real: render, install, wait, read the
 admin kubeconfig Secret, create the tenant's ServiceAccount inside, issue a token. Every assertion about
 access is made with the handed-back kubeconfig itself.
@@ -10,6 +10,7 @@ access is made with the handed-back kubeconfig itself.
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import secrets
 from collections.abc import Callable, Iterator
@@ -25,8 +26,8 @@ from tenants.audit import AuditContext
 from tenants.models import AuditEvent, Cluster, Tenant, TenantRequest
 from tests.plugins.kube import read_or_none, wait_for
 from tests.plugins.worker import OUTPUT, fetch_kubeconfig, wait_status
-from tests.virtual.conftest import install_crds
-from tests.virtual.standin_vcluster import VClusterStandIn, helm_calls
+from tests.worker.backends.conftest import as_object, install_crds
+from tests.worker.backends.standin_vcluster import VClusterStandIn, helm_calls
 from worker import provisioning
 from worker.vcluster_values import DEFAULT_CHART_VERSION
 
@@ -69,8 +70,9 @@ def vcluster_host(
     yield make
     core = client.CoreV1Api(kube_admin)
     for ns in core.list_namespace().items:
-        if any(ns.metadata.name.startswith(p) for p in prefixes) and not ns.metadata.deletion_timestamp:
-            core.delete_namespace(ns.metadata.name)
+        name = str(ns.metadata.name)
+        if any(name.startswith(p) for p in prefixes) and not ns.metadata.deletion_timestamp:
+            core.delete_namespace(name)
 
 
 @pytest.fixture
@@ -188,7 +190,7 @@ def _decommissioned(tenant: Tenant, *, alice, kube_admin) -> None:
 
 
 def _admin_client_key(kube_admin, tenant: Tenant, secret: str, key: str) -> str:
-    data = client.CoreV1Api(kube_admin).read_namespaced_secret(secret, tenant.namespace).data[key]
+    data = (client.CoreV1Api(kube_admin).read_namespaced_secret(secret, tenant.namespace).data or {})[key]
     return yaml.safe_load(base64.b64decode(data))["users"][0]["user"]["client-key-data"]
 
 
@@ -250,13 +252,12 @@ def test_helm_installed_vcluster_works_end_to_end_and_its_admin_kubeconfig_never
 
     # The worker's whole path once more in this process, to see every log line it writes.
     caplog.set_level(logging.DEBUG)
-    assert provisioning.provision(str(tenant.pk)) == "in sync"
+    assert provisioning.provision(str(tenant.pk)).outcome == "in sync"
     # The chart's own quota (the tier's limits again) survives Berth's pruning of its own objects.
-    assert (
-        client.CoreV1Api(kube_admin).read_namespaced_resource_quota("vc-web", tenant.namespace).spec.hard["limits.cpu"]
-        == "8"
-    )
-    assert provisioning.isolation_report(str(tenant.pk))["passed"]
+    chart_quota = client.CoreV1Api(kube_admin).read_namespaced_resource_quota("vc-web", tenant.namespace)
+    assert (chart_quota.spec.hard or {})["limits.cpu"] == "8"
+    report = provisioning.isolation_report(str(tenant.pk))
+    assert report is not None and report["passed"]
     fetch_kubeconfig(alice, tenant, tmp_path)
     key = _admin_client_key(kube_admin, tenant, "vc-web", "config")
     pem_line = base64.b64decode(key).decode().splitlines()[1]
@@ -295,14 +296,16 @@ def test_flux_installed_vcluster_works_end_to_end(
     wait_status(tenant, "ready", timeout=180)
 
     custom = client.CustomObjectsApi(kube_admin)
-    release = custom.get_namespaced_custom_object(
-        "helm.toolkit.fluxcd.io", "v2", tenant.namespace, "helmreleases", "web"
+    release = as_object(
+        custom.get_namespaced_custom_object("helm.toolkit.fluxcd.io", "v2", tenant.namespace, "helmreleases", "web")
     )
     assert release["spec"]["chart"]["spec"]["version"] == DEFAULT_CHART_VERSION
     assert release["spec"]["values"]["controlPlane"]["distro"] == {"k3s": {"enabled": True}}
     assert release["metadata"]["labels"]["berth.dev/tenant-id"] == str(tenant.pk)
-    repository = custom.get_namespaced_custom_object(
-        "source.toolkit.fluxcd.io", "v1", tenant.namespace, "helmrepositories", "berth-vcluster"
+    repository = as_object(
+        custom.get_namespaced_custom_object(
+            "source.toolkit.fluxcd.io", "v1", tenant.namespace, "helmrepositories", "berth-vcluster"
+        )
     )
     assert repository["spec"]["url"] == "https://charts.loft.sh"
     assert helm_calls(tenant.namespace) == []  # Flux installs; the worker never runs helm here
@@ -342,15 +345,19 @@ def test_cluster_api_installed_vcluster_works_end_to_end(
     wait_status(tenant, "ready", timeout=180)
 
     custom = client.CustomObjectsApi(kube_admin)
-    capi = custom.get_namespaced_custom_object("cluster.x-k8s.io", "v1beta1", tenant.namespace, "clusters", "web")
+    capi = as_object(
+        custom.get_namespaced_custom_object("cluster.x-k8s.io", "v1beta1", tenant.namespace, "clusters", "web")
+    )
     assert capi["spec"]["infrastructureRef"]["kind"] == capi["spec"]["controlPlaneRef"]["kind"] == "VCluster"
-    vcluster = custom.get_namespaced_custom_object(
-        "infrastructure.cluster.x-k8s.io", "v1alpha1", tenant.namespace, "vclusters", "web"
+    vcluster = as_object(
+        custom.get_namespaced_custom_object(
+            "infrastructure.cluster.x-k8s.io", "v1alpha1", tenant.namespace, "vclusters", "web"
+        )
     )
     assert vcluster["spec"]["controlPlaneEndpoint"] == {"host": PUBLIC_HOST, "port": virtual_plane.apiserver_port}
     assert vcluster["spec"]["helmRelease"]["chart"]["version"] == DEFAULT_CHART_VERSION
     ingress = client.NetworkingV1Api(kube_admin).read_namespaced_ingress("web", tenant.namespace)
-    assert ingress.spec.ingress_class_name == "nginx" and ingress.spec.rules[0].host == PUBLIC_HOST
+    assert ingress.spec.ingress_class_name == "nginx" and (ingress.spec.rules or [])[0].host == PUBLIC_HOST
     _host_gives_the_team_nothing(kube_admin, tenant)
 
     _works_inside_and_not_on_the_host(
@@ -364,11 +371,14 @@ def test_cluster_api_installed_vcluster_works_end_to_end(
     _isolation_report_passes(tenant)
 
     # The control plane's data volume, which the chart retains after uninstall. The dev control plane runs no
-    # pvc-protection controller; no pod uses the claim, so that controller would let it go: its finalizer is dropped here.
-    claim = {
-        "metadata": {"name": "data-web-0"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
-    }
+    # pvc-protection controller; no pod uses the claim, so that controller would let it go: its finalizer is
+    # dropped here.
+    claim = client.V1PersistentVolumeClaim(
+        metadata=client.V1ObjectMeta(name="data-web-0"),
+        spec=client.V1PersistentVolumeClaimSpec(
+            access_modes=["ReadWriteOnce"], resources=client.V1VolumeResourceRequirements(requests={"storage": "1Gi"})
+        ),
+    )
     core = client.CoreV1Api(kube_admin)
     core.create_namespaced_persistent_volume_claim(tenant.namespace, claim)
     core.patch_namespaced_persistent_volume_claim("data-web-0", tenant.namespace, {"metadata": {"finalizers": None}})
@@ -398,5 +408,5 @@ def test_bad_vcluster_settings_fail_the_tenant_with_a_readable_reason_before_any
     assert "tier small allows no LoadBalancer services" in tenant_two.status_reason
     core = client.CoreV1Api(kube_admin)
     for t in (tenant, tenant_two):
-        assert read_or_none(lambda t=t: core.read_namespace(t.namespace)) is None
+        assert read_or_none(functools.partial(core.read_namespace, t.namespace)) is None
         assert helm_calls(t.namespace) == []

@@ -1,0 +1,254 @@
+"""worker.provisioning against an in-memory API server (tests/worker/fake_kube.py): every outcome of one step.
+
+The real backends render and apply here; only the cluster is a stand-in. The same paths against the dev
+control plane and a real Celery worker are in test_namespace_tenants.py and tests/worker/backends/.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from django.db import connections
+from django.utils import timezone
+
+from tenants import dispatch, services
+from tenants.models import AuditEvent, Cluster, Team, Tenant, Tier, User
+from tests.worker.fake_kube import FakeKube
+from worker import kube, provisioning, tasks
+from worker.backends import backend_for
+from worker.kube import KubePermanentError, KubeTransientError
+from worker.provisioning import Outcome
+
+MakeTenant = Callable[..., Tenant]
+
+
+@pytest.fixture
+def host(monkeypatch: pytest.MonkeyPatch) -> FakeKube:
+    """The API server every cluster record points at, in this test."""
+    fake = FakeKube()
+    monkeypatch.setattr(kube, "for_cluster", lambda cluster: fake)
+    return fake
+
+
+@pytest.fixture
+def make_tenant(
+    alice: User, team_a: Team, medium: Tier, cluster: Cluster, worker_hooks: object
+) -> Callable[..., Tenant]:
+    def make(*, status: str = "approved", name: str = "web", kind: str = "namespace", on: Cluster = cluster) -> Tenant:
+        return Tenant.objects.create(
+            name=name,
+            namespace=f"dev-{name}",
+            kind=kind,
+            team=team_a,
+            tier=medium,
+            cluster=on,
+            status=status,
+            created_by=alice,
+            expires_at=timezone.now() + dt.timedelta(days=3),
+        )
+
+    return make
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[object, ...], float]]:
+    """Jobs published (task name, arguments, countdown) instead of reaching a broker."""
+    published: list[tuple[str, tuple[object, ...], float]] = []
+
+    def send(task: str, *args: object, countdown: float = 0.0) -> bool:
+        published.append((task, args, countdown))
+        return True
+
+    monkeypatch.setattr(dispatch, "send", send)
+    return published
+
+
+def _provisioned_ready(make_tenant: MakeTenant, host: FakeKube) -> Tenant:
+    tenant = make_tenant()
+    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.NOT_YET
+    host.observe_quotas()
+    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.READY
+    tenant.refresh_from_db()
+    return tenant
+
+
+# --- ready, not yet, in sync, repaired ----------------------------------------------------------------------
+
+
+def test_a_tenant_the_cluster_has_not_enforced_yet_is_not_ready_and_asks_to_come_back(make_tenant, host):
+    tenant = make_tenant()
+    progress = provisioning.provision(str(tenant.pk))
+    assert progress.outcome == Outcome.NOT_YET
+    assert progress.requeue_after == provisioning.POLL_MIN_SECONDS
+    tenant.refresh_from_db()
+    assert tenant.status == "provisioning" and "waiting for the cluster" in tenant.status_reason
+    # Everything is applied already; only the quota controller has not reported the quota yet.
+    assert "berth-quota" in host.named("ResourceQuota") and "dev-web" in host.named("Namespace")
+
+
+def test_once_the_quota_is_enforced_the_tenant_is_ready_and_its_owned_uids_recorded(make_tenant, host):
+    tenant = _provisioned_ready(make_tenant, host)
+    assert tenant.status == "ready" and tenant.status_reason == ""
+    assert tenant.owned_uids["Namespace//dev-web"] == host.get("Namespace", "dev-web")["metadata"]["uid"]
+    assert tenant.quota_usage["hard"]["pods"] == "100"
+
+
+def test_a_ready_tenant_reapplied_without_changes_is_in_sync(make_tenant, host):
+    tenant = _provisioned_ready(make_tenant, host)
+    progress = provisioning.provision(str(tenant.pk))
+    assert progress.outcome == Outcome.IN_SYNC and progress.requeue_after is None
+
+
+def test_drift_on_a_ready_tenant_is_repaired_and_audited(make_tenant, host):
+    tenant = _provisioned_ready(make_tenant, host)
+    del host.objects[("NetworkPolicy", "dev-web", "berth-default-deny")]
+    progress = provisioning.provision(str(tenant.pk))
+    assert progress.outcome == Outcome.REPAIRED
+    assert "NetworkPolicy/berth-default-deny was missing" in progress.reason
+    assert ("NetworkPolicy", "dev-web", "berth-default-deny") in host.objects
+    event = AuditEvent.objects.get(action="tenant.drift_repaired", object_id=str(tenant.pk))
+    assert event.after["repaired"] == ["NetworkPolicy/berth-default-deny was missing"]
+
+
+def test_readiness_and_usage_checks_only_read(make_tenant, host):
+    tenant = _provisioned_ready(make_tenant, host)
+    backend = backend_for(tenant)
+    before = list(host.writes)
+    assert backend.is_ready(tenant, host) is True
+    assert backend.usage(tenant, host)["hard"]["pods"] == "100"
+    assert host.writes == before
+
+
+# --- locked, gone, raced, skipped ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def other_worker() -> Iterator[Callable[[str], None]]:
+    """A second database session, as another worker process has; ``hold(tenant_id)`` takes the tenant's lock."""
+    conn = connections.create_connection("default")
+
+    def hold(tenant_id: str) -> None:
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_advisory_lock(%s)", [provisioning.lock_key(tenant_id)])
+
+    yield hold
+    conn.close()
+
+
+def test_a_tenant_another_worker_holds_is_left_to_it(make_tenant, host, other_worker):
+    tenant = make_tenant()
+    other_worker(str(tenant.pk))
+    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.LOCKED
+    tenant.refresh_from_db()
+    assert tenant.status == "approved" and host.writes == []
+
+
+def test_a_tenant_that_no_longer_exists_is_gone(host, db):
+    assert provisioning.provision(str(uuid.uuid4())).outcome == Outcome.GONE
+    assert provisioning.decommission(str(uuid.uuid4())).outcome == Outcome.GONE
+    assert host.writes == []
+
+
+def test_a_tenant_someone_else_moved_first_is_raced(make_tenant, host, monkeypatch):
+    tenant = make_tenant()
+    stale = Tenant.objects.get(pk=tenant.pk)
+    services.tenant_mark_provisioning(tenant=tenant)  # another worker got there between our read and our write
+    monkeypatch.setattr(provisioning, "_load", lambda tenant_id: stale)
+    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.RACED
+    assert host.writes == []
+
+
+@pytest.mark.parametrize("status", ["requested", "failed", "decommissioning", "deleted"])
+def test_a_tenant_in_a_status_with_nothing_to_provision_is_skipped(make_tenant, host, status):
+    tenant = make_tenant(status=status)
+    progress = provisioning.provision(str(tenant.pk))
+    assert (progress.outcome, progress.reason) == (Outcome.SKIPPED, status)
+    assert host.writes == []
+
+
+# --- failed ----------------------------------------------------------------------------------------------------
+
+
+def test_a_permanent_refusal_fails_the_tenant_with_the_servers_message(make_tenant, host):
+    host.refuse["LimitRange"] = KubePermanentError(
+        "apply LimitRange/berth-limits: admission webhook said no", status=422
+    )
+    tenant = make_tenant()
+    progress = provisioning.provision(str(tenant.pk))
+    assert progress.outcome == Outcome.FAILED and progress.requeue_after is None
+    tenant.refresh_from_db()
+    assert (
+        tenant.status == "failed" and tenant.status_reason == "apply LimitRange/berth-limits: admission webhook said no"
+    )
+
+
+def test_someone_elses_namespace_under_the_tenants_name_fails_it_and_is_left_alone(make_tenant, host):
+    theirs = host.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dev-web"}})
+    tenant = make_tenant()
+    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.FAILED
+    tenant.refresh_from_db()
+    assert tenant.status == "failed" and "not Berth's; Berth never adopts" in tenant.status_reason
+    assert host.writes == [] and host.get("Namespace", "dev-web") == {**theirs, "status": {"phase": "Active"}}
+
+
+def test_a_mistake_in_the_cluster_settings_fails_the_tenant_before_anything_is_created(make_tenant, host, cluster):
+    cluster.kinds = ["namespace", "virtualcluster"]
+    cluster.virtual_config = {"virtualcluster": {"clusterVersion": "cv"}}
+    cluster.save()
+    tenant = make_tenant(kind="virtualcluster")
+    progress = provisioning.provision(str(tenant.pk))
+    assert progress.outcome == Outcome.FAILED
+    assert progress.reason == (
+        "Cluster dev: unknown setting clusterVersion in virtual_config.virtualcluster "
+        "(known: cluster_version, endpoint_template)."
+    )
+    tenant.refresh_from_db()
+    assert tenant.status == "failed" and tenant.status_reason == progress.reason
+    assert host.writes == []
+
+
+def test_a_tenant_still_not_ready_when_its_time_is_up_fails_saying_so(make_tenant, host, settings):
+    settings.BERTH_PROVISION_TIMEOUT_SECONDS = 600
+    tenant = make_tenant(status="provisioning")
+    Tenant.objects.filter(pk=tenant.pk).update(status_changed_at=timezone.now() - dt.timedelta(minutes=11))
+    progress = provisioning.provision(str(tenant.pk))
+    assert progress.outcome == Outcome.FAILED
+    assert progress.reason == "Not ready after 10 minutes: Applied; waiting for the cluster to report it ready."
+
+
+def test_transient_trouble_is_noted_and_raised_for_the_task_to_retry(make_tenant, host):
+    tenant = make_tenant()
+    host.fail_next = KubeTransientError("get Namespace/kube-system: cluster unreachable (MaxRetryError)")
+    with pytest.raises(KubeTransientError):
+        provisioning.provision(str(tenant.pk))
+    tenant.refresh_from_db()
+    assert tenant.status == "provisioning" and tenant.status_reason.startswith("Waiting for the cluster: get")
+
+
+# --- the task and decommissioning ---------------------------------------------------------------------------
+
+
+def test_the_task_requeues_itself_with_a_countdown_instead_of_waiting(make_tenant, host, sent):
+    tenant = make_tenant()
+    result = tasks.provision_tenant.apply(args=(str(tenant.pk),), throw=True).get()
+    assert result == "not yet: Applied; waiting for the cluster to report it ready."
+    assert sent == [(dispatch.PROVISION, (str(tenant.pk),), provisioning.POLL_MIN_SECONDS)]
+    host.observe_quotas()
+    assert tasks.provision_tenant.apply(args=(str(tenant.pk),), throw=True).get() == "ready"
+    assert len(sent) == 1  # ready: nothing more to come back for
+
+
+def test_decommissioning_comes_back_until_everything_is_gone(make_tenant, host, sent):
+    tenant = _provisioned_ready(make_tenant, host)
+    services.tenant_expire(tenant=tenant)
+    assert tasks.decommission_tenant.apply(args=(str(tenant.pk),), throw=True).get().startswith("not yet")
+    assert [(task, countdown) for task, _, countdown in sent] == [
+        (dispatch.DECOMMISSION, provisioning.POLL_MIN_SECONDS)
+    ]
+    assert host.named("Namespace") == ["kube-system"]  # the fake deletes at once; the next look sees it gone
+    assert provisioning.decommission(str(tenant.pk)).outcome == Outcome.DELETED
+    tenant.refresh_from_db()
+    assert tenant.status == "deleted"
