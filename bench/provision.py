@@ -33,6 +33,7 @@ import collections
 import concurrent.futures
 import contextlib
 import datetime as dt
+import json
 import math
 import os
 import shutil
@@ -358,40 +359,38 @@ def run_kubectl_batch(cp: ControlPlane, cache_dir: Path, files: list[Path], conc
 
 
 def measure_requests(ctx: dict, samples: int) -> dict:
-    """Provision a few extra tenants in this process (the worker never hears of them) and count requests."""
+    """Provision a few extra tenants in this process (the worker never hears of them) and count requests.
+
+    A first provision runs step after step, as the worker's re-queues would, until it settles; the pauses
+    each "not yet" asks for are taken here (capped at 0.1 s), so "steps" is how often the job would run.
+    """
+    from unittest import mock
+
     from tenants import dispatch, services
     from tenants.models import TenantRequest
     from worker import kube, provisioning
     from worker.kube import Kube
+    from worker.provisioning import Outcome
 
-    by_call: dict[str, collections.Counter] = {"first": collections.Counter(), "noop": collections.Counter()}
+    by_call: dict[str, collections.Counter[str]] = {"first": collections.Counter(), "noop": collections.Counter()}
     phase = {"name": "first"}
-    waits: list[tuple[float, int]] = []
-    orig_call, orig_wait, orig_send = Kube._call, kube.wait_until, dispatch.send
+    orig_call = Kube._call
 
-    def counted_call(self, method, path, **kw):
+    def counted_call(self: Kube, method: str, path: str, **kw: Any) -> Any:
         what = kw.get("what") or f"{method} {path}"
         verb, _, obj = what.partition(" ")
         by_call[phase["name"]][f"{verb} {obj.split('/')[0]}"] += 1
         return orig_call(self, method, path, **kw)
 
-    def timed_wait(check, **kw):
-        polls = 0
-
-        def counting_check():
-            nonlocal polls
-            polls += 1
-            return check()
-
-        t = time.monotonic()
-        try:
-            return orig_wait(counting_check, **kw)
-        finally:
-            waits.append((time.monotonic() - t, polls))
-
-    first, noop, first_s, noop_s, wait_first = [], [], [], [], []
-    Kube._call, kube.wait_until, dispatch.send = counted_call, timed_wait, (lambda task, *args: True)
-    try:
+    first: list[int] = []
+    noop: list[int] = []
+    first_s: list[float] = []
+    noop_s: list[float] = []
+    steps_first: list[int] = []
+    with (
+        mock.patch.object(Kube, "_call", counted_call),
+        mock.patch.object(dispatch, "send", lambda task, *args: True),
+    ):
         for i in range(samples):
             req = services.request_submit(
                 actor=ctx["requester"],
@@ -406,30 +405,31 @@ def measure_requests(ctx: dict, samples: int) -> dict:
             tid = str(req.tenant_id)
             k = kube.for_cluster(ctx["cluster"])
             phase["name"] = "first"
-            before, t = k.requests, time.monotonic()
-            result = provisioning.provision(tid)
+            before, t, steps = k.requests, time.monotonic(), 0
+            while True:
+                steps += 1
+                progress = provisioning.provision(tid)
+                if progress.requeue_after is None or time.monotonic() - t > 60:
+                    break
+                time.sleep(min(progress.requeue_after, 0.1))
             first_s.append(time.monotonic() - t)
             first.append(k.requests - before)
-            # (NaN, NaN) if provisioning stops calling worker.kube.wait_until through the module
-            wait_first.append(waits[-1] if waits else (math.nan, math.nan))
-            waits.clear()
-            if result != "ready":
-                raise RuntimeError(f"in-process provision of rq-{i:02d} returned {result!r}")
+            steps_first.append(steps)
+            if progress.outcome != Outcome.READY:
+                raise RuntimeError(f"in-process provision of rq-{i:02d} ended {progress}")
             phase["name"] = "noop"
             before, t = k.requests, time.monotonic()
-            result = provisioning.provision(tid)
+            progress = provisioning.provision(tid)
             noop_s.append(time.monotonic() - t)
             noop.append(k.requests - before)
-            if result != "in sync":
-                raise RuntimeError(f"no-op reconcile of rq-{i:02d} returned {result!r}")
-    finally:
-        Kube._call, kube.wait_until, dispatch.send = orig_call, orig_wait, orig_send
+            if progress.outcome != Outcome.IN_SYNC:
+                raise RuntimeError(f"no-op reconcile of rq-{i:02d} ended {progress}")
     return {
         "first": first,
         "noop": noop,
         "first_s": first_s,
         "noop_s": noop_s,
-        "wait_first": wait_first,
+        "steps_first": steps_first,
         "by_call": {k: {c: v / samples for c, v in sorted(cnt.items())} for k, cnt in by_call.items()},
     }
 
@@ -528,6 +528,156 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def measure_size(
+    args: argparse.Namespace, ctx: dict, cp: ControlPlane, worker: Worker, batch: int, n: int, work_dir: Path
+) -> tuple[list[str], list[str], list[str], dict[str, Any]]:
+    """One N: Berth approve -> ready, the kubectl baseline on the same manifests, and a sweep.
+
+    Returns the rows of tables 1, 2 and 5 and this N's entry in the JSON summary.
+    """
+    cache_dir = work_dir / "kubectl-cache"
+    say(f"N={n}: submitting, approving and waiting for ready ...")
+    res = run_berth_batch(ctx, batch, n, worker)
+    say(f"N={n}: {res['ready']} ready, {res['failed']} failed; p50 {fmt(p50(res['latency']))}s")
+
+    files_dir = work_dir / f"kubectl-{batch}"
+    files_dir.mkdir()
+    files = render_for_kubectl(ctx, res["tenant_ids"], batch, files_dir)
+    if files and not cache_dir.exists():  # warm kubectl's discovery cache outside the measurement
+        warm = render_for_kubectl(ctx, res["tenant_ids"][:1], 0, files_dir)[0]
+        run_kubectl_batch(cp, cache_dir, [warm], 1)
+        warm.unlink()
+    say(f"N={n}: kubectl apply --server-side baseline ({len(files)} files, {args.kubectl_concurrency} at a time) ...")
+    kres: dict[str, Any] = (
+        run_kubectl_batch(cp, cache_dir, files, args.kubectl_concurrency)
+        if files
+        else {"latency": [], "wall": math.nan}
+    )
+    sweep_s, sweep_counts, ready_total = time_sweep()
+
+    lat = res["latency"]
+    berth_row = [
+        str(n),
+        f"{res['ready']}/{n}",
+        fmt(p50(lat)),
+        fmt(pct(lat, 95)),
+        fmt(max(lat, default=math.nan)),
+        fmt(p50(res["queue"])),
+        fmt(p50(res["prov"])),
+        fmt(res["wall"], 1),
+        fmt(60 * res["ready"] / res["wall"], 0) if res["wall"] > 0 else "-",
+        fmt(res["approve_s"], 1),
+        fmt(res["drained"], 1),
+    ]
+    klat = kres["latency"]
+    ratio = p50(lat) / p50(klat) if klat and lat else math.nan
+    kubectl_row = [
+        str(n),
+        fmt(p50(klat)),
+        fmt(pct(klat, 95)),
+        fmt(max(klat, default=math.nan)),
+        fmt(kres["wall"], 1),
+        fmt(60 * len(klat) / kres["wall"], 0) if klat else "-",
+        fmt(ratio, 1),
+    ]
+    sweep_row = [str(n), str(ready_total), fmt(sweep_s * 1000, 1), str(sweep_counts)]
+    entry = {
+        "ready": res["ready"],
+        "failed": res["failed"],
+        "p50_s": round(p50(lat), 3) if lat else None,
+        "p95_s": round(pct(lat, 95), 3) if lat else None,
+        "tenants_per_min": round(60 * res["ready"] / res["wall"], 1) if res["wall"] > 0 else None,
+        "kubectl_p50_s": round(p50(klat), 3) if klat else None,
+        "sweep_ms": round(sweep_s * 1000, 1),
+    }
+    return berth_row, kubectl_row, sweep_row, entry
+
+
+def print_report(
+    args: argparse.Namespace,
+    setup: dict[str, float],
+    berth_rows: list[list[str]],
+    kubectl_rows: list[list[str]],
+    sweep_rows: list[list[str]],
+    req: dict[str, Any] | None,
+    lags: list[float],
+) -> None:
+    """The five tables, on stdout."""
+    print()
+    print("Berth provisioning benchmark")
+    tick = f", event-loop tick {args.hub_tick}s (bench/tick_app.py)" if args.hub_tick > 0 else ""
+    tick += ", heartbeat on" if args.with_heartbeat else ", --without-heartbeat"
+    print(
+        f"machine: {os.cpu_count()} CPUs; worker: celery {args.pool} x{WORKER_CONCURRENCY}{tick}; "
+        f"tier: {TIER} (approval needed)"
+    )
+    print("set-up: " + ", ".join(f"{k} {v:.1f}s" for k, v in setup.items()))
+    print()
+    print("1. Berth approve -> ready (seconds; ready_at - decided_at, from the database)")
+    print(
+        table(
+            [
+                "N",
+                "ready",
+                "p50",
+                "p95",
+                "max",
+                "queue p50",
+                "provision p50",
+                "wall",
+                "tenants/min",
+                "approve loop",
+                "isolation drained",
+            ],
+            berth_rows,
+        )
+    )
+    print("   queue = approve -> worker starts (tenant.provisioning); provision = that -> ready;")
+    print("   wall = first approval -> last ready; isolation drained = first approval -> last isolation report.")
+    print()
+    print(
+        f"2. Baseline: kubectl apply --server-side of the same manifests, fresh namespace each, "
+        f"{args.kubectl_concurrency} at a time (seconds per apply)"
+    )
+    print(table(["N", "p50", "p95", "max", "wall", "tenants/min", "Berth p50 / kubectl p50"], kubectl_rows))
+    print("   kubectl does not wait for the quota controller; Berth does (see 4).")
+    print()
+    if req:
+        print(f"3. Kubernetes API requests per tenant (in-process, {args.request_samples} tenants, Kube.requests)")
+        print(
+            table(
+                ["", "requests (min/mean/max)", "seconds p50", "job runs p50"],
+                [
+                    [
+                        "first provision",
+                        f"{min(req['first'])}/{statistics.mean(req['first']):.1f}/{max(req['first'])}",
+                        fmt(p50(req["first_s"])),
+                        fmt(p50([float(n) for n in req["steps_first"]]), 0),
+                    ],
+                    [
+                        "no-op reconcile",
+                        f"{min(req['noop'])}/{statistics.mean(req['noop']):.1f}/{max(req['noop'])}",
+                        fmt(p50(req["noop_s"])),
+                        "1",
+                    ],
+                ],
+            )
+        )
+        for phase, calls in req["by_call"].items():
+            label = "first provision" if phase == "first" else "no-op reconcile"
+            print(f"   {label}: " + ", ".join(f"{c} x{v:g}" for c, v in calls.items()))
+        print()
+    print("4. Quota controller lag: apply ResourceQuota -> status.hard filled (10 samples, 10 ms polling)")
+    print(
+        f"   p50 {fmt(p50(lags) * 1000, 0)} ms, p95 {fmt(pct(lags, 95) * 1000, 0)} ms, "
+        f"max {fmt(max(lags, default=math.nan) * 1000, 0)} ms"
+        " (a tenant not ready yet is re-queued with a countdown of 2 s, then longer)"
+    )
+    print()
+    print("5. worker.tasks.sweep() after each N (median of 5 calls)")
+    print(table(["N", "ready tenants in DB", "sweep ms", "last counts"], sweep_rows))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     # SIGINT too: a shell starts background jobs with SIGINT ignored, and `kill -INT` would then be lost.
@@ -577,145 +727,32 @@ def main(argv: list[str] | None = None) -> int:
         setup["celery worker"] = time.monotonic() - t
         say(f"celery worker up ({args.pool} x{WORKER_CONCURRENCY}, app {worker.app}); log {worker.log_path}")
 
-        cache_dir = work_dir / "kubectl-cache"
-        berth_rows, kubectl_rows, sweep_rows = [], [], []
+        berth_rows: list[list[str]] = []
+        kubectl_rows: list[list[str]] = []
+        sweep_rows: list[list[str]] = []
+        summary: dict[str, Any] = {"bench": "provision", "pool": args.pool, "sizes": {}}
         for batch, n in enumerate(args.sizes, start=1):
-            say(f"N={n}: submitting, approving and waiting for ready ...")
-            res = run_berth_batch(ctx, batch, n, worker)
-            say(f"N={n}: {res['ready']} ready, {res['failed']} failed; p50 {fmt(p50(res['latency']))}s")
-
-            files_dir = work_dir / f"kubectl-{batch}"
-            files_dir.mkdir()
-            files = render_for_kubectl(ctx, res["tenant_ids"], batch, files_dir)
-            if files and not cache_dir.exists():  # warm kubectl's discovery cache outside the measurement
-                warm = render_for_kubectl(ctx, res["tenant_ids"][:1], 0, files_dir)[0]
-                run_kubectl_batch(cp, cache_dir, [warm], 1)
-                warm.unlink()
-            say(
-                f"N={n}: kubectl apply --server-side baseline "
-                f"({len(files)} files, {args.kubectl_concurrency} at a time) ..."
+            berth_row, kubectl_row, sweep_row, summary["sizes"][str(n)] = measure_size(
+                args, ctx, cp, worker, batch, n, work_dir
             )
-            kres: dict[str, Any] = (
-                run_kubectl_batch(cp, cache_dir, files, args.kubectl_concurrency)
-                if files
-                else {"latency": [], "wall": math.nan}
-            )
-            sweep_s, sweep_counts, ready_total = time_sweep()
-
-            lat = res["latency"]
-            berth_rows.append(
-                [
-                    str(n),
-                    f"{res['ready']}/{n}",
-                    fmt(p50(lat)),
-                    fmt(pct(lat, 95)),
-                    fmt(max(lat, default=math.nan)),
-                    fmt(p50(res["queue"])),
-                    fmt(p50(res["prov"])),
-                    fmt(res["wall"], 1),
-                    fmt(60 * res["ready"] / res["wall"], 0) if res["wall"] > 0 else "-",
-                    fmt(res["approve_s"], 1),
-                    fmt(res["drained"], 1),
-                ]
-            )
-            klat = kres["latency"]
-            ratio = p50(lat) / p50(klat) if klat and lat else math.nan
-            kubectl_rows.append(
-                [
-                    str(n),
-                    fmt(p50(klat)),
-                    fmt(pct(klat, 95)),
-                    fmt(max(klat, default=math.nan)),
-                    fmt(kres["wall"], 1),
-                    fmt(60 * len(klat) / kres["wall"], 0) if klat else "-",
-                    fmt(ratio, 1),
-                ]
-            )
-            sweep_rows.append([str(n), str(ready_total), fmt(sweep_s * 1000, 1), str(sweep_counts)])
+            berth_rows.append(berth_row)
+            kubectl_rows.append(kubectl_row)
+            sweep_rows.append(sweep_row)
 
         say(f"counting API requests on {args.request_samples} tenants provisioned in-process ...")
         req = measure_requests(ctx, args.request_samples) if args.request_samples > 0 else None
         say("measuring the quota controller's lag ...")
         lags = measure_quota_lag(ctx, 10)
 
-        print()
-        print("Berth provisioning benchmark")
-        tick = f", event-loop tick {args.hub_tick}s (bench/tick_app.py)" if args.hub_tick > 0 else ""
-        tick += ", heartbeat on" if args.with_heartbeat else ", --without-heartbeat"
-        print(
-            f"machine: {os.cpu_count()} CPUs; worker: celery {args.pool} x{WORKER_CONCURRENCY}{tick}; "
-            f"tier: {TIER} (approval needed)"
-        )
-        print("set-up: " + ", ".join(f"{k} {v:.1f}s" for k, v in setup.items()))
-        print()
-        print("1. Berth approve -> ready (seconds; ready_at - decided_at, from the database)")
-        print(
-            table(
-                [
-                    "N",
-                    "ready",
-                    "p50",
-                    "p95",
-                    "max",
-                    "queue p50",
-                    "provision p50",
-                    "wall",
-                    "tenants/min",
-                    "approve loop",
-                    "isolation drained",
-                ],
-                berth_rows,
-            )
-        )
-        print("   queue = approve -> worker starts (tenant.provisioning); provision = that -> ready;")
-        print("   wall = first approval -> last ready; isolation drained = first approval -> last isolation report.")
-        print()
-        print(
-            f"2. Baseline: kubectl apply --server-side of the same manifests, fresh namespace each, "
-            f"{args.kubectl_concurrency} at a time (seconds per apply)"
-        )
-        print(table(["N", "p50", "p95", "max", "wall", "tenants/min", "Berth p50 / kubectl p50"], kubectl_rows))
-        print("   kubectl does not wait for the quota controller; Berth does (see 4).")
-        print()
-        if req:
-            print(f"3. Kubernetes API requests per tenant (in-process, {args.request_samples} tenants, Kube.requests)")
-            wf = req["wait_first"]
-            print(
-                table(
-                    ["", "requests (min/mean/max)", "seconds p50", "is_ready polls p50", "wait-for-ready s p50"],
-                    [
-                        [
-                            "first provision",
-                            f"{min(req['first'])}/{statistics.mean(req['first']):.1f}/{max(req['first'])}",
-                            fmt(p50(req["first_s"])),
-                            fmt(p50([p for _, p in wf]), 0),
-                            fmt(p50([w for w, _ in wf])),
-                        ],
-                        [
-                            "no-op reconcile",
-                            f"{min(req['noop'])}/{statistics.mean(req['noop']):.1f}/{max(req['noop'])}",
-                            fmt(p50(req["noop_s"])),
-                            "-",
-                            "-",
-                        ],
-                    ],
-                )
-            )
-            for phase, calls in req["by_call"].items():
-                label = "first provision" if phase == "first" else "no-op reconcile"
-                print(f"   {label}: " + ", ".join(f"{c} x{v:g}" for c, v in calls.items()))
-            print()
-        print("4. Quota controller lag: apply ResourceQuota -> status.hard filled (10 samples, 10 ms polling)")
-        print(
-            f"   p50 {fmt(p50(lags) * 1000, 0)} ms, p95 {fmt(pct(lags, 95) * 1000, 0)} ms, "
-            f"max {fmt(max(lags, default=math.nan) * 1000, 0)} ms"
-            f" (provisioning polls is_ready every {0.5:.1f}s: worker.kube.wait_until's default interval)"
-        )
-        print()
-        print("5. worker.tasks.sweep() after each N (median of 5 calls)")
-        print(table(["N", "ready tenants in DB", "sweep ms", "last counts"], sweep_rows))
+        print_report(args, setup, berth_rows, kubectl_rows, sweep_rows, req, lags)
         print()
         print(f"total run time {time.monotonic() - began:.0f}s")
+        if req:
+            summary["requests_first_mean"] = round(statistics.mean(req["first"]), 1)
+            summary["requests_noop_mean"] = round(statistics.mean(req["noop"]), 1)
+        summary["quota_lag_p50_ms"] = round(p50(lags) * 1000, 1) if lags else None
+        summary["run_s"] = round(time.monotonic() - began)
+        print(json.dumps(summary, sort_keys=True))
         if args.keep_logs:
             print(f"logs and rendered files kept in {work_dir}")
     except KeyboardInterrupt:
