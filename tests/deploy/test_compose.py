@@ -11,6 +11,7 @@ import re
 
 import pytest
 
+from devcluster import keycloak
 from tests.deploy.helpers import (
     PORTAL_SERVICES,
     PRODUCTION_SETTINGS,
@@ -167,6 +168,12 @@ def test_keycloak_imports_the_berth_realm(services):
     assert target in mounts, "the realm export must be mounted into Keycloak's import directory"
     source, read_only = mounts[target]
     assert source.endswith("deploy/keycloak/berth-realm.json") and read_only
+
+
+def test_keycloak_is_the_version_the_tests_run(services):
+    """The image compose runs is the release tests/plugins/keycloak.py starts natively (devcluster/keycloak.py)."""
+    assert services["keycloak"]["image"] == f"quay.io/keycloak/keycloak:{keycloak.VERSION}"
+    assert keycloak.REALM_FILE == REALM_FILE
 
 
 def test_depends_on_names_exist_and_wait_for_health(services):
