@@ -12,6 +12,7 @@ from devcluster import servers
 pytest_plugins = [
     "tests.plugins.kube",
     "tests.plugins.oidc",
+    "tests.plugins.keycloak",
     "tests.plugins.worker",
     "tests.plugins.portal",
     "tests.plugins.tools",
