@@ -70,22 +70,22 @@ def _live_server(request: pytest.FixtureRequest):
     return request.getfixturevalue("live_server")
 
 
-@pytest.fixture
-def portal(chromium: Browser, _live_server, settings, oidc_provider) -> Iterator[Portal]:
-    """The portal on a live server, signing in at the session's OIDC provider (settings from ``portal_env()``).
-
-    A page that breaks the Content-Security-Policy (blocked script, style or form target) fails the test.
-    """
-    env = oidc_provider.portal_env()
-    settings.OIDC_OP_ISSUER = env["OIDC_OP_ISSUER"]
-    settings.OIDC_OP_AUTHORIZATION_ENDPOINT = env["OIDC_OP_AUTHORIZATION_ENDPOINT"]
-    settings.OIDC_OP_TOKEN_ENDPOINT = env["OIDC_OP_TOKEN_ENDPOINT"]
-    settings.OIDC_OP_USER_ENDPOINT = env["OIDC_OP_USER_ENDPOINT"]
-    settings.OIDC_OP_JWKS_ENDPOINT = env["OIDC_OP_JWKS_ENDPOINT"]
-    settings.OIDC_OP_LOGOUT_ENDPOINT = env["OIDC_OP_LOGOUT_ENDPOINT"]
-    settings.OIDC_RP_CLIENT_ID = env["OIDC_RP_CLIENT_ID"]
-    settings.OIDC_RP_CLIENT_SECRET = env["OIDC_RP_CLIENT_SECRET"]
-    settings.OIDC_API_AUDIENCE = env["OIDC_API_AUDIENCE"]
+def _point_portal_at(settings, env: dict[str, str]) -> None:
+    """The portal's OIDC settings from a provider's ``portal_env()``, as the environment would set them."""
+    for key in (
+        "OIDC_OP_ISSUER",
+        "OIDC_OP_AUTHORIZATION_ENDPOINT",
+        "OIDC_OP_TOKEN_ENDPOINT",
+        "OIDC_OP_USER_ENDPOINT",
+        "OIDC_OP_JWKS_ENDPOINT",
+        "OIDC_OP_LOGOUT_ENDPOINT",
+        "OIDC_RP_CLIENT_ID",
+        "OIDC_RP_CLIENT_SECRET",
+        "OIDC_API_AUDIENCE",
+    ):
+        setattr(settings, key, env[key])
+    if "OIDC_API_CLIENTS" in env:
+        settings.OIDC_API_CLIENTS = env["OIDC_API_CLIENTS"].split(",")
     # mozilla-django-oidc passes this as `verify=` on each call, so REQUESTS_CA_BUNDLE cannot override it.
     settings.OIDC_VERIFY_SSL = env["OIDC_CA_BUNDLE"]
     # portal/settings.py adds the issuer to form-action from the environment at import; do the same here.
@@ -94,13 +94,39 @@ def portal(chromium: Browser, _live_server, settings, oidc_provider) -> Iterator
     csp["DIRECTIVES"]["form-action"] = ["'self'", env["OIDC_OP_ISSUER"]]
     settings.CONTENT_SECURITY_POLICY = csp
 
-    portal = Portal(url=_live_server.url, issuer=env["OIDC_OP_ISSUER"], browser=chromium)
+
+def _portal(chromium: Browser, url: str, issuer: str) -> Iterator[Portal]:
+    portal = Portal(url=url, issuer=issuer, browser=chromium)
     try:
         yield portal
     finally:
         portal.close()
     if portal.csp_violations:
         pytest.fail("Content-Security-Policy violations:\n" + "\n".join(portal.csp_violations))
+
+
+@pytest.fixture
+def portal(chromium: Browser, _live_server, settings, oidc_provider) -> Iterator[Portal]:
+    """The portal on a live server, signing in at the session's OIDC provider (settings from ``portal_env()``).
+
+    A page that breaks the Content-Security-Policy (blocked script, style or form target) fails the test.
+    """
+    env = oidc_provider.portal_env()
+    _point_portal_at(settings, env)
+    yield from _portal(chromium, _live_server.url, env["OIDC_OP_ISSUER"])
+
+
+@pytest.fixture
+def keycloak_portal(chromium: Browser, _live_server, settings, keycloak) -> Iterator[Portal]:
+    """The portal on a live server, signing in at the session's Keycloak (the realm compose imports).
+
+    The realm registers the portal on 127.0.0.1:8000; the live server's port is added to the client's redirect
+    and post-logout URIs through the admin REST API, as an admin would for another portal address.
+    """
+    keycloak.add_redirect_uris("berth-portal", [f"{_live_server.url}/oidc/callback/"], [f"{_live_server.url}/login/"])
+    env = keycloak.portal_env()
+    _point_portal_at(settings, env)
+    yield from _portal(chromium, _live_server.url, env["OIDC_OP_ISSUER"])
 
 
 def _pinned_axe_version() -> str:
