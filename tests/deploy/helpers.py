@@ -6,11 +6,15 @@ Nothing here needs a container engine, a database or Django's test database.
 from __future__ import annotations
 
 import ast
+import email
+import email.message
 import os
 import re
 import shutil
+import socketserver
 import subprocess
 import sys
+import threading
 from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -243,3 +247,106 @@ def compose_env_on_this_machine(service: dict) -> dict[str, str]:
 
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+# --- The compose services as plain processes on 127.0.0.1 ---------------------------------------------
+
+# The image's ENV (Dockerfile, runtime stage) that the portal processes rely on; PATH is the venv's here.
+IMAGE_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "DJANGO_SETTINGS_MODULE": "portal.settings"}
+ENTRYPOINT = ROOT / "deploy" / "entrypoint.sh"  # the image's ENTRYPOINT
+# Where the containers see the source tree (the image's WORKDIR).
+APP_DIR = "/app"
+_HOST_PORT = re.compile(r"(?<![\w.-])([a-z0-9][a-z0-9.-]*):(\d+)\b")
+
+
+def materialise_secrets(config: dict, directory: Path) -> dict[str, Path]:
+    """The compose file's secrets as files in ``directory``, from the shipped ``*.example`` files (name → path)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name in config.get("secrets") or {}:
+        path = directory / name
+        shutil.copyfile(SECRETS_DIR / f"{name}.example", path)
+        path.chmod(0o600)
+        paths[name] = path
+    return paths
+
+
+def loopback_env(
+    service: dict, *, addresses: dict[str, str], secrets: dict[str, Path], mounts: dict[str, Path]
+) -> dict[str, str]:
+    """A service's compose environment for a process on this machine.
+
+    ``addresses`` rewrites each ``host:port`` the containers use (a service name, or a published port on
+    localhost) to where that service listens natively; ``/run/secrets/*`` become the materialised files, and
+    paths under a mount's target (``mounts``: container path → host directory) move to its host directory.
+    A ``host:port`` left unmapped fails: nothing may point at a container that is not there.
+    """
+    env = {}
+    targets = service_secret_targets(service)
+    for key, value in service_env(service).items():
+        if value in targets:
+            value = str(secrets[targets[value]])
+        for target, directory in mounts.items():
+            value = value.replace(f"{target}/", f"{directory}/")
+        unmapped = {f"{host}:{port}" for host, port in _HOST_PORT.findall(value)} - set(addresses)
+        assert not unmapped, f"{key}={value}: nothing runs natively at {sorted(unmapped)}"
+        env[key] = _HOST_PORT.sub(lambda match: addresses[match.group(0)], value)
+    return env
+
+
+def native_command(service: dict, mounts: dict[str, Path]) -> list[str]:
+    """A service's compose command, run through the image's entrypoint, with container paths moved to the host."""
+    command = []
+    for part in command_of(service):
+        for target, directory in {APP_DIR: ROOT, **mounts}.items():
+            if part == target or part.startswith(f"{target}/"):
+                part = str(directory) + part[len(target) :]
+        command.append(part)
+    return [str(ENTRYPOINT), *command]
+
+
+def native_process_env(env: dict[str, str]) -> dict[str, str]:
+    """What a portal container's process sees: the image's ENV, the venv first on PATH, the compose environment."""
+    venv_bin = str(Path(sys.executable).parent)
+    base = clean_env({})
+    base.pop("DJANGO_SETTINGS_MODULE")
+    return {**base, **IMAGE_ENV, "PATH": f"{venv_bin}:{base.get('PATH', '/usr/bin:/bin')}", **env}
+
+
+class SmtpSink:
+    """A minimal SMTP server on 127.0.0.1 that keeps every message (Mailpit's part, without the UI)."""
+
+    def __init__(self) -> None:
+        self.messages: list[email.message.Message] = []
+        sink = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                self.wfile.write(b"220 berth-test-sink ESMTP\r\n")
+                while line := self.rfile.readline():
+                    verb = line.decode(errors="replace").strip().split(" ", 1)[0].upper()
+                    if verb == "DATA":
+                        self.wfile.write(b"354 end with <CRLF>.<CRLF>\r\n")
+                        data = b"".join(iter(self.rfile.readline, b".\r\n"))
+                        sink.messages.append(email.message_from_bytes(data.replace(b"\r\n..", b"\r\n.")))
+                        self.wfile.write(b"250 queued\r\n")
+                    elif verb == "QUIT":
+                        self.wfile.write(b"221 bye\r\n")
+                        return
+                    elif verb in ("EHLO", "HELO"):
+                        self.wfile.write(b"250 berth-test-sink\r\n")
+                    else:  # MAIL, RCPT, RSET, NOOP
+                        self.wfile.write(b"250 ok\r\n")
+
+        self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.port: int = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> SmtpSink:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -28,6 +28,7 @@ KEYCLOAK_FIXTURES = {"keycloak", "keycloak_tokens", "set_keycloak_groups"}
 # Registered in the realm file for berth-portal (what compose and `make demo` use).
 PORTAL_REDIRECT_URI = "http://127.0.0.1:8000/oidc/callback/"
 _LOGIN_FORM = re.compile(r'<form id="kc-form-login"[^>]*\baction="([^"]+)"')
+_ALERT = re.compile(r'class="[^"]*(?:kc-feedback-text|pf-v5-c-alert__title)[^"]*"[^>]*>([^<]+)<')
 _MAX_STEPS = 8
 
 
@@ -40,6 +41,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if KEYCLOAK_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.keycloak)
+
+
+def _cookies_like_a_browser(session: requests.Session) -> None:
+    """Keep Keycloak's cookies the way a browser would send them back: as plain cookies whatever their obsolete
+    RFC 2965 ``Version=1`` (Python's cookie jar would send them in that dialect, which Keycloak ignores), and
+    Secure ones to http://127.0.0.1 too (loopback is a secure context; compose runs Keycloak on plain http)."""
+    for cookie in session.cookies:
+        cookie.version = 0
+        if cookie.domain in ("127.0.0.1", "localhost", "localhost.local"):
+            cookie.secure = False
 
 
 def keycloak_browser(keycloak: Keycloak) -> requests.Session:
@@ -93,13 +104,17 @@ def walk_keycloak_login(
             target = urljoin(response.url, response.headers["Location"])
             if target.startswith(redirect_uri):
                 return target
+            _cookies_like_a_browser(session)
             response = session.get(target, allow_redirects=False)
             continue
         form = _LOGIN_FORM.search(response.text)
         if response.status_code != 200 or form is None:
-            raise SignInRefused(f"{response.status_code} from {response.url}: {response.text[:500]}")
+            alert = _ALERT.search(response.text)
+            said = html.unescape(alert.group(1)).strip() if alert else response.text[:500]
+            raise SignInRefused(f"{response.status_code} from {response.url}: {said}")
         if "Invalid username or password" in response.text:
             raise SignInRefused(f"Keycloak refused {username}'s password")
+        _cookies_like_a_browser(session)
         response = session.post(
             html.unescape(form.group(1)),
             data={"username": username, "password": password or f"{username}-pass", "credentialId": ""},
