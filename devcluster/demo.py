@@ -1,7 +1,8 @@
 """`make demo`: PostgreSQL, Redis, the dev control plane, the OIDC provider, the portal, a worker and beat.
 
 Everything binds to 127.0.0.1; data (database, OIDC keys) persists under $BERTH_CACHE/demo.
-Ctrl-C stops it all.
+BERTH_DEMO_IDP=keycloak signs in at Keycloak (devcluster/keycloak.py, the realm compose imports) instead of
+the light dev provider. Ctrl-C stops it all.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from devcluster import servers
+from devcluster import keycloak, servers
 from devcluster.launcher import ControlPlane, OIDCIssuer
 from devcluster.oidc import API_RESOURCE, DEMO_PORT, KUBECTL_CLIENT_ID, OidcProvider
 from devcluster.pki import CertificateAuthority
@@ -23,6 +24,8 @@ from devcluster.process import Component, celery_worker
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("BERTH_CACHE", Path.home() / ".cache" / "berth")) / "demo"
 WEB_PORT = int(os.environ.get("BERTH_DEMO_PORT", "8000"))
+# "oidc" (default): the light dev provider (devcluster/oidc.py); "keycloak": Keycloak with the compose realm.
+IDP = os.environ.get("BERTH_DEMO_IDP", "oidc")
 LOGINS = [
     ("alice", "owner of team-payments"),
     ("amir", "member of team-payments"),
@@ -56,9 +59,28 @@ def main() -> int:
         redis = stack.enter_context(servers.redis_server())
         ca = CertificateAuthority("berth-demo-ca")
         cert, key = ca.issue_serving_cert(["127.0.0.1", "localhost"])
-        provider = stack.enter_context(
-            OidcProvider(cert_pem=cert, key_pem=key, ca_cert_pem=ca.cert_pem, port=DEMO_PORT, data_dir=CACHE / "oidc")
-        )
+        provider: OidcProvider | keycloak.Keycloak
+        if IDP == "keycloak":
+            provider = stack.enter_context(
+                keycloak.Keycloak(
+                    cert_pem=cert, key_pem=key, ca_cert_pem=ca.cert_pem, port=keycloak.DEMO_PORT, data_dir=CACHE / "kc"
+                )
+            )
+            # The realm registers the portal at 127.0.0.1:8000; BERTH_DEMO_PORT may move it.
+            provider.add_redirect_uris(
+                keycloak.PORTAL_CLIENT_ID,
+                [f"http://127.0.0.1:{WEB_PORT}/oidc/callback/"],
+                [f"http://127.0.0.1:{WEB_PORT}/login/"],
+            )
+        elif IDP == "oidc":
+            provider = stack.enter_context(
+                OidcProvider(
+                    cert_pem=cert, key_pem=key, ca_cert_pem=ca.cert_pem, port=DEMO_PORT, data_dir=CACHE / "oidc"
+                )
+            )
+        else:
+            print(f"BERTH_DEMO_IDP={IDP!r}: use 'oidc' (the default) or 'keycloak'", file=sys.stderr)
+            return 2
         plane = stack.enter_context(
             ControlPlane(ca=ca, oidc_issuers=[OIDCIssuer(url=provider.issuer, audience=KUBECTL_CLIENT_ID)])
         )
@@ -111,18 +133,19 @@ def main() -> int:
             stack, env, "web", [sys.executable, "manage.py", "runserver", f"127.0.0.1:{WEB_PORT}", "--noreload"]
         )
         servers.wait_port(WEB_PORT, web, timeout=60)
+        idp_name = "Keycloak" if IDP == "keycloak" else "the dev OpenID Connect provider"
         print(
             f"""
 Berth is running ({time.monotonic() - started:.0f}s to start). Open http://127.0.0.1:{WEB_PORT}/
 
-Sign in through the dev OpenID Connect provider ({provider.issuer}); password = username + "-pass":
+Sign in through {idp_name} ({provider.issuer}); password = username + "-pass":
 """
             + "\n".join(f"  {user:<6} {user}-pass   {role}" for user, role in LOGINS)
             + f"""
 
 API docs:       http://127.0.0.1:{WEB_PORT}/api/docs/
 CLI:            .venv/bin/berth --url http://127.0.0.1:{WEB_PORT} login --oidc --issuer {provider.issuer} \\
-                  --oidc-ca-file {provider.ca_file} --resource {API_RESOURCE}
+                  --oidc-ca-file {provider.ca_file}{"" if IDP == "keycloak" else f" --resource {API_RESOURCE}"}
 Admin:          http://127.0.0.1:{WEB_PORT}/admin/ (sign in as dave first)
 Dev cluster:    {plane.api_url}  admin kubeconfig: {plane.kubeconfig_path}
 Logs:           {CACHE}/{{web,worker,beat}}.log  (mail is printed to web.log and worker.log)
