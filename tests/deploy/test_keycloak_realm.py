@@ -88,6 +88,16 @@ def test_kubectl_client_is_public_for_kubelogin(realm):
     assert {"http://localhost:8000", "http://localhost:18000"} <= set(kubectl["redirectUris"])
 
 
+def test_cli_client_is_public_with_pkce_on_any_loopback_port(realm):
+    cli = client(realm, "berth-cli")
+    assert cli["publicClient"] is True
+    assert cli["standardFlowEnabled"] is True and cli["directAccessGrantsEnabled"] is False
+    assert cli["implicitFlowEnabled"] is False and cli["serviceAccountsEnabled"] is False
+    assert cli["attributes"]["pkce.code.challenge.method"] == "S256"
+    # Keycloak matches a loopback IP literal registered without a port on any port (RFC 8252, 7.3).
+    assert cli["redirectUris"] == ["http://127.0.0.1/callback"]
+
+
 def test_groups_scope_has_the_group_membership_mapper(realm):
     groups = scope(realm, "groups")
     assert groups["protocol"] == "openid-connect"
@@ -99,7 +109,7 @@ def test_groups_scope_has_the_group_membership_mapper(realm):
         assert config[token] == "true", token
 
 
-@pytest.mark.parametrize("client_id", ["berth-portal", "kubectl"])
+@pytest.mark.parametrize("client_id", ["berth-portal", "kubectl", "berth-cli"])
 def test_tokens_carry_groups_and_the_api_audience(realm, client_id):
     types = {m["protocolMapper"]: m for m in mappers(realm, client_id)}
     assert "groups" in client(realm, client_id)["defaultClientScopes"]

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
+from devcluster.keycloak import Keycloak
 from devcluster.oidc import OidcProvider
 from devcluster.process import Component, wait_until
 from tests.plugins.worker import OUTPUT, ROOT, django_process_env
@@ -36,13 +37,12 @@ class LivePortal:
     log: Path
 
 
-@pytest.fixture(scope="session")
-def live_portal(django_db_setup, django_db_blocker, oidc_provider: OidcProvider) -> Iterator[LivePortal]:
+def run_live_portal(log: Path, provider_env: dict[str, str]) -> Iterator[LivePortal]:
+    """gunicorn on a free port of 127.0.0.1, on this run's database and Redis, signing in at ``provider_env``."""
     OUTPUT.mkdir(exist_ok=True)
-    log = OUTPUT / "live-portal.log"
     env = {
         **django_process_env(),
-        **oidc_provider.portal_env(),
+        **provider_env,
         # Tests write far faster than people; the write throttle is not what they test.
         "BERTH_WRITE_THROTTLE": "100000/min",
     }
@@ -80,6 +80,17 @@ def live_portal(django_db_setup, django_db_blocker, oidc_provider: OidcProvider)
         yield LivePortal(url=f"http://127.0.0.1:{port}", log=log)
     finally:
         server.stop(grace_seconds=10)
+
+
+@pytest.fixture(scope="session")
+def live_portal(django_db_setup, django_db_blocker, oidc_provider: OidcProvider) -> Iterator[LivePortal]:
+    yield from run_live_portal(OUTPUT / "live-portal.log", oidc_provider.portal_env())
+
+
+@pytest.fixture(scope="session")
+def keycloak_live_portal(django_db_setup, django_db_blocker, keycloak: Keycloak) -> Iterator[LivePortal]:
+    """The same, verifying access tokens from the run's Keycloak. Its log: test-output/keycloak-live-portal.log."""
+    yield from run_live_portal(OUTPUT / "keycloak-live-portal.log", keycloak.portal_env())
 
 
 @dataclass
@@ -151,14 +162,24 @@ class Berth:
 BerthRunner = Berth
 
 
-@pytest.fixture
-def berth(live_portal: LivePortal, tmp_path: Path) -> Iterator[Berth]:
-    """Run the CLI against the live portal: ``berth(*args, token=..., input=..., env={...}, timeout=...)``."""
+def _cli(portal: LivePortal, tmp_path: Path) -> Iterator[Berth]:
     home = tmp_path / "cli-home"
     home.mkdir()
-    runner = Berth(live_portal, home)
+    runner = Berth(portal, home)
     yield runner
     for process in runner.started:  # a test that failed half-way leaves no CLI behind
         if process.poll() is None:
             process.kill()
             process.communicate(timeout=10)
+
+
+@pytest.fixture
+def berth(live_portal: LivePortal, tmp_path: Path) -> Iterator[Berth]:
+    """Run the CLI against the live portal: ``berth(*args, token=..., input=..., env={...}, timeout=...)``."""
+    yield from _cli(live_portal, tmp_path)
+
+
+@pytest.fixture
+def keycloak_berth(keycloak_live_portal: LivePortal, tmp_path: Path) -> Iterator[Berth]:
+    """The CLI against the live portal that trusts the run's Keycloak."""
+    yield from _cli(keycloak_live_portal, tmp_path)
