@@ -394,6 +394,8 @@ class Keycloak:
         user = self.user_id(username)
         entry = self.admin("GET", f"/users/{user}").json()
         entry["groups"] = [f"/{name}" for name in self.user_groups(username)]
+        # Default roles too (offline_access among them): without them, the portal's sign-in is refused.
+        entry["realmRoles"] = [role["name"] for role in self.admin("GET", f"/users/{user}/role-mappings/realm").json()]
         self.admin("DELETE", f"/users/{user}")
         return dict(entry)
 

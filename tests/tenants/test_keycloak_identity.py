@@ -163,11 +163,13 @@ def test_a_user_keycloak_no_longer_puts_in_any_group_is_deactivated(signed_in_am
     assert APIClient().get("/api/v1/me/", HTTP_AUTHORIZATION=f"Token {plaintext}").status_code == 401
 
 
-def test_a_user_deleted_in_keycloak_is_deactivated(signed_in_amir, keycloak_settings):
+def test_a_user_deleted_in_keycloak_is_deactivated(signed_in_amir, keycloak_settings, keycloak_tokens):
     entry = keycloak_settings.remove_user("amir")
     try:
         assert services.user_recheck(user=signed_in_amir) == "deactivated"
     finally:
         keycloak_settings.add_user("amir", entry)
     assert keycloak_settings.user_id("amir") == signed_in_amir.oidc_subject  # put back with the same id
+    put_back = jwt.decode(keycloak_tokens("amir")["id_token"], options={"verify_signature": False})
+    assert put_back["sub"] == signed_in_amir.oidc_subject and put_back["groups"] == ["team-payments"]
     assert "no longer knows" in AuditEvent.objects.get(action="user.deactivated").after["reason"]
