@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from worker import manifests
@@ -65,6 +65,14 @@ class VClusterConfig:
     def oci(self) -> bool:
         return self.chart_repo.startswith("oci://")
 
+    @property
+    def local_chart(self) -> str:
+        """For a ``file://`` chart_repo, the packaged chart helm installs (``<dir>/vcluster-<version>.tgz``, as
+        ``helm package`` names it); empty otherwise."""
+        if not self.chart_repo.startswith("file://"):
+            return ""
+        return f"{self.chart_repo.removeprefix('file://')}/{CHART_NAME}-{self.chart_version}.tgz"
+
 
 def supported_chart_lines() -> list[str]:
     """Chart lines whose values layout is written down in worker/schemas (e.g. ["0.30"])."""
@@ -98,10 +106,18 @@ def parse_config(cluster: Any) -> VClusterConfig:
         return value.strip()
 
     chart_repo = text("chart_repo", DEFAULT_CHART_REPO).rstrip("/")
-    if not chart_repo.startswith(("https://", "oci://")):
+    if not chart_repo.startswith(("https://", "oci://", "file://")):
         raise ClusterConfigError(
-            f"{where}.chart_repo {chart_repo!r} must be an https:// chart repository or an oci:// registry path."
+            f"{where}.chart_repo {chart_repo!r} must be an https:// chart repository, an oci:// registry path "
+            "or a file:// directory of packaged charts on the worker."
         )
+    if chart_repo.startswith("file://"):
+        directory = chart_repo.removeprefix("file://")
+        if not directory.startswith("/") or PurePosixPath(directory).as_posix() != directory or ".." in directory:
+            raise ClusterConfigError(
+                f"{where}.chart_repo {chart_repo!r} must name an absolute, normalised directory, "
+                "e.g. file:///opt/charts."
+            )
     chart_version = text("chart_version", DEFAULT_CHART_VERSION)
     if not _EXACT_VERSION.match(chart_version):
         raise ClusterConfigError(
@@ -140,6 +156,11 @@ def parse_config(cluster: Any) -> VClusterConfig:
         ingress_class=ingress_class,
         flux_namespace=flux_namespace,
     )
+    if config.local_chart and config.installer != "helm":
+        raise ClusterConfigError(
+            f"{where}.chart_repo {chart_repo!r} is a directory on the worker, which only installer helm reads; "
+            f"{config.installer} fetches the chart itself from an https:// or oci:// repository."
+        )
     if config.expose == "ingress" and not cluster.ingress_namespace:
         raise ClusterConfigError(
             f"{where}.expose is 'ingress' but the cluster has no ingress_namespace: Berth must know where "
@@ -287,7 +308,9 @@ def render_values(tenant: Any, tier: Any, cluster: Any, config: VClusterConfig) 
         stateful_set["scheduling"] = scheduling
     return {
         "controlPlane": {
-            "distro": {config.distro: {"enabled": True}},
+            # The distro's init container copies the Kubernetes binaries; the chart gives it no security context of
+            # its own, and restricted Pod Security refuses the pod without one.
+            "distro": {config.distro: {"enabled": True, "securityContext": _security()["containerSecurityContext"]}},
             "service": {"enabled": True, "spec": service_spec},
             "ingress": ingress,
             "proxy": {"extraSANs": [host]},
@@ -312,6 +335,10 @@ def render_values(tenant: Any, tier: Any, cluster: Any, config: VClusterConfig) 
             "networkPolicy": {"enabled": False},
         },
         "sync": {"toHost": {"ingresses": {"enabled": tier.network_profile in ("ingress", "open-egress")}}},
+        # Nothing cluster-scoped on the host: by default (volume snapshot rules "auto") the chart binds the
+        # control plane to a ClusterRole that may read every PersistentVolume and create or delete any tenant's
+        # VolumeSnapshotContents. Without it, volume snapshots do not sync; everything else works in the namespace.
+        "rbac": {"clusterRole": {"enabled": False}, "enableVolumeSnapshotRules": {"enabled": False}},
         "exportKubeConfig": {
             "server": public_endpoint(config, tenant),
             "context": f"{cluster.name}-{tenant.name}",
