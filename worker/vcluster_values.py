@@ -42,6 +42,12 @@ PROXY_PORT = 8443
 NON_ROOT_ID = 12345
 # What the control plane asks for; the tier must have room for it.
 CONTROL_PLANE_REQUESTS = {"cpu": 200, "memory": 256}  # millicores, MiB
+# Defaults of the chart's own quota and LimitRange (chart line 0.30, values.yaml) that no tier sets. A null in
+# helm's values removes a chart default, so the chart's vc-<name> quota and limits are exactly the tier's (its
+# count/endpoints: 40 would cap a tier allowing more services; its ephemeral-storage defaults would make every
+# synced pod ask for 3Gi).
+CHART_QUOTA_DEFAULTS_NOT_IN_TIERS = ("requests.ephemeral-storage", "limits.ephemeral-storage", "count/endpoints")
+CHART_LIMIT_DEFAULTS_NOT_IN_TIERS = ("ephemeral-storage",)
 COREDNS_RESOURCES = {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "170Mi"}}
 
 _EXACT_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
@@ -256,9 +262,11 @@ def _security() -> dict[str, Any]:
     }
 
 
-def _quota(tier: Any) -> dict[str, str]:
-    """The tier's ResourceQuota, in the chart's key names (the same limits Berth's berth-quota sets)."""
+def _quota(tier: Any) -> dict[str, str | None]:
+    """The tier's ResourceQuota, in the chart's key names (the same limits Berth's berth-quota sets), and nothing
+    else."""
     return {
+        **dict.fromkeys(CHART_QUOTA_DEFAULTS_NOT_IN_TIERS),
         "requests.cpu": f"{tier.cpu_request_millis}m",
         "limits.cpu": f"{tier.cpu_limit_millis}m",
         "requests.memory": f"{tier.memory_request_mib}Mi",
@@ -324,8 +332,13 @@ def render_values(tenant: Any, tier: Any, cluster: Any, config: VClusterConfig) 
             "resourceQuota": {"enabled": True, "quota": _quota(tier)},
             "limitRange": {
                 "enabled": True,
-                "default": {"cpu": f"{tier.default_cpu_limit_millis}m", "memory": f"{tier.default_memory_limit_mib}Mi"},
+                "default": {
+                    **dict.fromkeys(CHART_LIMIT_DEFAULTS_NOT_IN_TIERS),
+                    "cpu": f"{tier.default_cpu_limit_millis}m",
+                    "memory": f"{tier.default_memory_limit_mib}Mi",
+                },
                 "defaultRequest": {
+                    **dict.fromkeys(CHART_LIMIT_DEFAULTS_NOT_IN_TIERS),
                     "cpu": f"{tier.default_cpu_request_millis}m",
                     "memory": f"{tier.default_memory_request_mib}Mi",
                 },

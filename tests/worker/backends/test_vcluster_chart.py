@@ -65,6 +65,10 @@ def test_the_chart_renders_berths_values_into_a_restricted_quota_bound_namespace
     assert not any(p.get("nodePort") for s in services for p in s["spec"]["ports"])
     (service,) = [s for s in services if s["metadata"]["name"] == "web"]
     assert service["spec"]["type"] == ("ClusterIP" if expose == "ingress" else expose)
+    # The chart's own quota and LimitRange are exactly the tier's: none of the chart's other defaults remain.
     (quota,) = [o for o in objs if o["kind"] == "ResourceQuota"]
-    assert quota["spec"]["hard"]["limits.cpu"] == f"{tier.cpu_limit_millis}m"
+    wanted = {k: v for k, v in values["policies"]["resourceQuota"]["quota"].items() if v is not None}
+    assert quota["spec"]["hard"] == wanted and quota["spec"]["hard"]["limits.cpu"] == f"{tier.cpu_limit_millis}m"
+    ((limits,),) = [o["spec"]["limits"] for o in objs if o["kind"] == "LimitRange"]
+    assert set(limits["default"]) == set(limits["defaultRequest"]) == {"cpu", "memory"}
     assert ("Ingress" in kinds) is (expose == "ingress")

@@ -192,6 +192,15 @@ def _chart_runs_in_the_host_namespace_under_the_tier(kube_admin, tenant: Tenant,
         resources = container.resources
         assert {"cpu", "memory"} <= set(resources.requests or {}) & set(resources.limits or {}), container.name
         assert container.security_context.allow_privilege_escalation is False, container.name
+    # Berth's one opening in the default deny reaches the chart's pod, on the port the chart's Service targets.
+    opening = client.NetworkingV1Api(kube_admin).read_namespaced_network_policy(
+        "berth-allow-vcluster-control-plane", tenant.namespace
+    )
+    assert opening.spec.pod_selector.match_labels.items() <= (pod.metadata.labels or {}).items()
+    service = core.read_namespaced_service(tenant.name, tenant.namespace)
+    assert {p.port for rule in opening.spec.ingress or [] for p in rule.ports or []} == {
+        p.target_port for p in service.spec.ports or []
+    }
     used = core.read_namespaced_resource_quota("berth-quota", tenant.namespace).status.used or {}
     assert used["requests.cpu"] != "0" and used["pods"] == "1"
     selector = f"release={tenant.name}"
@@ -287,7 +296,7 @@ def test_helm_installed_vcluster_works_end_to_end_and_its_admin_kubeconfig_never
     assert provisioning.provision(str(tenant.pk)).outcome == "in sync"
     # The chart's own quota (the tier's limits again) survives Berth's pruning of its own objects.
     chart_quota = client.CoreV1Api(kube_admin).read_namespaced_resource_quota("vc-web", tenant.namespace)
-    assert (chart_quota.spec.hard or {})["limits.cpu"] == "8"
+    assert (chart_quota.spec.hard or {})["limits.cpu"] == "8" and "count/endpoints" not in (chart_quota.spec.hard or {})
     report = provisioning.isolation_report(str(tenant.pk))
     assert report is not None and report["passed"]
     fetch_kubeconfig(alice, tenant, tmp_path)
@@ -339,6 +348,9 @@ def test_flux_installed_vcluster_works_end_to_end(
         )
     )
     assert repository["spec"]["url"] == "https://charts.loft.sh"
+    # The nulls that drop the chart's own quota defaults survive the HelmRelease (its values are free-form).
+    chart_quota = client.CoreV1Api(kube_admin).read_namespaced_resource_quota("vc-web", tenant.namespace)
+    assert not {"count/endpoints", "requests.ephemeral-storage"} & set(chart_quota.spec.hard or {})
     # Flux installs; the worker never runs helm here: every revision in helm's storage is helm-controller's.
     assert len(release_secrets(kube_admin, release="web", namespace=tenant.namespace)) == operator.helm_installs == 1
     _chart_runs_in_the_host_namespace_under_the_tier(kube_admin, tenant, operator)

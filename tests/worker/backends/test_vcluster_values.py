@@ -107,6 +107,10 @@ def test_quota_limits_and_pod_security_inside_are_the_tiers(tier_name):
     quota = policies["resourceQuota"]
     assert quota["enabled"] is True
     assert quota["quota"] == {
+        # The chart's own defaults no tier sets, removed (a null drops a chart default in helm's values).
+        "requests.ephemeral-storage": None,
+        "limits.ephemeral-storage": None,
+        "count/endpoints": None,
         "requests.cpu": f"{tier.cpu_request_millis}m",
         "limits.cpu": f"{tier.cpu_limit_millis}m",
         "requests.memory": f"{tier.memory_request_mib}Mi",
@@ -122,10 +126,12 @@ def test_quota_limits_and_pod_security_inside_are_the_tiers(tier_name):
     }
     limits = policies["limitRange"]
     assert limits["default"] == {
+        "ephemeral-storage": None,
         "cpu": f"{tier.default_cpu_limit_millis}m",
         "memory": f"{tier.default_memory_limit_mib}Mi",
     }
     assert limits["defaultRequest"] == {
+        "ephemeral-storage": None,
         "cpu": f"{tier.default_cpu_request_millis}m",
         "memory": f"{tier.default_memory_request_mib}Mi",
     }
