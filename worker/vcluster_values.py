@@ -72,12 +72,9 @@ class VClusterConfig:
         return self.chart_repo.startswith("oci://")
 
     @property
-    def local_chart(self) -> str:
-        """For a ``file://`` chart_repo, the packaged chart helm installs (``<dir>/vcluster-<version>.tgz``, as
-        ``helm package`` names it); empty otherwise."""
-        if not self.chart_repo.startswith("file://"):
-            return ""
-        return f"{self.chart_repo.removeprefix('file://')}/{CHART_NAME}-{self.chart_version}.tgz"
+    def local(self) -> bool:
+        """A directory on the worker holding the packaged chart (helm installs ``<dir>/vcluster-<version>.tgz``)."""
+        return self.chart_repo.startswith("file://")
 
 
 def supported_chart_lines() -> list[str]:
@@ -162,7 +159,7 @@ def parse_config(cluster: Any) -> VClusterConfig:
         ingress_class=ingress_class,
         flux_namespace=flux_namespace,
     )
-    if config.local_chart and config.installer != "helm":
+    if config.local and config.installer != "helm":
         raise ClusterConfigError(
             f"{where}.chart_repo {chart_repo!r} is a directory on the worker, which only installer helm reads; "
             f"{config.installer} fetches the chart itself from an https:// or oci:// repository."

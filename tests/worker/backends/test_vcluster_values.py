@@ -251,10 +251,10 @@ def test_bad_settings_are_refused_naming_the_key(settings, says):
     assert not isinstance(raised.value, KubeError)  # a mistake in the record, not something a cluster said
 
 
-def test_a_file_chart_repo_names_the_packaged_chart_helm_installs():
+def test_a_file_chart_repo_is_a_local_directory_for_helm():
     config = parse_config(_cluster(chart_repo="file:///opt/charts/", chart_version="0.30.0"))
-    assert config.local_chart == "/opt/charts/vcluster-0.30.0.tgz"
-    assert parse_config(_cluster()).local_chart == ""
+    assert config.local and config.chart_repo == "file:///opt/charts"
+    assert not parse_config(_cluster()).local
 
 
 def test_ingress_exposure_needs_the_clusters_ingress_namespace():
