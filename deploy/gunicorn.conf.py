@@ -46,3 +46,16 @@ access_log_format = '%(h)s %({x-forwarded-for}i)s %(l)s %(u)s %(t)s "%(r)s" %(s)
 forwarded_allow_ips = os.environ.get(
     "GUNICORN_FORWARDED_ALLOW_IPS", os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
 )
+
+
+# prometheus_client's multiprocess mode (PROMETHEUS_MULTIPROC_DIR): /metrics adds up every worker's counters.
+def on_starting(server):
+    from portal import metrics_dir
+
+    metrics_dir.clear()
+
+
+def child_exit(server, worker):
+    from portal import metrics_dir
+
+    metrics_dir.process_exited(worker.pid)
