@@ -172,7 +172,7 @@ class StateCollector(Collector):
         family = GaugeMetricFamily(
             "berth_tenants", "Tenants by status, tier, team and cluster.", labels=["status", "tier", "team", "cluster"]
         )
-        rows = Tenant.objects.values_list("status", "tier__name", "team__name", "cluster__name").annotate(n=Count("id"))
+        rows = Tenant.objects.values_list("status", "tier__name", "team__slug", "cluster__name").annotate(n=Count("id"))
         for status, tier, team, cluster, n in rows.order_by():
             family.add_metric([status, tier, team, cluster], n)
         yield family
@@ -214,7 +214,7 @@ class StateCollector(Collector):
         )
         hard = GaugeMetricFamily("berth_tenant_quota_hard", "Quota hard limit.", labels=LABELS_QUOTA)
         rows = Tenant.objects.filter(status=S.READY).values_list(
-            "pk", "namespace", "team__name", "cluster__name", "isolation_report__passed", "quota_usage"
+            "pk", "namespace", "team__slug", "cluster__name", "isolation_report__passed", "quota_usage"
         )
         for pk, namespace, team, cluster, passed, usage in rows.order_by():
             if passed is not None:
