@@ -24,7 +24,8 @@ users:
     token: {JWT}
     client-key-data: LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQo=
 """
-PEM = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5oVbqt4iBVwGEoAoGCCqGSM49\n-----END EC PRIVATE KEY-----"
+PEM_BODY = "MHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5oVbqt4iBVwGEoAoGCCqGSM49"
+PEM = f"-----BEGIN EC PRIVATE KEY-----\n{PEM_BODY}\n-----END EC PRIVATE KEY-----"
 
 
 @pytest.mark.parametrize(
@@ -37,7 +38,7 @@ PEM = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5o
         (f"TokenRequest answered {JWT}", JWT),
         (KUBECONFIG, JWT),
         (KUBECONFIG, "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQo="),
-        (f"key material {PEM} end", "MHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5oVbqt4iBVwGEoAoGCCqGSM49"),
+        (f"key material {PEM} end", PEM_BODY),
         ('{"refresh_token": "opaque-refresh-value-123", "x": 1}', "opaque-refresh-value-123"),
         ("POST /oidc/token?client_secret=s3cr3t-value&code=x", "s3cr3t-value"),
         ("password=hunter2hunter2", "hunter2hunter2"),

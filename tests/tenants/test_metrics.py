@@ -107,7 +107,7 @@ def test_queue_length_is_read_from_the_broker(settings):
         assert state()[("berth_celery_queue_length", (("queue", queue),))] == 4
     finally:
         with app.connection_for_write() as conn:
-            conn.default_channel.queue_purge(queue)
+            Queue(queue, routing_key=queue)(conn.default_channel).purge()
 
 
 def test_a_broker_outage_leaves_the_databases_metrics(settings, alice, team_a, medium, cluster):
