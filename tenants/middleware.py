@@ -34,14 +34,19 @@ class RequestIdMiddleware:
             response = self.get_response(request)
             if request.path.startswith("/api/") and response.status_code >= 400:
                 metrics.api_error(status=response.status_code)
-            # The path only: a query string may carry what a log must not.
-            request_logger.info(
+            status = response.status_code
+            # The path only: a query string may carry what a log must not. This line stands for Django's own
+            # 4xx/5xx warning, which comes after the request's context is gone (an uncaught exception is still
+            # logged with its traceback, inside the context).
+            request_logger.log(
+                logging.ERROR if status >= 500 else logging.WARNING if status >= 400 else logging.INFO,
                 "%s %s %s",
                 request.method,
                 request.path[:200],
-                response.status_code,
-                extra={"status": response.status_code, "duration_ms": round((time.monotonic() - started) * 1000)},
+                status,
+                extra={"status": status, "duration_ms": round((time.monotonic() - started) * 1000)},
             )
+            response._has_been_logged = True
         response["X-Request-ID"] = request.request_id
         return response
 
