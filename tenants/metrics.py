@@ -158,8 +158,34 @@ def _queue_lengths() -> dict[str, int]:
         client.close()
 
 
+# The state gauges: name → (help, labels).
+STATE_GAUGES: dict[str, tuple[str, list[str]]] = {
+    "berth_tenants": ("Tenants by status, tier, team and cluster.", ["status", "tier", "team", "cluster"]),
+    "berth_tenant_requests": ("Requests by status.", ["status"]),
+    "berth_tenant_oldest_seconds": (
+        "Age in its status of the oldest tenant in each waiting status (0: none waiting).",
+        ["status"],
+    ),
+    "berth_tenant_isolation_passed": (
+        "1 when a ready tenant's last isolation report passed, 0 when it failed.",
+        ["tenant_id", "namespace", "team", "cluster"],
+    ),
+    "berth_tenant_quota_used": ("Quota used by a ready tenant, as read back from the cluster.", LABELS_QUOTA),
+    "berth_tenant_quota_hard": ("Quota hard limit of a ready tenant.", LABELS_QUOTA),
+    "berth_celery_queue_length": ("Messages waiting in a Celery queue (absent when the broker is down).", ["queue"]),
+}
+
+
+def _gauge(name: str) -> GaugeMetricFamily:
+    documentation, labels = STATE_GAUGES[name]
+    return GaugeMetricFamily(name, documentation, labels=labels)
+
+
 class StateCollector(Collector):
     """Gauges of the database's state and the broker's queues, computed when scraped (a handful of queries)."""
+
+    def describe(self) -> Iterator[Metric]:
+        return (_gauge(name) for name in STATE_GAUGES)
 
     def collect(self) -> Iterator[Metric]:
         yield from self._tenants()
@@ -169,27 +195,21 @@ class StateCollector(Collector):
         yield from self._queues()
 
     def _tenants(self) -> Iterable[Metric]:
-        family = GaugeMetricFamily(
-            "berth_tenants", "Tenants by status, tier, team and cluster.", labels=["status", "tier", "team", "cluster"]
-        )
+        family = _gauge("berth_tenants")
         rows = Tenant.objects.values_list("status", "tier__name", "team__slug", "cluster__name").annotate(n=Count("id"))
         for status, tier, team, cluster, n in rows.order_by():
             family.add_metric([status, tier, team, cluster], n)
         yield family
 
     def _requests(self) -> Iterable[Metric]:
-        family = GaugeMetricFamily("berth_tenant_requests", "Requests by status.", labels=["status"])
+        family = _gauge("berth_tenant_requests")
         counts = dict(TenantRequest.objects.values_list("status").annotate(n=Count("id")).order_by())
         for status in TenantRequest.Status.values:
             family.add_metric([status], counts.get(status, 0))
         yield family
 
     def _oldest(self) -> Iterable[Metric]:
-        family = GaugeMetricFamily(
-            "berth_tenant_oldest_seconds",
-            "Age in its status of the oldest tenant in each waiting status (0: none waiting).",
-            labels=["status"],
-        )
+        family = _gauge("berth_tenant_oldest_seconds")
         oldest = dict(
             Tenant.objects.filter(status__in=WAITING_STATUSES)
             .values_list("status")
@@ -204,15 +224,8 @@ class StateCollector(Collector):
 
     def _per_tenant(self) -> Iterable[Metric]:
         """Isolation reports and quota of ready tenants, in one query."""
-        isolation = GaugeMetricFamily(
-            "berth_tenant_isolation_passed",
-            "1 when the tenant's last isolation report passed, 0 when it failed.",
-            labels=["tenant_id", "namespace", "team", "cluster"],
-        )
-        used = GaugeMetricFamily(
-            "berth_tenant_quota_used", "Quota used, as read back from the cluster.", labels=LABELS_QUOTA
-        )
-        hard = GaugeMetricFamily("berth_tenant_quota_hard", "Quota hard limit.", labels=LABELS_QUOTA)
+        isolation = _gauge("berth_tenant_isolation_passed")
+        used, hard = _gauge("berth_tenant_quota_used"), _gauge("berth_tenant_quota_hard")
         rows = Tenant.objects.filter(status=S.READY).values_list(
             "pk", "namespace", "team__slug", "cluster__name", "isolation_report__passed", "quota_usage"
         )
@@ -227,7 +240,7 @@ class StateCollector(Collector):
         yield from (isolation, used, hard)
 
     def _queues(self) -> Iterable[Metric]:
-        family = GaugeMetricFamily("berth_celery_queue_length", "Messages waiting in a Celery queue.", labels=["queue"])
+        family = _gauge("berth_celery_queue_length")
         try:
             lengths = _queue_lengths()
         except Exception as exc:  # the broker is down: say so in the log, and keep the database's metrics
@@ -236,6 +249,32 @@ class StateCollector(Collector):
         for queue, length in lengths.items():
             family.add_metric([queue], length)
         yield family
+
+
+EVENT_METRICS = (
+    PROVISION_RUNS,
+    PROVISION_DURATION,
+    APPROVE_TO_READY,
+    RECONCILE_REPAIRS,
+    KUBECONFIGS_ISSUED,
+    API_ERRORS,
+    CELERY_TASKS,
+    CELERY_TASK_DURATION,
+)
+
+
+def exported_series() -> dict[str, set[str]]:
+    """Every series name Berth exports (counters' ``_total``, histograms' ``_bucket``/``_count``/``_sum``) with its
+    label names: what the chart's rules and dashboard may read (tests/deploy checks them against it)."""
+    series: dict[str, set[str]] = {name: set(labels) for name, (_, labels) in STATE_GAUGES.items()}
+    for metric in EVENT_METRICS:
+        labels = set(metric._labelnames)
+        if isinstance(metric, Histogram):
+            series[f"{metric._name}_bucket"] = labels | {"le"}
+            series[f"{metric._name}_count"] = series[f"{metric._name}_sum"] = labels
+        else:
+            series[f"{metric._name}_total"] = labels
+    return series
 
 
 class _ThisProcess(Collector):

@@ -162,3 +162,41 @@ def test_monitoring_objects_are_opt_in(helm_bin, values):
         "monitoring.grafanaDashboard.enabled=false",
     )
     assert not by_kind(objs, "PrometheusRule") and not by_kind(objs, "ConfigMap")
+
+
+# --- The rules, their tests and the dashboard read what Berth exports ---------------------------------------------
+_NAME = re.compile(r"\bberth_[a-z_]+\b")
+_SELECTOR = re.compile(r"\b(berth_[a-z_]+)\{([^}]*)\}")
+_MATCHER = re.compile(r"(\w+)\s*(?:=~|!~|!=|=)")
+_BY = re.compile(r"\bby\s*\(([^)]*)\)")
+
+
+def _check_reads_exported(expr: str, exported: dict[str, set[str]]) -> None:
+    names = set(_NAME.findall(expr))
+    assert names, expr
+    for name in names:
+        assert name in exported, f"{name} is not exported by Berth (tenants/metrics.py): {expr}"
+    for name, matchers in _SELECTOR.findall(expr):
+        for label in _MATCHER.findall(matchers):
+            assert label in exported[name], f"{name} has no label {label}: {expr}"
+    available = set().union(*(exported[name] for name in names))
+    for clause in _BY.findall(expr):
+        for label in filter(None, (part.strip() for part in clause.split(","))):
+            assert label in available, f"no metric of {expr} has the label {label}"
+
+
+def test_the_rules_their_tests_and_the_dashboard_read_the_metrics_berth_exports(helm_bin):
+    """The names and labels come from the exporter itself, so a renamed metric or label fails here."""
+    from tenants.metrics import exported_series
+
+    exported = exported_series()
+    rules = yaml.safe_load(_rules_file(helm_bin))["groups"][0]["rules"]
+    for rule in rules:
+        _check_reads_exported(rule["expr"], exported)
+    for case in yaml.safe_load(ALERTS_TEST.read_text())["tests"]:
+        for series in case["input_series"]:
+            _check_reads_exported(series["series"], exported)
+    for expr in _exprs(_dashboard()):
+        _check_reads_exported(expr, exported)
+    variable = _dashboard()["templating"]["list"][1]["definition"]
+    assert variable == "label_values(berth_tenants, cluster)" and "cluster" in exported["berth_tenants"]

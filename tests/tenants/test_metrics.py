@@ -184,3 +184,27 @@ def test_metrics_needs_the_token(client, settings):
 def test_metrics_is_not_there_without_a_token(client, settings):
     settings.BERTH_METRICS_TOKEN = ""
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer ").status_code == 404
+
+
+def test_a_scrape_exports_exactly_the_declared_series(
+    alice, team_a, medium, cluster, django_capture_on_commit_callbacks
+):
+    """exported_series (what tests/deploy checks the chart's rules and dashboard against) is what a scrape gives."""
+    make_tenant(
+        "declared", team=team_a, tier=medium, cluster=cluster, user=alice,
+        quota_usage={"hard": {"pods": "4"}, "used": {"pods": "1"}}, isolation_report={"passed": True},
+    )  # fmt: skip
+    metrics.api_error(status=418)
+    metrics.celery_task_finished(task="worker.tasks.sweep", state="SUCCESS", seconds=0.1)
+    tenant = Tenant.objects.get(name="declared")
+    with django_capture_on_commit_callbacks(execute=True):
+        metrics.provision_finished(tenant=tenant, result="in_sync")
+        metrics.drift_repaired(tenant=tenant, objects=1)
+        metrics.kubeconfig_issued(tenant=tenant, role="view")
+    metrics.PROVISION_DURATION.labels("dev").observe(1.0)
+    metrics.APPROVE_TO_READY.labels("dev").observe(3.0)
+    scraped: dict[str, set[str]] = {}
+    for (name, labels), _ in samples(generate_latest(metrics.scrape_registry())).items():
+        if name.startswith("berth_") and not name.endswith("_created"):
+            scraped.setdefault(name, set()).update(label for label, _ in labels)
+    assert scraped == metrics.exported_series()
