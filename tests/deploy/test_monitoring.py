@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.deploy.chart import CHART, RELEASE, by_kind, named, render
+from tests.deploy.chart import CHART, RELEASE, by_kind, helm, named, render, template_args
 
 ALERTS_TEST = Path(__file__).with_name("alerts_test.yaml")
 DASHBOARD = CHART / "files" / "grafana-dashboard.json"
@@ -200,3 +200,59 @@ def test_the_rules_their_tests_and_the_dashboard_read_the_metrics_berth_exports(
         _check_reads_exported(expr, exported)
     variable = _dashboard()["templating"]["list"][1]["definition"]
     assert variable == "label_values(berth_tenants, cluster)" and "cluster" in exported["berth_tenants"]
+
+
+# --- Scraping ---------------------------------------------------------------------------------------------------
+def _container(objs: list, name: str) -> dict:
+    return named(objs, "Deployment", name)["spec"]["template"]["spec"]["containers"][0]
+
+
+def _env(container: dict) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in container["env"]}
+
+
+def test_production_scrapes_the_web_with_its_token_and_each_worker_on_its_port(helm_bin):
+    objs = render(helm_bin, PRODUCTION)
+    web, worker = _container(objs, f"{RELEASE}-web"), _container(objs, f"{RELEASE}-worker-provision")
+    for container in (web, worker):
+        env = _env(container)
+        # prometheus_client's multiprocess mode: a directory of the pod's own, in memory.
+        assert env["PROMETHEUS_MULTIPROC_DIR"] == "/run/berth/metrics"
+        assert {"name": "metrics", "mountPath": "/run/berth/metrics"} in container["volumeMounts"]
+        assert env["BERTH_METRICS_TOKEN_FILE"] == "/run/secrets/berth/metrics_token"
+        assert env["LOG_FORMAT"] == "json"
+    assert _env(worker)["BERTH_WORKER_METRICS_PORT"] == "9808"
+    assert {"name": "metrics", "containerPort": 9808} in worker["ports"]
+    # Beat and the migrations record nothing, so they have no directory to find.
+    assert "PROMETHEUS_MULTIPROC_DIR" not in _env(_container(objs, f"{RELEASE}-beat"))
+    projected = named(objs, "Deployment", f"{RELEASE}-web")["spec"]["template"]["spec"]["volumes"][0]["projected"]
+    assert {"name": "berth-metrics", "items": [{"key": "token", "path": "metrics_token"}]} in [
+        source["secret"] for source in projected["sources"]
+    ]
+
+    monitors = {m["metadata"]["name"]: m for m in by_kind(objs, "ServiceMonitor")}
+    assert set(monitors) == {f"{RELEASE}-web", f"{RELEASE}-workers"}
+    (web_endpoint,) = monitors[f"{RELEASE}-web"]["spec"]["endpoints"]
+    assert web_endpoint["port"] == "http" and web_endpoint["path"] == "/metrics" and web_endpoint["honorLabels"]
+    assert web_endpoint["authorization"] == {"type": "Bearer", "credentials": {"name": "berth-metrics", "key": "token"}}
+    (worker_endpoint,) = monitors[f"{RELEASE}-workers"]["spec"]["endpoints"]
+    service = named(objs, "Service", f"{RELEASE}-worker-metrics")
+    assert worker_endpoint["port"] == service["spec"]["ports"][0]["name"] == "metrics"
+    selector = monitors[f"{RELEASE}-workers"]["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    assert all(m["metadata"]["labels"]["release"] == "kube-prometheus-stack" for m in monitors.values())
+
+    # Only Prometheus's namespace reaches the workers' port; the web port also from it.
+    monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    policy = named(objs, "NetworkPolicy", f"{RELEASE}-worker-metrics")["spec"]
+    assert policy["ingress"] == [{"from": [monitoring], "ports": [{"port": 9808, "protocol": "TCP"}]}]
+    web_policy = named(objs, "NetworkPolicy", f"{RELEASE}-web")["spec"]
+    assert {"from": [monitoring], "ports": [{"port": 8000, "protocol": "TCP"}]} in web_policy["ingress"]
+
+
+def test_metrics_are_opt_in_and_need_a_token_secret(helm_bin):
+    objs = render(helm_bin, TRIAL)
+    assert not by_kind(objs, "ServiceMonitor")
+    assert "PROMETHEUS_MULTIPROC_DIR" not in _env(_container(objs, f"{RELEASE}-web"))
+    done = helm(helm_bin, *template_args(TRIAL, "monitoring.metrics.enabled=true"))
+    assert done.returncode != 0 and "monitoring.metrics.existingSecret is required" in done.stderr
