@@ -2,11 +2,12 @@
 
 Two kinds, on purpose:
 
-- **Events** (provisioning runs, durations, repairs, kubeconfigs issued, API errors, Celery tasks) are counters and
-  histograms recorded by the process where they happen: a gunicorn worker or a Celery prefork child. With
-  ``PROMETHEUS_MULTIPROC_DIR`` set (the chart and compose set it), prometheus_client keeps them in files that the
-  web's ``/metrics`` and the worker's exporter (worker.signals) add up across their processes. Each is recorded
-  when the transaction that made the change commits, so a rolled-back change never counts.
+- **Events** (provisioning runs, durations, repairs, kubeconfigs issued, HTTP answers and API errors, Celery
+  tasks) are counters and histograms recorded by the process where they happen: a gunicorn worker or a Celery
+  prefork child. With ``PROMETHEUS_MULTIPROC_DIR`` set (the chart and compose set it), prometheus_client keeps
+  them in files that the web's ``/metrics`` and the worker's exporter (worker.signals) add up across their
+  processes. Each is recorded when the transaction that made the change commits, so a rolled-back change never
+  counts.
 - **State** (tenants by status, requests, oldest waiting, isolation reports, quota, queue lengths) is computed by
   ``StateCollector`` at scrape time, with a few aggregate queries (no query per tenant) and one Redis round trip,
   so every web process answers the same and nothing has to be kept in step.
@@ -68,6 +69,7 @@ KUBECONFIGS_ISSUED = Counter(
     "berth_kubeconfigs_issued", "Kubeconfigs handed out (one per tenant of a merged one).", ["cluster", "role"]
 )
 API_ERRORS = Counter("berth_api_errors", "API answers with a 4xx or 5xx status.", ["status"])
+HTTP_REQUESTS = Counter("berth_http_requests", "Requests the portal answered (pages and API), by status.", ["status"])
 CELERY_TASKS = Counter("berth_celery_tasks", "Celery task runs by how they ended.", ["task", "state"])
 CELERY_TASK_DURATION = Histogram(
     "berth_celery_task_duration_seconds", "Duration of Celery task runs.", ["task", "state"], buckets=_TASK_BUCKETS
@@ -114,8 +116,10 @@ def kubeconfig_issued(*, tenant: Tenant, role: str) -> None:
     _on_commit(lambda: KUBECONFIGS_ISSUED.labels(cluster, role).inc())
 
 
-def api_error(*, status: int) -> None:
-    API_ERRORS.labels(str(status)).inc()
+def request_answered(*, path: str, status: int) -> None:
+    HTTP_REQUESTS.labels(str(status)).inc()
+    if path.startswith("/api/") and status >= 400:
+        API_ERRORS.labels(str(status)).inc()
 
 
 def celery_task_finished(*, task: str, state: str, seconds: float) -> None:
@@ -258,6 +262,7 @@ EVENT_METRICS = (
     RECONCILE_REPAIRS,
     KUBECONFIGS_ISSUED,
     API_ERRORS,
+    HTTP_REQUESTS,
     CELERY_TASKS,
     CELERY_TASK_DURATION,
 )

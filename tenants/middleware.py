@@ -32,9 +32,8 @@ class RequestIdMiddleware:
         started = time.monotonic()
         with logs.bound(request_id=request.request_id, http_request=request, tenant_id=""):
             response = self.get_response(request)
-            if request.path.startswith("/api/") and response.status_code >= 400:
-                metrics.api_error(status=response.status_code)
             status = response.status_code
+            metrics.request_answered(path=request.path, status=status)
             # The path only: a query string may carry what a log must not. This line stands for Django's own
             # 4xx/5xx warning, which comes after the request's context is gone (an uncaught exception is still
             # logged with its traceback, inside the context).

@@ -12,7 +12,7 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from portal import logs
-from tenants.metrics import API_ERRORS
+from tenants.metrics import API_ERRORS, HTTP_REQUESTS
 
 JWT = "eyJhbGciOiJSUzI1NiIsImtpZCI6IngifQ.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQifQ.c2lnbmF0dXJlLWJ5dGVz"
 API_TOKEN = "brt_0a1b2c3d_R2V0IHlvdXIgb3duIHRva2VuLCB0aGlzIG9uZSBpcyBtaW5l"
@@ -105,6 +105,7 @@ def test_each_request_logs_one_json_line_with_its_request_id_user_and_tenant(con
     client.credentials(HTTP_AUTHORIZATION=f"Token {token}", HTTP_X_REQUEST_ID="trace-42")
     tenant_id = "0b5f3b9e-6d4e-4c1e-9f51-3b0a2a1c9d10"
     before = API_ERRORS.labels("404")._value.get()
+    answered = HTTP_REQUESTS.labels("404")._value.get()
     response = client.get(f"/api/v1/tenants/{tenant_id}/")
     assert response.status_code == 404 and response["X-Request-ID"] == "trace-42"
     entry = next(e for e in lines(console) if e["logger"] == "berth.request")
@@ -113,6 +114,7 @@ def test_each_request_logs_one_json_line_with_its_request_id_user_and_tenant(con
     assert entry["status"] == 404 and isinstance(entry["duration_ms"], int)
     assert token not in console.getvalue()
     assert API_ERRORS.labels("404")._value.get() == before + 1
+    assert HTTP_REQUESTS.labels("404")._value.get() == answered + 1
 
 
 @pytest.mark.django_db

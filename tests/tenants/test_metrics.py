@@ -9,11 +9,10 @@ import time
 
 import pytest
 from django.utils import timezone
-from kombu import Queue
+from kombu import Connection, Queue
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from portal.celery import app
 from tenants import metrics, services
 from tenants.models import Tenant, TenantRequest
 
@@ -98,16 +97,19 @@ def test_the_collector_runs_the_same_few_queries_whatever_the_number_of_tenants(
 
 
 def test_queue_length_is_read_from_the_broker(settings):
+    """Messages put straight into a queue of this test's own (kombu, not the shared Celery app)."""
     queue = f"metrics-{secrets.token_hex(3)}"
     settings.CELERY_TASK_QUEUES = [Queue(queue, routing_key=queue)]
-    for _ in range(3):
-        app.send_task("worker.tasks.sweep", queue=queue)
-    app.send_task("worker.tasks.sweep", queue=queue, priority=6)
-    try:
-        assert state()[("berth_celery_queue_length", (("queue", queue),))] == 4
-    finally:
-        with app.connection_for_write() as conn:
-            Queue(queue, routing_key=queue)(conn.default_channel).purge()
+    with Connection(settings.CELERY_BROKER_URL) as connection:
+        messages = connection.SimpleQueue(queue)
+        try:
+            for _ in range(3):
+                messages.put({"task": "waiting"})
+            messages.put({"task": "urgent"}, priority=6)  # kombu keeps priorities in lists of their own
+            assert state()[("berth_celery_queue_length", (("queue", queue),))] == 4
+        finally:
+            messages.clear()
+            messages.close()
 
 
 def test_a_broker_outage_leaves_the_databases_metrics(settings, alice, team_a, medium, cluster):
@@ -194,7 +196,7 @@ def test_a_scrape_exports_exactly_the_declared_series(
         "declared", team=team_a, tier=medium, cluster=cluster, user=alice,
         quota_usage={"hard": {"pods": "4"}, "used": {"pods": "1"}}, isolation_report={"passed": True},
     )  # fmt: skip
-    metrics.api_error(status=418)
+    metrics.request_answered(path="/api/v1/me/", status=418)
     metrics.celery_task_finished(task="worker.tasks.sweep", state="SUCCESS", seconds=0.1)
     tenant = Tenant.objects.get(name="declared")
     with django_capture_on_commit_callbacks(execute=True):

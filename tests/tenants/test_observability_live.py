@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tenants.models import Tenant
 from tests.fixtures import TokenFactory
+from tests.plugins.kube import wait_for
 from tests.plugins.portal import LivePortal
 from tests.plugins.worker import OUTPUT, wait_status
 
@@ -68,7 +69,9 @@ def journey(portal, cluster, api_token, alice, carol, team_a, *, name: str, deco
     body = {"action": "create", "team": team_a.slug, "name": name, "tier": "medium", "cluster": cluster.name}
     request = alice_api.post("requests/", body, request_id=submit_id).json()
     carol_api.post(f"requests/{request['id']}/approve/", {"comment": "ok"}, request_id=approve_id)
-    tenant = wait_status(Tenant.objects.get(pk=request["tenant"]), "ready")
+    tenant = Tenant.objects.get(pk=request["tenant"])
+    wait_for(lambda: tenant.refresh_from_db() or tenant.status in ("ready", "failed"), timeout=90, what="provisioning")
+    assert tenant.status == "ready", tenant.status_reason
     kubeconfig = yaml.safe_load(alice_api.post(f"tenants/{tenant.pk}/kubeconfig/", {"lifetime_seconds": 900}).text)
     credential = kubeconfig["users"][0]["user"]["token"]
     # A refused credential must not be written down either.
@@ -102,6 +105,9 @@ def test_metrics_after_real_actions_have_the_names_and_labels_the_alerts_read(
     assert total(web, "berth_api_errors_total", status="401") >= 1 + total(
         web_before, "berth_api_errors_total", status="401"
     )
+    assert total(web, "berth_http_requests_total", status="201") >= 1 + total(
+        web_before, "berth_http_requests_total", status="201"
+    )
 
     # Provisioning happened in the worker's prefork children: its exporter adds them up.
     worker = scrape(celery_worker.metrics_url)
@@ -118,8 +124,6 @@ def test_metrics_after_real_actions_have_the_names_and_labels_the_alerts_read(
     # The isolation check and the usage read come shortly after ready (the worker queues them).
     def per_tenant() -> Samples:
         return scrape(f"{live_portal.url}/metrics", live_portal.metrics_token)
-
-    from tests.plugins.kube import wait_for
 
     wait_for(
         lambda: total(per_tenant(), "berth_tenant_isolation_passed", tenant_id=str(tenant.pk)) == 1,
