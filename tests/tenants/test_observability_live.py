@@ -70,7 +70,12 @@ def journey(portal, cluster, api_token, alice, carol, team_a, *, name: str, deco
     request = alice_api.post("requests/", body, request_id=submit_id).json()
     carol_api.post(f"requests/{request['id']}/approve/", {"comment": "ok"}, request_id=approve_id)
     tenant = Tenant.objects.get(pk=request["tenant"])
-    wait_for(lambda: tenant.refresh_from_db() or tenant.status in ("ready", "failed"), timeout=90, what="provisioning")
+
+    def settled() -> bool:
+        tenant.refresh_from_db()
+        return tenant.status in ("ready", "failed")
+
+    wait_for(settled, timeout=90, what=f"tenant {name} to be ready or failed")
     assert tenant.status == "ready", tenant.status_reason
     kubeconfig = yaml.safe_load(alice_api.post(f"tenants/{tenant.pk}/kubeconfig/", {"lifetime_seconds": 900}).text)
     credential = kubeconfig["users"][0]["user"]["token"]
