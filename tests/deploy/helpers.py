@@ -89,9 +89,14 @@ def required_plain_settings() -> set[str]:
     return _settings_calls()[0]
 
 
+# Secrets read with secret() that only a feature someone turns on needs, in the processes that serve it: the /metrics
+# token (web only, with monitoring.metrics.enabled; tests/deploy/test_monitoring.py checks it is a mounted file then).
+FEATURE_SECRETS = {"BERTH_METRICS_TOKEN"}
+
+
 def required_secret_settings() -> set[str]:
     """Secrets read with secret(): required outside DEBUG, as NAME or as NAME_FILE."""
-    return _settings_calls()[1]
+    return _settings_calls()[1] - FEATURE_SECRETS
 
 
 # --- The compose file, through a real compose implementation -------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ import yaml
 
 from devcluster.oidc import OidcProvider
 from devcluster.process import Component, wait_until
-from tests.plugins.worker import OUTPUT, ROOT, django_process_env
+from tests.plugins.worker import OUTPUT, ROOT, django_process_env, fresh_directory
 
 _LISTENING = re.compile(rb"Listening at: http://127\.0\.0\.1:(\d+)")
 
@@ -34,17 +35,23 @@ _LISTENING = re.compile(rb"Listening at: http://127\.0\.0\.1:(\d+)")
 class LivePortal:
     url: str
     log: Path
+    # The bearer token its /metrics asks for.
+    metrics_token: str = ""
 
 
 @pytest.fixture(scope="session")
 def live_portal(django_db_setup, django_db_blocker, oidc_provider: OidcProvider) -> Iterator[LivePortal]:
     OUTPUT.mkdir(exist_ok=True)
     log = OUTPUT / "live-portal.log"
+    metrics_token = secrets.token_urlsafe(24)
     env = {
         **django_process_env(),
         **oidc_provider.portal_env(),
         # Tests write far faster than people; the write throttle is not what they test.
         "BERTH_WRITE_THROTTLE": "100000/min",
+        # /metrics as deployed: a token, and every gunicorn worker's counters added up.
+        "BERTH_METRICS_TOKEN": metrics_token,
+        "PROMETHEUS_MULTIPROC_DIR": str(fresh_directory(OUTPUT / "prometheus-web")),
     }
     server = Component(
         "live portal",
@@ -77,7 +84,7 @@ def live_portal(django_db_setup, django_db_blocker, oidc_provider: OidcProvider)
             what="gunicorn to listen",
         )
         port = int(_LISTENING.search(log.read_bytes()).group(1))
-        yield LivePortal(url=f"http://127.0.0.1:{port}", log=log)
+        yield LivePortal(url=f"http://127.0.0.1:{port}", log=log, metrics_token=metrics_token)
     finally:
         server.stop(grace_seconds=10)
 
