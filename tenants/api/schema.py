@@ -27,3 +27,120 @@ class OidcBearerScheme(OpenApiAuthenticationExtension):
             "bearerFormat": "JWT",
             "description": "An OIDC access token from the configured issuer with this API's audience.",
         }
+
+
+# --- Error responses and links ------------------------------------------------------------------------------------
+# Every operation documents each status it can answer, with the body DRF's exception handler writes. Which ones
+# come from where: 400 bad input (and a bearer token whose claims cannot make a user), 401 missing or refused
+# credentials, 429 too many failed sign-ins from the address or too many writes; 403 a write refused (by the
+# services or, for browser sessions, the CSRF check); 404 an object that is not there or not the caller's;
+# 415 a body in a media type the API does not read; 409 a transition no longer possible (and a reused
+# Idempotency-Key); 503 a cluster that cannot be reached while a credential is issued.
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "properties": {"detail": {"type": "string"}},
+    "required": ["detail"],
+}
+FIELD_ERRORS_SCHEMA = {
+    "type": "object",
+    "description": "Messages by field name; `non_field_errors` for the body as a whole, `detail` for a body "
+    "that could not be parsed at all.",
+    "properties": {
+        "detail": {"type": "string"},
+        "non_field_errors": {"type": "array", "items": {"type": "string"}},
+    },
+    "additionalProperties": {"type": "array", "items": {"type": "string"}},
+}
+_DESCRIPTIONS = {
+    "400": "Invalid input: messages by field.",
+    "401": "No credentials, or credentials that were refused.",
+    "403": "Not allowed to do this.",
+    "404": "No such object, or not visible to the caller.",
+    "409": "No longer possible: the object changed state, or the Idempotency-Key was used for another request.",
+    "415": "The body's media type is not JSON, a form or multipart.",
+    "429": "Too many requests: wait for the number of seconds in Retry-After.",
+    "503": "The cluster could not be reached; try again.",
+}
+_HEADERS = {
+    "401": {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "The schemes the API accepts."}},
+    "429": {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait."}},
+}
+# Statuses particular to one operation, beyond what its method and path imply.
+_EXTRA_STATUSES = {
+    "v1_requests_create": {"409"},
+    "v1_kubeconfig_retrieve": {"403", "503"},
+    "v1_tenants_kubeconfig_create": {"503"},
+}
+
+
+def error_statuses(*, operation_id: str, method: str, path: str, has_body: bool) -> set[str]:
+    statuses = {"400", "401", "429"} | _EXTRA_STATUSES.get(operation_id, set())
+    if "{id}" in path:
+        statuses.add("404")
+    if method == "post":
+        statuses.add("403")
+        if "{id}" in path:
+            statuses.add("409")
+    if has_body:
+        statuses.add("415")
+    return statuses
+
+
+def _link(operation_id: str, id_expression: str, description: str) -> dict:
+    return {"operationId": operation_id, "parameters": {"id": id_expression}, "description": description}
+
+
+# What a client (and the fuzzer's stateful phase) can do next with what an operation returned.
+_REQUEST_LINKS = {
+    "GetRequest": _link("v1_requests_retrieve", "$response.body#/id", "The request."),
+    "ApproveRequest": _link("v1_requests_approve_create", "$response.body#/id", "Approve it (approvers)."),
+    "RejectRequest": _link("v1_requests_reject_create", "$response.body#/id", "Reject it (approvers)."),
+    "CancelRequest": _link("v1_requests_cancel_create", "$response.body#/id", "Cancel it (the requester)."),
+    "GetTenant": _link("v1_tenants_retrieve", "$response.body#/tenant", "The tenant it is about."),
+    "DecommissionTenant": _link("v1_tenants_decommission_create", "$response.body#/tenant", "Decommission it."),
+    "IssueKubeconfig": _link("v1_tenants_kubeconfig_create", "$response.body#/tenant", "A kubeconfig for it."),
+}
+_TENANT_LINKS = {
+    "DecommissionTenant": _link("v1_tenants_decommission_create", "$response.body#/id", "Decommission it."),
+    "IssueKubeconfig": _link("v1_tenants_kubeconfig_create", "$response.body#/id", "A kubeconfig for it."),
+    "RetryTenant": _link("v1_tenants_retry_create", "$response.body#/id", "Retry a failed tenant."),
+    "CheckIsolation": _link("v1_tenants_isolation_check_create", "$response.body#/id", "Re-check isolation."),
+}
+_LINKS = {
+    ("v1_requests_create", "201"): _REQUEST_LINKS,
+    ("v1_requests_retrieve", "200"): _REQUEST_LINKS,
+    ("v1_requests_approve_create", "200"): _REQUEST_LINKS,
+    ("v1_tenants_retrieve", "200"): _TENANT_LINKS,
+    ("v1_tokens_create", "201"): {
+        "RevokeToken": _link("v1_tokens_revoke_create", "$response.body#/id", "Revoke it."),
+    },
+}
+
+
+def add_errors_and_links(result: dict, generator, request, public) -> dict:
+    """drf-spectacular post-processing: the error responses and links described above."""
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    schemas["Error"] = ERROR_SCHEMA
+    schemas["FieldErrors"] = FIELD_ERRORS_SCHEMA
+    for path, operations in result.get("paths", {}).items():
+        for method, operation in operations.items():
+            responses = operation["responses"]
+            statuses = error_statuses(
+                operation_id=operation["operationId"], method=method, path=path, has_body="requestBody" in operation
+            )
+            for status in sorted(statuses):
+                body = "FieldErrors" if status == "400" else "Error"
+                responses.setdefault(
+                    status,
+                    {
+                        "description": _DESCRIPTIONS[status],
+                        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{body}"}}},
+                        **({"headers": _HEADERS[status]} if status in _HEADERS else {}),
+                    },
+                )
+            for status, response in responses.items():
+                links = _LINKS.get((operation["operationId"], status))
+                if links:
+                    response["links"] = links
+    return result

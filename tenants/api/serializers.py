@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from tenants import selectors
@@ -17,6 +18,8 @@ from tenants.models import (
     Tier,
     User,
 )
+from tenants.services.credentials import LIFETIME_FLOOR_SECONDS
+from tenants.validation import DNS1123_LABEL, DNS1123_LABEL_MESSAGE
 
 
 class MembershipSerializer(serializers.ModelSerializer):
@@ -104,7 +107,9 @@ class RequestSerializer(serializers.ModelSerializer):
     requested_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
         slug_field="username", read_only=True
     )
-    decided_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    decided_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
     tenant = serializers.UUIDField(source="tenant_id", read_only=True)
 
     class Meta:
@@ -144,7 +149,15 @@ class RequestCreateSerializer(serializers.Serializer):
 
     action = serializers.ChoiceField(choices=TenantRequest.Action.choices, default=TenantRequest.Action.CREATE)
     kind = serializers.ChoiceField(choices=TenantKind.choices, default=TenantKind.NAMESPACE)
-    name = serializers.CharField(max_length=63, required=False, allow_blank=True, trim_whitespace=False)
+    name = serializers.CharField(
+        max_length=63,
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        # A tenant name is an RFC 1123 label (tenants.validation; the services check the rest); empty when the
+        # request is about an existing tenant.
+        validators=[RegexValidator(rf"\A{DNS1123_LABEL.pattern}\Z", DNS1123_LABEL_MESSAGE)],
+    )
     team = LookupField(slug_field="slug", queryset=Team.objects.all(), required=False)
     tier = LookupField(slug_field="name", queryset=Tier.objects.all(), required=False)
     cluster = LookupField(slug_field="name", queryset=Cluster.objects.all(), required=False)
@@ -199,7 +212,9 @@ class TenantSerializer(serializers.ModelSerializer):
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
-    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = AuditEvent
@@ -220,7 +235,9 @@ class AuditEventSerializer(serializers.ModelSerializer):
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):
-    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = ApiToken
@@ -232,5 +249,7 @@ class KubeconfigSerializer(serializers.Serializer):
         required=False,
         allow_null=True,
         default=None,
-        help_text="Token lifetime; 600 up to the tier's maximum (default: one hour or the maximum).",
+        min_value=LIFETIME_FLOOR_SECONDS,
+        help_text=f"Token lifetime; {LIFETIME_FLOOR_SECONDS} up to the tier's maximum (default: one hour or the "
+        "maximum).",
     )

@@ -22,6 +22,7 @@ from tenants.api.filters import AuditEventFilter, RequestFilter, TenantFilter
 from tenants.audit import AuditContext
 from tenants.csv_export import audit_csv_response
 from tenants.models import ApiToken
+from tenants.services.credentials import LIFETIME_FLOOR_SECONDS
 
 _IDEMPOTENCY_KEY = re.compile(r"[!-~]{1,64}")
 
@@ -131,7 +132,7 @@ class RequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthView
         parameters=[
             OpenApiParameter(
                 "Idempotency-Key",
-                str,
+                {"type": "string", "pattern": f"^{_IDEMPOTENCY_KEY.pattern}$", "maxLength": 64},
                 OpenApiParameter.HEADER,
                 required=False,
                 description="Repeat a POST safely: the same key, from the same person, credential and team, "
@@ -252,7 +253,15 @@ class MergedKubeconfigView(APIView):
     throttle_scope = "writes"
 
     @extend_schema(
-        parameters=[OpenApiParameter("lifetime_seconds", int, required=False)],
+        parameters=[
+            OpenApiParameter(
+                "lifetime_seconds",
+                {"type": "integer", "minimum": LIFETIME_FLOOR_SECONDS},
+                required=False,
+                description="Token lifetime per tenant, capped at each tier's maximum (default: one hour or the "
+                "maximum).",
+            )
+        ],
         responses={(200, "application/yaml"): str},
     )
     def get(self, request: ApiRequest) -> HttpResponse:
