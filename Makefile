@@ -65,7 +65,7 @@ test: deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: python-deps
-	$(PY) -m pytest -m "not cluster and not worker and not browser" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not cluster and not worker and not browser and not fuzz" $(PYTEST_ARGS)
 
 # --- Running -----------------------------------------------------------------
 demo: deps

@@ -52,6 +52,30 @@ FIELD_ERRORS_SCHEMA = {
     },
     "additionalProperties": {"type": "array", "items": {"type": "string"}},
 }
+# A kubeconfig (YAML), as kubectl reads it: what the credential endpoints return.
+_NAMED_LIST = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "required": ["name"],
+        "additionalProperties": True,
+    },
+}
+KUBECONFIG_SCHEMA = {
+    "type": "object",
+    "description": "A kubeconfig file: clusters, users and contexts; a user's credential expires (short-lived).",
+    "properties": {
+        "apiVersion": {"type": "string", "enum": ["v1"]},
+        "kind": {"type": "string", "enum": ["Config"]},
+        "clusters": _NAMED_LIST,
+        "users": _NAMED_LIST,
+        "contexts": _NAMED_LIST,
+        "current-context": {"type": "string"},
+        "preferences": {"type": "object"},
+    },
+    "required": ["apiVersion", "kind", "clusters", "users", "contexts"],
+}
 _DESCRIPTIONS = {
     "400": "Invalid input: messages by field.",
     "401": "No credentials, or credentials that were refused.",
@@ -118,14 +142,55 @@ _LINKS = {
 }
 
 
+# --- Request bodies -------------------------------------------------------------------------------------------------
+# DRF's text fields refuse a NUL character (PostgreSQL cannot store one) and trim surrounding whitespace before
+# checking that a required one is not blank; the schema says so with a pattern. What DRF and Python's
+# str.strip() count as whitespace is \s plus the separators U+001C..U+001F and U+0085.
+NO_NUL = "^[^\\u0000]*$"
+NOT_BLANK = "^[^\\u0000]*[^\\u0000\\s\\u001c-\\u001f\\u0085][^\\u0000]*$"
+_FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def _describe_text_rules(component: dict) -> None:
+    component["additionalProperties"] = False  # tenants.api.serializers.Input
+    for field in component.get("properties", {}).values():
+        if field.get("type") != "string" or field.get("readOnly") or {"enum", "format", "pattern"} & set(field):
+            continue
+        field["pattern"] = NOT_BLANK if field.get("minLength", 0) >= 1 else NO_NUL
+
+
+def _form_variant(schemas: dict, name: str) -> str:
+    """A form has no null: an empty field is the default. The form encodings get the body without nulls."""
+    component = schemas[name]
+    nullable = [key for key, field in component.get("properties", {}).items() if field.get("nullable")]
+    if not nullable:
+        return name
+    form = {**component, "properties": dict(component["properties"])}
+    for key in nullable:
+        form["properties"][key] = {k: v for k, v in component["properties"][key].items() if k != "nullable"}
+    schemas[f"{name}Form"] = form
+    return f"{name}Form"
+
+
 def add_errors_and_links(result: dict, generator, request, public) -> dict:
-    """drf-spectacular post-processing: the error responses and links described above."""
+    """drf-spectacular post-processing: the error responses, links and request body rules described above."""
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    for name, component in list(schemas.items()):
+        if name.endswith("Request"):  # COMPONENT_SPLIT_REQUEST: what clients send
+            _describe_text_rules(component)
     schemas["Error"] = ERROR_SCHEMA
     schemas["FieldErrors"] = FIELD_ERRORS_SCHEMA
+    schemas["Kubeconfig"] = KUBECONFIG_SCHEMA
     for path, operations in result.get("paths", {}).items():
         for method, operation in operations.items():
+            for media_type, body in operation.get("requestBody", {}).get("content", {}).items():
+                ref = body["schema"].get("$ref", "")
+                if media_type in _FORMS and ref.startswith("#/components/schemas/"):
+                    body["schema"] = {"$ref": "#/components/schemas/" + _form_variant(schemas, ref.rsplit("/", 1)[1])}
             responses = operation["responses"]
+            yaml_file = responses.get("200", {}).get("content", {}).get("application/yaml")
+            if yaml_file is not None:
+                yaml_file["schema"] = {"$ref": "#/components/schemas/Kubeconfig"}
             statuses = error_statuses(
                 operation_id=operation["operationId"], method=method, path=path, has_body="requestBody" in operation
             )

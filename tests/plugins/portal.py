@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,18 +37,13 @@ class LivePortal:
     log: Path
 
 
-@pytest.fixture(scope="session")
-def live_portal(django_db_setup, django_db_blocker, oidc_provider: OidcProvider) -> Iterator[LivePortal]:
+@contextmanager
+def portal_server(name: str, env: dict[str, str], *, workers: int = 2) -> Iterator[LivePortal]:
+    """gunicorn serving the portal on a free port of 127.0.0.1 with ``env``; its log: test-output/<name>.log."""
     OUTPUT.mkdir(exist_ok=True)
-    log = OUTPUT / "live-portal.log"
-    env = {
-        **django_process_env(),
-        **oidc_provider.portal_env(),
-        # Tests write far faster than people; the write throttle is not what they test.
-        "BERTH_WRITE_THROTTLE": "100000/min",
-    }
+    log = OUTPUT / f"{name}.log"
     server = Component(
-        "live portal",
+        name,
         [
             sys.executable,
             "-m",
@@ -56,7 +52,7 @@ def live_portal(django_db_setup, django_db_blocker, oidc_provider: OidcProvider)
             "--bind",
             "127.0.0.1:0",  # the kernel picks a free port; gunicorn's log names it
             "--workers",
-            "2",
+            str(workers),
             "--timeout",
             "60",
             "--access-logfile",
@@ -80,6 +76,18 @@ def live_portal(django_db_setup, django_db_blocker, oidc_provider: OidcProvider)
         yield LivePortal(url=f"http://127.0.0.1:{port}", log=log)
     finally:
         server.stop(grace_seconds=10)
+
+
+@pytest.fixture(scope="session")
+def live_portal(django_db_setup, django_db_blocker, oidc_provider: OidcProvider) -> Iterator[LivePortal]:
+    env = {
+        **django_process_env(),
+        **oidc_provider.portal_env(),
+        # Tests write far faster than people; the write throttle is not what they test.
+        "BERTH_WRITE_THROTTLE": "100000/min",
+    }
+    with portal_server("live-portal", env) as portal:
+        yield portal
 
 
 @dataclass

@@ -145,7 +145,7 @@ def test_credential_endpoints_say_yaml_and_may_be_unavailable(schema):
     for path, method in [("/api/v1/tenants/{id}/kubeconfig/", "post"), ("/api/v1/kubeconfig/", "get")]:
         responses = schema["paths"][path][method]["responses"]
         assert list(responses["200"]["content"]) == ["application/yaml"]
-        assert responses["200"]["content"]["application/yaml"]["schema"] == {"type": "string"}
+        assert responses["200"]["content"]["application/yaml"]["schema"] == {"$ref": "#/components/schemas/Kubeconfig"}
         assert "503" in responses
     assert list(schema["paths"]["/api/v1/audit-events/export/"]["get"]["responses"]["200"]["content"]) == ["text/csv"]
 
@@ -236,3 +236,67 @@ def test_the_export_is_given_to_a_client_that_asks_for_csv(api, alice):
 def test_an_accept_header_the_api_cannot_meet_gets_json_not_406(api, alice, query):
     response = api(alice).get(f"{API}/me/{query}", HTTP_ACCEPT="application/yaml")
     assert response.status_code == 200 and response.json()["username"] == "alice"
+
+
+def test_an_api_url_no_route_matches_is_a_json_404(api, alice):
+    response = api(alice).post(f"{API}/requests/0.5/approve/")
+    assert response.status_code == 404 and response.json() == {"detail": "Not found."}
+    assert api(alice).get("/no-such-page/").status_code == 404  # pages keep their HTML page
+
+
+def test_an_empty_date_time_filter_is_a_field_error(api, dave):
+    response = api(dave).get(f"{API}/audit-events/?until=")
+    assert response.status_code == 400 and list(response.json()) == ["until"]
+
+
+@pytest.mark.parametrize("path", ["audit-events/?team=a%00b", "audit-events/?actor=%00", "tenants/?cluster=x%00"])
+def test_a_nul_character_in_a_text_filter_matches_nothing(api, dave, alice, team_a, path):
+    audit.record(actor=alice, action="test.row", obj=team_a, team=team_a)
+    response = api(dave).get(f"{API}/{path}")
+    assert response.status_code == 200 and response.json()["results"] == []
+
+
+def test_an_empty_team_is_refused_not_taken_for_none(api, alice):
+    form = "application/x-www-form-urlencoded"
+    response = api(alice).post(f"{API}/tokens/", "name=ci&team=", content_type=form)
+    assert response.status_code == 400 and list(response.json()) == ["team"]
+
+
+@pytest.mark.parametrize("query", ["status=", "action=", "status=nope", "tenants:status=", "tenants:status=nope"])
+def test_a_blank_or_unknown_choice_is_a_field_error(api, dave, query):
+    path, _, query = query.rpartition(":")
+    response = api(dave).get(f"{API}/{path or 'requests'}/?{query}")
+    assert response.status_code == 400 and list(response.json()) == [query.split("=")[0]]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "requests/?limit=5&limit=x",
+        "audit-events/?until=x&until=2024-01-01T00:00:00Z",
+        "kubeconfig/?lifetime_seconds=x&lifetime_seconds=",
+    ],
+)
+def test_a_parameter_given_twice_is_a_field_error(api, alice, path):
+    response = api(alice).get(f"{API}/{path}")
+    assert response.status_code == 400 and list(response.json()) == [path.split("?")[1].split("=")[0]]
+
+
+def test_a_list_parameter_may_be_given_twice(api, alice):
+    assert api(alice).get(f"{API}/tenants/?status=ready&status=failed").status_code == 200
+
+
+def test_a_blank_lifetime_is_a_field_error(api, alice):
+    response = api(alice).get(f"{API}/kubeconfig/?lifetime_seconds=")
+    assert response.status_code == 400 and list(response.json()) == ["lifetime_seconds"]
+
+
+def test_an_unknown_field_is_refused_not_ignored(api, alice, ready_tenant, worker_hooks):
+    tenant = ready_tenant()
+    response = api(alice).post(f"{API}/tenants/{tenant.pk}/kubeconfig/", {"lifetime_second": 900}, format="json")
+    assert response.status_code == 400 and response.json() == {"lifetime_second": ["Unknown field."]}
+
+
+def test_a_multipart_body_is_415(api, alice, cluster):
+    response = api(alice).post(f"{API}/requests/", {"team": "team-a", "name": "web"}, format="multipart")
+    assert response.status_code == 415
