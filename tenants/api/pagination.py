@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import QuerySet
 from rest_framework import pagination, serializers
 from rest_framework.request import Request as ApiRequest
 from rest_framework.settings import api_settings
@@ -38,6 +39,25 @@ class BerthPagination(pagination.LimitOffsetPagination):
 
     def get_offset(self, request: ApiRequest) -> int:
         return _bounded_int(request, self.offset_query_param, default=0, low=0, high=MAX_OFFSET)
+
+    def paginate_queryset(self, queryset: QuerySet[Any], request: ApiRequest, view: Any = None) -> list[Any]:
+        """The page's rows, picked by id first and then loaded with their relations.
+
+        Sorting the caller's visible rows with every related table joined in makes PostgreSQL join them all
+        before it keeps 50 (and plan a seven-way join each time); sorting ids alone and then loading 50 rows
+        by id keeps a page's cost flat however many rows the team has.
+        """
+        self.request = request
+        self.limit = self.get_limit(request)
+        self.offset = self.get_offset(request)
+        self.count = self.get_count(queryset)
+        if self.count > self.limit and self.template is not None:
+            self.display_page_controls = True
+        if self.count == 0 or self.offset >= self.count:
+            return []
+        window = list(queryset.values_list("pk", flat=True)[self.offset : self.offset + self.limit])
+        rows = {row.pk: row for row in queryset.filter(pk__in=window).order_by()}
+        return [rows[pk] for pk in window if pk in rows]
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
         bounds = {
