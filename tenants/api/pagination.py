@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.db.models import QuerySet
@@ -40,13 +41,17 @@ class BerthPagination(pagination.LimitOffsetPagination):
     def get_offset(self, request: ApiRequest) -> int:
         return _bounded_int(request, self.offset_query_param, default=0, low=0, high=MAX_OFFSET)
 
-    def paginate_queryset(self, queryset: QuerySet[Any], request: ApiRequest, view: Any = None) -> list[Any]:
+    def paginate_queryset(
+        self, queryset: QuerySet[Any] | Sequence[Any], request: ApiRequest, view: Any = None
+    ) -> list[Any]:
         """The page's rows, picked by id first and then loaded with their relations.
 
         Sorting the caller's visible rows with every related table joined in makes PostgreSQL join them all
         before it keeps 50 (and plan a seven-way join each time); sorting ids alone and then loading 50 rows
         by id keeps a page's cost flat however many rows the team has.
         """
+        if not isinstance(queryset, QuerySet):
+            return list(super().paginate_queryset(queryset, request, view) or [])
         self.request = request
         self.limit = self.get_limit(request)
         self.offset = self.get_offset(request)
