@@ -201,10 +201,13 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
-    "PAGE_SIZE": 50,
+    "DEFAULT_PAGINATION_CLASS": "tenants.api.pagination.BerthPagination",
+    "PAGE_SIZE": 50,  # at most tenants.api.pagination.MAX_LIMIT per page
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "tenants.api.negotiation.JsonWhateverAccepted",
+    # JSON or a plain form; no multipart: nothing takes a file, and a malformed multipart body parses as empty.
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser", "rest_framework.parsers.FormParser"],
     "DEFAULT_THROTTLE_RATES": {"writes": env.str("BERTH_WRITE_THROTTLE", default="120/min")},
     "EXCEPTION_HANDLER": "tenants.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -218,6 +221,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Every error status each operation can answer, with its body, and links between operations.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "tenants.api.schema.add_errors_and_links",
+    ],
 }
 
 # --- Celery -----------------------------------------------------------------

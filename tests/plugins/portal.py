@@ -17,6 +17,7 @@ import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,22 +40,13 @@ class LivePortal:
     metrics_token: str = ""
 
 
-@pytest.fixture(scope="session")
-def live_portal(django_db_setup, django_db_blocker, oidc_provider: OidcProvider) -> Iterator[LivePortal]:
+@contextmanager
+def portal_server(name: str, env: dict[str, str], *, workers: int = 2) -> Iterator[LivePortal]:
+    """gunicorn serving the portal on a free port of 127.0.0.1 with ``env``; its log: test-output/<name>.log."""
     OUTPUT.mkdir(exist_ok=True)
-    log = OUTPUT / "live-portal.log"
-    metrics_token = secrets.token_urlsafe(24)
-    env = {
-        **django_process_env(),
-        **oidc_provider.portal_env(),
-        # Tests write far faster than people; the write throttle is not what they test.
-        "BERTH_WRITE_THROTTLE": "100000/min",
-        # /metrics as deployed: a token, and every gunicorn worker's counters added up.
-        "BERTH_METRICS_TOKEN": metrics_token,
-        "PROMETHEUS_MULTIPROC_DIR": str(fresh_directory(OUTPUT / "prometheus-web")),
-    }
+    log = OUTPUT / f"{name}.log"
     server = Component(
-        "live portal",
+        name,
         [
             sys.executable,
             "-m",
@@ -63,7 +55,7 @@ def live_portal(django_db_setup, django_db_blocker, oidc_provider: OidcProvider)
             "--bind",
             "127.0.0.1:0",  # the kernel picks a free port; gunicorn's log names it
             "--workers",
-            "2",
+            str(workers),
             "--timeout",
             "60",
             "--access-logfile",
@@ -84,9 +76,24 @@ def live_portal(django_db_setup, django_db_blocker, oidc_provider: OidcProvider)
             what="gunicorn to listen",
         )
         port = int(_LISTENING.search(log.read_bytes()).group(1))
-        yield LivePortal(url=f"http://127.0.0.1:{port}", log=log, metrics_token=metrics_token)
+        yield LivePortal(url=f"http://127.0.0.1:{port}", log=log, metrics_token=env.get("BERTH_METRICS_TOKEN", ""))
     finally:
         server.stop(grace_seconds=10)
+
+
+@pytest.fixture(scope="session")
+def live_portal(django_db_setup, django_db_blocker, oidc_provider: OidcProvider) -> Iterator[LivePortal]:
+    env = {
+        **django_process_env(),
+        **oidc_provider.portal_env(),
+        # Tests write far faster than people; the write throttle is not what they test.
+        "BERTH_WRITE_THROTTLE": "100000/min",
+        # /metrics as deployed: a token, and every gunicorn worker's counters added up.
+        "BERTH_METRICS_TOKEN": secrets.token_urlsafe(24),
+        "PROMETHEUS_MULTIPROC_DIR": str(fresh_directory(OUTPUT / "prometheus-web")),
+    }
+    with portal_server("live-portal", env) as portal:
+        yield portal
 
 
 @dataclass
