@@ -10,7 +10,7 @@ export BERTH_CACHE
 APT_PACKAGES := postgresql redis-server chromium docker-compose git
 PYTEST_ARGS ?=
 
-.PHONY: help deps system-deps python-deps devcluster oidc-deps test test-fast demo cluster oidc keycloak bench lint clean
+.PHONY: help deps system-deps python-deps devcluster oidc-deps test test-fast demo cluster oidc keycloak bench bench-api lint clean
 
 help:
 	@echo "make demo     start the portal with a dev cluster, OIDC provider, worker and demo data"
@@ -18,6 +18,7 @@ help:
 	@echo "make cluster  run the dev control plane in the foreground"
 	@echo "make keycloak run Keycloak with the berth realm in the foreground"
 	@echo "make bench    provisioning benchmark against the dev control plane"
+	@echo "make bench-api  API load benchmark: gunicorn, PostgreSQL, Redis, locust (about 4 minutes)"
 	@echo "make lint     ruff (format check and lint) and mypy with django-stubs"
 
 # --- Installing what is missing ---------------------------------------------
@@ -66,7 +67,7 @@ test: deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: python-deps
-	$(PY) -m pytest -m "not cluster and not worker and not browser and not keycloak" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not cluster and not worker and not browser and not keycloak and not fuzz" $(PYTEST_ARGS)
 
 # --- Running -----------------------------------------------------------------
 demo: deps
@@ -84,6 +85,10 @@ keycloak: python-deps
 
 bench: deps
 	$(PY) bench/provision.py
+
+bench-api: system-deps python-deps
+	$(PY) -m pip install -q -c constraints.txt -r <($(PY) -c "import tomllib;print('\n'.join(tomllib.load(open('pyproject.toml','rb'))['project']['optional-dependencies']['bench']))")
+	$(PY) bench/api_load.py
 
 clean:
 	rm -rf $(VENV) var test-output .demo

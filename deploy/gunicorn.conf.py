@@ -36,8 +36,32 @@ control_socket_disable = True
 accesslog = "-"
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
-# %({x-forwarded-for}i)s: the client as the reverse proxy saw it; %(M)s: duration in ms.
-access_log_format = '%(h)s %({x-forwarded-for}i)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" %(M)sms'
+# %({x-forwarded-for}i)s: the client as the reverse proxy saw it; %(M)s: duration in ms; the request id the
+# portal answered with (X-Request-ID), the key to the portal's own log lines of that request.
+access_log_format = (
+    '%(h)s %({x-forwarded-for}i)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" %(M)sms '
+    "request_id=%({x-request-id}o)s"
+)
+# gunicorn's own lines in the portal's format (portal/logs.py: JSON unless LOG_FORMAT=text), redacted like the rest.
+_formatter = "TextFormatter" if os.environ.get("LOG_FORMAT") == "text" else "JsonFormatter"
+logconfig_dict = {
+    "formatters": {"berth": {"()": f"portal.logs.{_formatter}"}},
+    "filters": {"redact": {"()": "portal.logs.RedactFilter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "berth", "filters": ["redact"]},
+        "access": {
+            "class": "logging.StreamHandler",
+            "formatter": "berth",
+            "filters": ["redact"],
+            "stream": "ext://sys.stdout",
+        },
+    },
+    "root": {"level": "INFO", "handlers": ["console"]},
+    "loggers": {
+        "gunicorn.error": {"level": loglevel.upper(), "handlers": ["console"], "propagate": False},
+        "gunicorn.access": {"level": "INFO", "handlers": ["access"], "propagate": False},
+    },
+}
 
 # Which peers may set X-Forwarded-Proto (and so make a request count as HTTPS).
 # Set this to the reverse proxy's address or network, e.g. "10.0.0.0/8"; "*" only when
@@ -46,3 +70,16 @@ access_log_format = '%(h)s %({x-forwarded-for}i)s %(l)s %(u)s %(t)s "%(r)s" %(s)
 forwarded_allow_ips = os.environ.get(
     "GUNICORN_FORWARDED_ALLOW_IPS", os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
 )
+
+
+# prometheus_client's multiprocess mode (PROMETHEUS_MULTIPROC_DIR): /metrics adds up every worker's counters.
+def on_starting(server):
+    from portal import metrics_dir
+
+    metrics_dir.clear()
+
+
+def child_exit(server, worker):
+    from portal import metrics_dir
+
+    metrics_dir.process_exited(worker.pid)

@@ -16,12 +16,13 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from devcluster import keycloak, servers
-from devcluster.launcher import ControlPlane, OIDCIssuer
+from devcluster.launcher import ControlPlane, OIDCIssuer, helm_binary
 from devcluster.oidc import API_RESOURCE, DEMO_PORT, KUBECTL_CLIENT_ID, OidcProvider
 from devcluster.pki import CertificateAuthority
 from devcluster.process import Component, celery_worker
 
 ROOT = Path(__file__).resolve().parent.parent
+VCLUSTER_CHART = ROOT / "third_party" / "upstream" / "vcluster-chart-0.30.0"
 CACHE = Path(os.environ.get("BERTH_CACHE", Path.home() / ".cache" / "berth")) / "demo"
 WEB_PORT = int(os.environ.get("BERTH_DEMO_PORT", "8000"))
 # "oidc" (default): the light dev provider (devcluster/oidc.py); "keycloak": Keycloak with the compose realm.
@@ -39,6 +40,28 @@ LOGINS = [
 
 def _run(env: dict, *args: str) -> None:
     subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True)
+
+
+def _package_vcluster_chart(helm: Path) -> Path:
+    """The vendored vcluster chart packaged as upstream releases it, in a directory a vcluster cluster's
+    ``chart_repo`` can name (``file://...``): the worker's helm installs it without reaching a repository."""
+    charts = CACHE / "charts"
+    subprocess.run(
+        [
+            str(helm),
+            "package",
+            str(VCLUSTER_CHART),
+            "--version",
+            "0.30.0",
+            "--app-version",
+            "0.30.0",
+            "-d",
+            str(charts),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return charts
 
 
 def _spawn(stack: ExitStack, env: dict, name: str, argv: list[str]) -> Component:
@@ -84,6 +107,8 @@ def main() -> int:
         plane = stack.enter_context(
             ControlPlane(ca=ca, oidc_issuers=[OIDCIssuer(url=provider.issuer, audience=KUBECTL_CLIENT_ID)])
         )
+        helm = helm_binary()
+        charts = _package_vcluster_chart(helm)
         env = {
             **os.environ,
             **provider.portal_env(),
@@ -95,6 +120,8 @@ def main() -> int:
             "BERTH_PUBLIC_URL": f"http://127.0.0.1:{WEB_PORT}",
             "BERTH_SWEEP_SECONDS": "30",
             "BERTH_RECONCILE_SECONDS": "120",
+            # The real helm (devcluster/build.sh helm) installs vcluster tenants, not whatever helm is on PATH.
+            "BERTH_HELM_BINARY": str(helm),
         }
         _run(env, "migrate", "--no-input", "-v0")
         _run(
@@ -148,6 +175,7 @@ CLI:            .venv/bin/berth --url http://127.0.0.1:{WEB_PORT} login --oidc -
                   --oidc-ca-file {provider.ca_file}{"" if IDP == "keycloak" else f" --resource {API_RESOURCE}"}
 Admin:          http://127.0.0.1:{WEB_PORT}/admin/ (sign in as dave first)
 Dev cluster:    {plane.api_url}  admin kubeconfig: {plane.kubeconfig_path}
+vcluster chart: file://{charts} (chart_repo for a cluster offering vcluster; the worker runs {helm})
 Logs:           {CACHE}/{{web,worker,beat}}.log  (mail is printed to web.log and worker.log)
 Ctrl-C stops everything.
 """,

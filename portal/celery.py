@@ -1,11 +1,19 @@
 """The Celery app. Imports nothing of the domain: tasks are found by name."""
 
 import os
+from typing import Any
 
-from celery import Celery
+from celery import Celery, signals
+
+from portal import metrics_dir
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 app = Celery("berth")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["worker"])
+
+
+@signals.celeryd_init.connect
+def _fresh_metrics(**_: Any) -> None:
+    metrics_dir.clear()

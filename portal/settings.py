@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -56,6 +57,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "tenants.middleware.HealthzMiddleware",
+    "tenants.middleware.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "tenants.middleware.RequestIdMiddleware",
@@ -199,10 +201,13 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
-    "PAGE_SIZE": 50,
+    "DEFAULT_PAGINATION_CLASS": "tenants.api.pagination.BerthPagination",
+    "PAGE_SIZE": 50,  # at most tenants.api.pagination.MAX_LIMIT per page
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "tenants.api.negotiation.JsonWhateverAccepted",
+    # JSON or a plain form; no multipart: nothing takes a file, and a malformed multipart body parses as empty.
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser", "rest_framework.parsers.FormParser"],
     "DEFAULT_THROTTLE_RATES": {"writes": env.str("BERTH_WRITE_THROTTLE", default="120/min")},
     "EXCEPTION_HANDLER": "tenants.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -216,6 +221,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Every error status each operation can answer, with its body, and links between operations.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "tenants.api.schema.add_errors_and_links",
+    ],
 }
 
 # --- Celery -----------------------------------------------------------------
@@ -302,12 +312,36 @@ BERTH_WEBHOOK_CA_BUNDLE = env.str("BERTH_WEBHOOK_CA_BUNDLE", default="")
 # Delivered and given-up deliveries are kept this many days in the delivery log.
 BERTH_WEBHOOK_LOG_DAYS = env.int("BERTH_WEBHOOK_LOG_DAYS", default=30)
 
+# --- Metrics ----------------------------------------------------------------
+# GET /metrics on the web port answers Prometheus with this bearer token; unset (the default), /metrics is 404.
+BERTH_METRICS_TOKEN = secret("BERTH_METRICS_TOKEN", required=False)
+# The Celery worker's own exporter (its tasks' counters and histograms): a port of the worker's main process,
+# 0 = off. Prefork children share their numbers through PROMETHEUS_MULTIPROC_DIR, which it then requires.
+BERTH_WORKER_METRICS_PORT = env.int("BERTH_WORKER_METRICS_PORT", default=0)
+BERTH_WORKER_METRICS_ADDRESS = env.str("BERTH_WORKER_METRICS_ADDRESS", default="0.0.0.0")
+
 # --- Logging ----------------------------------------------------------------
+# One JSON object per line (portal/logs.py) with request_id, user and tenant_id, in the web and the worker alike;
+# credentials are redacted by a filter on the handler. LOG_FORMAT=text gives a readable line for development.
+LOG_FORMAT = env.str("LOG_FORMAT", default="text" if DEBUG else "json")
+if LOG_FORMAT not in ("json", "text"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be json or text, not {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {
+        "redact": {"()": "portal.logs.RedactFilter"},
+        "context": {"()": "portal.logs.ContextFilter"},
+    },
+    "formatters": {
+        "json": {"()": "portal.logs.JsonFormatter"},
+        "text": {"()": "portal.logs.TextFormatter"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["redact", "context"]}
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {"kubernetes": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
 }
+# The worker logs through this configuration too (Celery would otherwise put its own handler on the root logger).
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False

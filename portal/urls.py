@@ -10,3 +10,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("tenants.views.urls")),
 ]
+
+handler400 = "tenants.api.errors.bad_request"
+handler404 = "tenants.api.errors.not_found"
+handler500 = "tenants.api.errors.server_error"

@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS1123_LABEL_MESSAGE = (
+    "Use lower-case letters, digits and '-', starting and ending with a letter or digit (RFC 1123 label)."
+)
 RESERVED_PREFIXES = ("kube-", "openshift-")
 
 
@@ -14,7 +17,7 @@ def tenant_name_errors(name: str, *, prefix: str, reserved: list[str]) -> list[s
         return ["A name is required."]
     # fullmatch, not match with '$': '$' also matches before a trailing newline.
     if not DNS1123_LABEL.fullmatch(name):
-        return ["Use lower-case letters, digits and '-', starting and ending with a letter or digit (RFC 1123 label)."]
+        return [DNS1123_LABEL_MESSAGE]
     full = prefix + name
     errors = []
     if len(full) > 63:

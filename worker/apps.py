@@ -7,7 +7,11 @@ class WorkerConfig(AppConfig):
 
     def ready(self) -> None:
         from tenants import hooks
-        from worker import events  # noqa: F401  (registers the events queue's tasks)
+        from worker import (
+            events,  # noqa: F401  (registers the events queue's tasks)
+            signals,
+        )
         from worker.hooks import PortalHooks
 
         hooks.install(PortalHooks())
+        signals.connect()

@@ -105,17 +105,21 @@ def upgrade_install(
     values: dict[str, Any],
     kubeconfig: dict[str, Any] | None,
 ) -> None:
-    """Install or upgrade ``release`` from ``repo`` (an https chart repository or an oci:// registry path),
-    pinned to ``version``."""
-    source = [f"{repo}/{chart}"] if repo.startswith("oci://") else [chart, "--repo", repo]
+    """Install or upgrade ``release`` from ``repo`` (an https chart repository, an oci:// registry path, or a
+    file:// directory holding ``<chart>-<version>.tgz``), pinned to ``version``."""
+    if repo.startswith("file://"):
+        # A packaged chart carries its version in its name (helm package names it so); helm ignores --version here.
+        source = [f"{repo.removeprefix('file://')}/{chart}-{version}.tgz"]
+    elif repo.startswith("oci://"):
+        source = [f"{repo}/{chart}", "--version", version]
+    else:
+        source = [chart, "--repo", repo, "--version", version]
     run(
         [
             "upgrade",
             "--install",
             release,
             *source,
-            "--version",
-            version,
             "--namespace",
             namespace,
             "--history-max",

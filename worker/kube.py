@@ -91,7 +91,7 @@ KINDS: dict[str, Kind] = {
     # Virtual-cluster backends' custom resources (installed on the host by the platform admin).
     "HelmRepository": Kind("source.toolkit.fluxcd.io/v1", "helmrepositories", True),
     "HelmRelease": Kind("helm.toolkit.fluxcd.io/v2", "helmreleases", True),
-    "Cluster": Kind("cluster.x-k8s.io/v1beta1", "clusters", True),
+    "Cluster": Kind("cluster.x-k8s.io/v1beta2", "clusters", True),
     "VCluster": Kind("infrastructure.cluster.x-k8s.io/v1alpha1", "vclusters", True),
     "VirtualCluster": Kind("tenancy.x-k8s.io/v1alpha1", "virtualclusters", True),
     "ClusterVersion": Kind("tenancy.x-k8s.io/v1alpha1", "clusterversions", False),
@@ -250,11 +250,15 @@ class Kube:
 
     # --- verbs -------------------------------------------------------------------------
     def apply(self, objs: Iterable[Manifest], *, dry_run: bool = False) -> list[Manifest | None]:
-        """Server-side apply each object (idempotent); returns what the server holds."""
+        """Server-side apply each object (idempotent); returns what the server holds.
+
+        A field the object's schema does not declare is refused (Strict) rather than dropped with a warning, so
+        what Berth renders is what the cluster keeps.
+        """
         results = []
         for obj in objs:
             meta = obj["metadata"]
-            query = [("fieldManager", FIELD_MANAGER), ("force", "true")]
+            query = [("fieldManager", FIELD_MANAGER), ("force", "true"), ("fieldValidation", "Strict")]
             if dry_run:
                 query.append(("dryRun", "All"))
             results.append(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from worker import manifests
@@ -42,6 +42,12 @@ PROXY_PORT = 8443
 NON_ROOT_ID = 12345
 # What the control plane asks for; the tier must have room for it.
 CONTROL_PLANE_REQUESTS = {"cpu": 200, "memory": 256}  # millicores, MiB
+# Defaults of the chart's own quota and LimitRange (chart line 0.30, values.yaml) that no tier sets. A null in
+# helm's values removes a chart default, so the chart's vc-<name> quota and limits are exactly the tier's (its
+# count/endpoints: 40 would cap a tier allowing more services; its ephemeral-storage defaults would make every
+# synced pod ask for 3Gi).
+CHART_QUOTA_DEFAULTS_NOT_IN_TIERS = ("requests.ephemeral-storage", "limits.ephemeral-storage", "count/endpoints")
+CHART_LIMIT_DEFAULTS_NOT_IN_TIERS = ("ephemeral-storage",)
 COREDNS_RESOURCES = {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "170Mi"}}
 
 _EXACT_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
@@ -64,6 +70,11 @@ class VClusterConfig:
     @property
     def oci(self) -> bool:
         return self.chart_repo.startswith("oci://")
+
+    @property
+    def local(self) -> bool:
+        """A directory on the worker holding the packaged chart (helm installs ``<dir>/vcluster-<version>.tgz``)."""
+        return self.chart_repo.startswith("file://")
 
 
 def supported_chart_lines() -> list[str]:
@@ -98,10 +109,18 @@ def parse_config(cluster: Any) -> VClusterConfig:
         return value.strip()
 
     chart_repo = text("chart_repo", DEFAULT_CHART_REPO).rstrip("/")
-    if not chart_repo.startswith(("https://", "oci://")):
+    if not chart_repo.startswith(("https://", "oci://", "file://")):
         raise ClusterConfigError(
-            f"{where}.chart_repo {chart_repo!r} must be an https:// chart repository or an oci:// registry path."
+            f"{where}.chart_repo {chart_repo!r} must be an https:// chart repository, an oci:// registry path "
+            "or a file:// directory of packaged charts on the worker."
         )
+    if chart_repo.startswith("file://"):
+        directory = chart_repo.removeprefix("file://")
+        if not directory.startswith("/") or PurePosixPath(directory).as_posix() != directory or ".." in directory:
+            raise ClusterConfigError(
+                f"{where}.chart_repo {chart_repo!r} must name an absolute, normalised directory, "
+                "e.g. file:///opt/charts."
+            )
     chart_version = text("chart_version", DEFAULT_CHART_VERSION)
     if not _EXACT_VERSION.match(chart_version):
         raise ClusterConfigError(
@@ -140,6 +159,11 @@ def parse_config(cluster: Any) -> VClusterConfig:
         ingress_class=ingress_class,
         flux_namespace=flux_namespace,
     )
+    if config.local and config.installer != "helm":
+        raise ClusterConfigError(
+            f"{where}.chart_repo {chart_repo!r} is a directory on the worker, which only installer helm reads; "
+            f"{config.installer} fetches the chart itself from an https:// or oci:// repository."
+        )
     if config.expose == "ingress" and not cluster.ingress_namespace:
         raise ClusterConfigError(
             f"{where}.expose is 'ingress' but the cluster has no ingress_namespace: Berth must know where "
@@ -235,9 +259,11 @@ def _security() -> dict[str, Any]:
     }
 
 
-def _quota(tier: Any) -> dict[str, str]:
-    """The tier's ResourceQuota, in the chart's key names (the same limits Berth's berth-quota sets)."""
+def _quota(tier: Any) -> dict[str, str | None]:
+    """The tier's ResourceQuota, in the chart's key names (the same limits Berth's berth-quota sets), and nothing
+    else."""
     return {
+        **dict.fromkeys(CHART_QUOTA_DEFAULTS_NOT_IN_TIERS),
         "requests.cpu": f"{tier.cpu_request_millis}m",
         "limits.cpu": f"{tier.cpu_limit_millis}m",
         "requests.memory": f"{tier.memory_request_mib}Mi",
@@ -287,7 +313,9 @@ def render_values(tenant: Any, tier: Any, cluster: Any, config: VClusterConfig) 
         stateful_set["scheduling"] = scheduling
     return {
         "controlPlane": {
-            "distro": {config.distro: {"enabled": True}},
+            # The distro's init container copies the Kubernetes binaries; the chart gives it no security context of
+            # its own, and restricted Pod Security refuses the pod without one.
+            "distro": {config.distro: {"enabled": True, "securityContext": _security()["containerSecurityContext"]}},
             "service": {"enabled": True, "spec": service_spec},
             "ingress": ingress,
             "proxy": {"extraSANs": [host]},
@@ -301,8 +329,13 @@ def render_values(tenant: Any, tier: Any, cluster: Any, config: VClusterConfig) 
             "resourceQuota": {"enabled": True, "quota": _quota(tier)},
             "limitRange": {
                 "enabled": True,
-                "default": {"cpu": f"{tier.default_cpu_limit_millis}m", "memory": f"{tier.default_memory_limit_mib}Mi"},
+                "default": {
+                    **dict.fromkeys(CHART_LIMIT_DEFAULTS_NOT_IN_TIERS),
+                    "cpu": f"{tier.default_cpu_limit_millis}m",
+                    "memory": f"{tier.default_memory_limit_mib}Mi",
+                },
                 "defaultRequest": {
+                    **dict.fromkeys(CHART_LIMIT_DEFAULTS_NOT_IN_TIERS),
                     "cpu": f"{tier.default_cpu_request_millis}m",
                     "memory": f"{tier.default_memory_request_mib}Mi",
                 },
@@ -312,6 +345,10 @@ def render_values(tenant: Any, tier: Any, cluster: Any, config: VClusterConfig) 
             "networkPolicy": {"enabled": False},
         },
         "sync": {"toHost": {"ingresses": {"enabled": tier.network_profile in ("ingress", "open-egress")}}},
+        # Nothing cluster-scoped on the host: by default (volume snapshot rules "auto") the chart binds the
+        # control plane to a ClusterRole that may read every PersistentVolume and create or delete any tenant's
+        # VolumeSnapshotContents. Without it, volume snapshots do not sync; everything else works in the namespace.
+        "rbac": {"clusterRole": {"enabled": False}, "enableVolumeSnapshotRules": {"enabled": False}},
         "exportKubeConfig": {
             "server": public_endpoint(config, tenant),
             "context": f"{cluster.name}-{tenant.name}",

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -50,3 +55,19 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         else:  # anyone else is counted, and audited in bulk (see tenants/services/auth_failures.py)
             services.auth_failure_record(action=action, ctx=ctx, detail=detail)
     return drf_exception_handler(exc, context)
+
+
+# Django's own error pages (a URL no route matches, a request Django refuses before any view) are HTML; under
+# /api/ they are the API's JSON error body instead, as the schema documents.
+def _api_or_page(page: Callable[..., HttpResponse], status_code: int, detail: str) -> Callable[..., HttpResponse]:
+    def handler(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.path.startswith("/api/"):
+            return JsonResponse({"detail": detail}, status=status_code)
+        return page(request, *args, **kwargs)
+
+    return handler
+
+
+not_found = _api_or_page(defaults.page_not_found, 404, "Not found.")
+bad_request = _api_or_page(defaults.bad_request, 400, "Bad request.")
+server_error = _api_or_page(defaults.server_error, 500, "Server error.")

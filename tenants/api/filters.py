@@ -1,16 +1,89 @@
+"""Query filters of the list endpoints; a malformed value is a field error (400), never a database error."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
 import django_filters
+from django import forms
+from django.core.exceptions import ValidationError
+from django.core.validators import ProhibitNullCharactersValidator
+from django.db.models import QuerySet
+from django_filters.fields import ChoiceField, IsoDateTimeField
 
 from tenants.models import AuditEvent, Tenant, TenantRequest
 
 
+class UtcIsoDateTimeField(IsoDateTimeField):
+    """An RFC 3339 date-time, handed to the database in UTC.
+
+    Any offset RFC 3339 allows (up to ±23:59) is valid, but PostgreSQL refuses offsets past ±15:59, and a
+    time at the edge of Python's years 1..9999 may fall outside them once moved to UTC. As a bound of a
+    range, such a time means "from the beginning" or "to the end", so it is clamped there.
+    """
+
+    def to_python(self, value: object) -> dt.datetime | None:
+        if value == "":  # django-filter would take ``since=`` for no filter at all
+            raise ValidationError(self.error_messages["invalid"], code="invalid")
+        parsed = super().to_python(value)
+        if parsed is None:
+            return None
+        try:
+            return parsed.astimezone(dt.UTC)
+        except OverflowError:
+            edge = dt.datetime.min if parsed.year == dt.MINYEAR else dt.datetime.max
+            return edge.replace(tzinfo=dt.UTC)
+
+
+class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = UtcIsoDateTimeField
+
+
+class StrictChoiceField(ChoiceField):
+    """One of the choices; ``status=`` (blank) is not one of them, where django-filter reads it as no filter."""
+
+    def to_python(self, value: object) -> str:
+        if value == "":
+            raise ValidationError(self.error_messages["invalid_choice"], code="invalid_choice", params={"value": ""})
+        return super().to_python(value)
+
+
+class EnumFilter(django_filters.ChoiceFilter):
+    field_class = StrictChoiceField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, empty_label=None, **kwargs)
+
+
+class TextField(forms.CharField):
+    """Any text, a NUL character included (which Django's CharField refuses): see TextFilter."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validators = [v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)]
+
+
+class TextFilter(django_filters.CharFilter):
+    """An exact (or prefix) match on text. Nothing stored contains a NUL character, which PostgreSQL cannot
+    even compare: such a value matches nothing, like any other name that does not exist."""
+
+    field_class = TextField
+
+    def filter(self, qs: QuerySet[Any], value: str) -> QuerySet[Any]:
+        if value and "\x00" in value:
+            return qs.none()
+        return super().filter(qs, value)
+
+
 class AuditEventFilter(django_filters.FilterSet):
-    team = django_filters.CharFilter(field_name="team__slug")
-    actor = django_filters.CharFilter(field_name="actor_name")
-    action = django_filters.CharFilter(field_name="action", lookup_expr="startswith")
-    object_type = django_filters.CharFilter()
-    object_id = django_filters.CharFilter()
-    since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
+    team = TextFilter(field_name="team__slug")
+    actor = TextFilter(field_name="actor_name")
+    action = TextFilter(field_name="action", lookup_expr="startswith")
+    object_type = TextFilter()
+    object_id = TextFilter()
+    since = UtcIsoDateTimeFilter(field_name="at", lookup_expr="gte")
+    until = UtcIsoDateTimeFilter(field_name="at", lookup_expr="lt")
 
     class Meta:
         model = AuditEvent
@@ -18,9 +91,9 @@ class AuditEventFilter(django_filters.FilterSet):
 
 
 class RequestFilter(django_filters.FilterSet):
-    team = django_filters.CharFilter(field_name="team__slug")
-    status = django_filters.ChoiceFilter(choices=TenantRequest.Status.choices)
-    action = django_filters.ChoiceFilter(choices=TenantRequest.Action.choices)
+    team = TextFilter(field_name="team__slug")
+    status = EnumFilter(choices=TenantRequest.Status.choices)
+    action = EnumFilter(choices=TenantRequest.Action.choices)
 
     class Meta:
         model = TenantRequest
@@ -28,9 +101,9 @@ class RequestFilter(django_filters.FilterSet):
 
 
 class TenantFilter(django_filters.FilterSet):
-    team = django_filters.CharFilter(field_name="team__slug")
+    team = TextFilter(field_name="team__slug")
     status = django_filters.MultipleChoiceFilter(choices=Tenant._meta.get_field("status").choices)
-    cluster = django_filters.CharFilter(field_name="cluster__name")
+    cluster = TextFilter(field_name="cluster__name")
 
     class Meta:
         model = Tenant

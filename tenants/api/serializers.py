@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from django.core.validators import RegexValidator
 from rest_framework import serializers
+from rest_framework.utils import html
 
 from tenants import selectors
 from tenants.models import (
@@ -17,6 +19,8 @@ from tenants.models import (
     Tier,
     User,
 )
+from tenants.services.credentials import LIFETIME_FLOOR_SECONDS
+from tenants.validation import DNS1123_LABEL, DNS1123_LABEL_MESSAGE
 
 
 class MembershipSerializer(serializers.ModelSerializer):
@@ -104,7 +108,9 @@ class RequestSerializer(serializers.ModelSerializer):
     requested_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
         slug_field="username", read_only=True
     )
-    decided_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    decided_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
     tenant = serializers.UUIDField(source="tenant_id", read_only=True)
 
     class Meta:
@@ -130,6 +136,30 @@ class RequestSerializer(serializers.ModelSerializer):
         ]
 
 
+class Input(serializers.Serializer):
+    """What a client sends: a field this serializer does not know is refused, not silently dropped.
+
+    A misspelt ``lifetime_second`` would otherwise get the default lifetime without a word, and a body
+    that is no form at all (``-1.5e48``) would pass for an empty one.
+    """
+
+    def validate(self, attrs):
+        known = set(self.fields)
+        unknown = sorted(str(key) for key in getattr(self.initial_data, "keys", dict)() if key not in known)
+        if unknown:
+            raise serializers.ValidationError({key: ["Unknown field."] for key in unknown})
+        return attrs
+
+
+class TextField(serializers.CharField):
+    """Text, and only text: DRF's CharField would also take a JSON number (``"name": 0``) for its digits."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class LookupField(serializers.SlugRelatedField):
     """A lookup by slug or name that answers 400, not 500, for text PostgreSQL cannot compare (a NUL character)."""
 
@@ -138,31 +168,50 @@ class LookupField(serializers.SlugRelatedField):
             self.fail("invalid")
         return super().to_internal_value(data)
 
+    # DRF takes "" (in JSON, or an empty form field) for null in a relation; the schema says a name or null.
+    def get_value(self, dictionary):
+        if html.is_html_input(dictionary) and dictionary.get(self.field_name) == "":
+            return ""
+        return super().get_value(dictionary)
 
-class RequestCreateSerializer(serializers.Serializer):
+    def run_validation(self, data=serializers.empty):
+        if data == "":
+            self.fail("invalid")
+        return super().run_validation(data)
+
+
+class RequestCreateSerializer(Input):
     """What a client may send; lookups by slug so CI pipelines can use stable names."""
 
     action = serializers.ChoiceField(choices=TenantRequest.Action.choices, default=TenantRequest.Action.CREATE)
     kind = serializers.ChoiceField(choices=TenantKind.choices, default=TenantKind.NAMESPACE)
-    name = serializers.CharField(max_length=63, required=False, allow_blank=True, trim_whitespace=False)
+    name = TextField(
+        max_length=63,
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        # A tenant name is an RFC 1123 label (tenants.validation; the services check the rest); empty when the
+        # request is about an existing tenant.
+        validators=[RegexValidator(rf"\A{DNS1123_LABEL.pattern}\Z", DNS1123_LABEL_MESSAGE)],
+    )
     team = LookupField(slug_field="slug", queryset=Team.objects.all(), required=False)
     tier = LookupField(slug_field="name", queryset=Tier.objects.all(), required=False)
     cluster = LookupField(slug_field="name", queryset=Cluster.objects.all(), required=False)
     tenant = serializers.UUIDField(required=False)
-    purpose = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+    purpose = TextField(max_length=2000, required=False, allow_blank=True, default="")
     requested_expiry = serializers.DateField(required=False, allow_null=True, default=None)
 
 
-class DecisionSerializer(serializers.Serializer):
-    comment = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+class DecisionSerializer(Input):
+    comment = TextField(max_length=2000, required=False, allow_blank=True, default="")
 
 
-class RejectSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=2000)
+class RejectSerializer(Input):
+    reason = TextField(max_length=2000)
 
 
-class DecommissionSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+class DecommissionSerializer(Input):
+    reason = TextField(max_length=2000, required=False, allow_blank=True, default="")
 
 
 class TenantSerializer(serializers.ModelSerializer):
@@ -199,7 +248,9 @@ class TenantSerializer(serializers.ModelSerializer):
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
-    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = AuditEvent
@@ -220,17 +271,21 @@ class AuditEventSerializer(serializers.ModelSerializer):
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):
-    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = ApiToken
         fields = ["id", "name", "prefix", "team", "created_at", "expires_at", "revoked_at", "last_used_at"]
 
 
-class KubeconfigSerializer(serializers.Serializer):
+class KubeconfigSerializer(Input):
     lifetime_seconds = serializers.IntegerField(
         required=False,
         allow_null=True,
         default=None,
-        help_text="Token lifetime; 600 up to the tier's maximum (default: one hour or the maximum).",
+        min_value=LIFETIME_FLOOR_SECONDS,
+        help_text=f"Token lifetime; {LIFETIME_FLOOR_SECONDS} up to the tier's maximum (default: one hour or the "
+        "maximum).",
     )

@@ -22,6 +22,7 @@ from tenants.api.filters import AuditEventFilter, RequestFilter, TenantFilter
 from tenants.audit import AuditContext
 from tenants.csv_export import audit_csv_response
 from tenants.models import ApiToken
+from tenants.services.credentials import LIFETIME_FLOOR_SECONDS
 
 _IDEMPOTENCY_KEY = re.compile(r"[!-~]{1,64}")
 
@@ -59,7 +60,23 @@ def field_error(field: str, message: str) -> serializers.ValidationError:
     return serializers.ValidationError({field: [message]})
 
 
-class BerthViewSet(viewsets.GenericViewSet):
+class OneValueEach:
+    """Refuses a query parameter given twice (``?limit=5&limit=x``) unless it is a list (``?status=a&status=b``).
+
+    Django would read the last value and ignore the others, so a request could say two things and be
+    answered for one of them.
+    """
+
+    list_params: frozenset[str] = frozenset()
+
+    def initial(self, request: ApiRequest, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        for name, values in request.query_params.lists():
+            if len(values) > 1 and name not in self.list_params:
+                raise field_error(name, "Give this parameter once.")
+
+
+class BerthViewSet(OneValueEach, viewsets.GenericViewSet):
     schema_model: type[Model]
 
     def get_queryset(self) -> QuerySet[Any]:
@@ -131,7 +148,7 @@ class RequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthView
         parameters=[
             OpenApiParameter(
                 "Idempotency-Key",
-                str,
+                {"type": "string", "pattern": f"^{_IDEMPOTENCY_KEY.pattern}$", "maxLength": 64},
                 OpenApiParameter.HEADER,
                 required=False,
                 description="Repeat a POST safely: the same key, from the same person, credential and team, "
@@ -162,10 +179,11 @@ class RequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthView
     @extend_schema(request=s.DecisionSerializer, responses=s.RequestSerializer)
     @action(detail=True, methods=["post"])
     def approve(self, request: ApiRequest, pk=None) -> Response:
+        tenant_request = self.get_object()  # 404 for what is not the caller's, before anything about the body
         body = s.DecisionSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         req = services.request_approve(
-            tenant_request=self.get_object(),
+            tenant_request=tenant_request,
             actor=actor_of(request),
             ctx=self.ctx(),
             **body.validated_data,
@@ -175,10 +193,11 @@ class RequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthView
     @extend_schema(request=s.RejectSerializer, responses=s.RequestSerializer)
     @action(detail=True, methods=["post"])
     def reject(self, request: ApiRequest, pk=None) -> Response:
+        tenant_request = self.get_object()  # 404 for what is not the caller's, before anything about the body
         body = s.RejectSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         req = services.request_reject(
-            tenant_request=self.get_object(),
+            tenant_request=tenant_request,
             actor=actor_of(request),
             ctx=self.ctx(),
             **body.validated_data,
@@ -194,6 +213,7 @@ class RequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthView
 
 class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthViewSet):
     serializer_class = s.TenantSerializer
+    list_params = frozenset({"status"})
     filterset_class = TenantFilter
 
     schema_model = models.Tenant
@@ -204,10 +224,11 @@ class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthViewS
     @extend_schema(request=s.DecommissionSerializer, responses=s.TenantSerializer)
     @action(detail=True, methods=["post"])
     def decommission(self, request: ApiRequest, pk=None) -> Response:
+        tenant = self.get_object()  # 404 for what is not the caller's, before anything about the body
         body = s.DecommissionSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         tenant = services.tenant_decommission(
-            tenant=self.get_object(),
+            tenant=tenant,
             actor=actor_of(request),
             ctx=self.ctx(),
             **body.validated_data,
@@ -223,10 +244,11 @@ class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthViewS
     @extend_schema(request=s.KubeconfigSerializer, responses={(200, "application/yaml"): str})
     @action(detail=True, methods=["post"])
     def kubeconfig(self, request: ApiRequest, pk=None) -> HttpResponse:
+        tenant = self.get_object()  # 404 for what is not the caller's, before anything about the body
         body = s.KubeconfigSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         text = services.tenant_issue_kubeconfig(
-            tenant=self.get_object(),
+            tenant=tenant,
             actor=actor_of(request),
             ctx=self.ctx(),
             **body.validated_data,
@@ -247,12 +269,20 @@ def kubeconfig_response(text: str, filename: str) -> HttpResponse:
     return response
 
 
-class MergedKubeconfigView(APIView):
+class MergedKubeconfigView(OneValueEach, APIView):
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "writes"
 
     @extend_schema(
-        parameters=[OpenApiParameter("lifetime_seconds", int, required=False)],
+        parameters=[
+            OpenApiParameter(
+                "lifetime_seconds",
+                {"type": "integer", "minimum": LIFETIME_FLOOR_SECONDS},
+                required=False,
+                description="Token lifetime per tenant, capped at each tier's maximum (default: one hour or the "
+                "maximum).",
+            )
+        ],
         responses={(200, "application/yaml"): str},
     )
     def get(self, request: ApiRequest) -> HttpResponse:
@@ -261,7 +291,9 @@ class MergedKubeconfigView(APIView):
             raise exceptions.PermissionDenied(
                 "A team automation token gets kubeconfigs per tenant: POST /api/v1/tenants/{id}/kubeconfig/."
             )
-        body = s.KubeconfigSerializer(data=request.query_params)
+        # A plain dict: from a QueryDict, DRF would take ``lifetime_seconds=`` (blank) for null. Other query
+        # parameters are ignored, as on every other GET.
+        body = s.KubeconfigSerializer(data={k: v for k, v in request.query_params.items() if k == "lifetime_seconds"})
         body.is_valid(raise_exception=True)
         text = services.user_issue_merged_kubeconfig(
             actor=actor_of(request),
@@ -287,8 +319,8 @@ class AuditEventViewSet(mixins.ListModelMixin, BerthViewSet):
         return audit_csv_response(events)
 
 
-class ApiTokenCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100)
+class ApiTokenCreateSerializer(s.Input):
+    name = s.TextField(max_length=100)
     expires_in_days = serializers.IntegerField(min_value=1, max_value=365, default=30)
     team = s.LookupField(slug_field="slug", queryset=selectors.Team.objects.all(), required=False, allow_null=True)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from tenants import audit, hooks
+from tenants import audit, hooks, metrics
 from tenants.audit import SYSTEM, AuditContext
 from tenants.errors import InvalidTransition
 from tenants.hooks import KubeconfigGrant
@@ -52,6 +52,7 @@ def _record_issue(*, grant: KubeconfigGrant, actor: User, ctx: AuditContext, mer
     if merged:
         after["merged"] = True
     audit.record(actor=actor, action="tenant.kubeconfig_issued", obj=tenant, team=tenant.team, ctx=ctx, after=after)
+    metrics.kubeconfig_issued(tenant=tenant, role=grant.role)
 
 
 @transaction.atomic

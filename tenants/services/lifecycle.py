@@ -13,7 +13,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from tenants import audit, dispatch, notifications
+from tenants import audit, dispatch, metrics, notifications
 from tenants.audit import SYSTEM, AuditContext
 from tenants.errors import InvalidTransition
 from tenants.models import Tenant, TenantRequest, TenantStatus, User
@@ -130,6 +130,7 @@ def tenant_mark_provisioning(*, tenant: Tenant) -> Tenant:
 
 @transaction.atomic
 def tenant_mark_ready(*, tenant: Tenant, applied_generation: int) -> Tenant:
+    previously_ready_at = tenant.ready_at
     tenant = transition(
         tenant=tenant,
         new=S.READY,
@@ -139,13 +140,18 @@ def tenant_mark_ready(*, tenant: Tenant, applied_generation: int) -> Tenant:
         extra={"applied_generation": applied_generation},
     )
     notifications.tenant_status(tenant)
+    metrics.provision_finished(tenant=tenant, result="ready")
+    metrics.tenant_became_ready(tenant=tenant, previously_ready_at=previously_ready_at)
     return tenant
 
 
 @transaction.atomic
 def tenant_mark_failed(*, tenant: Tenant, reason: str) -> Tenant:
+    provisioning = tenant.status != S.DECOMMISSIONING
     tenant = transition(tenant=tenant, new=S.FAILED, actor=None, action="tenant.failed", reason=reason, ctx=SYSTEM)
     notifications.tenant_status(tenant)
+    if provisioning:
+        metrics.provision_finished(tenant=tenant, result="failed")
     return tenant
 
 
@@ -160,6 +166,8 @@ def tenant_mark_deleted(*, tenant: Tenant) -> Tenant:
 def tenant_record_applied(*, tenant: Tenant, generation: int, repaired: list[str]) -> None:
     """A ready tenant was re-applied; say what drift was repaired, if any."""
     Tenant.objects.filter(pk=tenant.pk).update(applied_generation=generation)
+    metrics.provision_finished(tenant=tenant, result="repaired" if repaired else "in_sync")
+    metrics.drift_repaired(tenant=tenant, objects=len(repaired))
     if repaired:
         audit.record(
             actor=None,

@@ -93,9 +93,14 @@ def required_plain_settings() -> set[str]:
     return _settings_calls()[0]
 
 
+# Secrets read with secret() that only a feature someone turns on needs, in the processes that serve it: the /metrics
+# token (web only, with monitoring.metrics.enabled; tests/deploy/test_monitoring.py checks it is a mounted file then).
+FEATURE_SECRETS = {"BERTH_METRICS_TOKEN"}
+
+
 def required_secret_settings() -> set[str]:
     """Secrets read with secret(): required outside DEBUG, as NAME or as NAME_FILE."""
-    return _settings_calls()[1]
+    return _settings_calls()[1] - FEATURE_SECRETS
 
 
 # --- The compose file, through a real compose implementation -------------------------------------
@@ -286,23 +291,26 @@ def loopback_env(
     for key, value in service_env(service).items():
         if value in targets:
             value = str(secrets[targets[value]])
-        for target, directory in mounts.items():
-            value = value.replace(f"{target}/", f"{directory}/")
+        value = move_to_host(value, mounts)
         unmapped = {f"{host}:{port}" for host, port in _HOST_PORT.findall(value)} - set(addresses)
         assert not unmapped, f"{key}={value}: nothing runs natively at {sorted(unmapped)}"
         env[key] = _HOST_PORT.sub(lambda match: addresses[match.group(0)], value)
     return env
 
 
+def move_to_host(value: str, mounts: dict[str, Path]) -> str:
+    """``value`` with every container path under a mount's target moved to its host directory; the deepest mount
+    wins (a tmpfs inside a bind mount), and each path is moved once."""
+    if not mounts:
+        return value
+    targets = sorted(mounts, key=len, reverse=True)
+    pattern = re.compile(r"(?<![\w./-])(" + "|".join(map(re.escape, targets)) + r")(?![\w.-])")
+    return pattern.sub(lambda match: str(mounts[match.group(1)]), value)
+
+
 def native_command(service: dict, mounts: dict[str, Path]) -> list[str]:
     """A service's compose command, run through the image's entrypoint, with container paths moved to the host."""
-    command = []
-    for part in command_of(service):
-        for target, directory in {APP_DIR: ROOT, **mounts}.items():
-            if part == target or part.startswith(f"{target}/"):
-                part = str(directory) + part[len(target) :]
-        command.append(part)
-    return [str(ENTRYPOINT), *command]
+    return [str(ENTRYPOINT), *(move_to_host(part, {APP_DIR: ROOT, **mounts}) for part in command_of(service))]
 
 
 def native_process_env(env: dict[str, str]) -> dict[str, str]:

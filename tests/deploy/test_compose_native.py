@@ -5,7 +5,7 @@ journey goes through the API.
 Read from the file (through a real compose implementation): each service's environment, command, secrets and
 mounts. Rewritten: the `host:port` each container uses (service names, published ports) to where the native
 process listens; /run/secrets/* to the shipped example secrets copied to a temporary directory; the mounts'
-container paths to temporary directories; /app (the image's WORKDIR) to this checkout. Run as they are:
+container paths and tmpfs to temporary directories; /app (the image's WORKDIR) to this checkout. Run as they are:
 `migrate`, `web` (gunicorn with deploy/gunicorn.conf.py), `worker`, `beat` (each through deploy/entrypoint.sh),
 Redis with compose's command line, Keycloak with the realm file compose mounts. In place of images: PostgreSQL
 from Debian (user and database as compose's POSTGRES_USER/POSTGRES_DB), Keycloak's server distribution at the
@@ -85,6 +85,10 @@ def test_the_compose_services_run_natively_and_carry_the_readme_journey(control_
     beat_dir.mkdir()
     shutil.copyfile(control_plane.kubeconfig_path, kube_dir / "kubeconfig")  # deploy/kube/kubeconfig
     mounts = {KUBE_MOUNT: kube_dir, BEAT_MOUNT: beat_dir}
+    # Each tmpfs but /tmp (e.g. prometheus_client's multiprocess directory) is an empty directory of its own.
+    for path in sorted({p for n in PORTAL_PROCESSES for p in services[n].get("tmpfs") or [] if p != "/tmp"}):
+        mounts[path] = tmp_path / f"tmpfs{len(mounts)}"
+        mounts[path].mkdir()
 
     keycloak_service = services["keycloak"]
     assert command_of(keycloak_service)[:2] == ["start-dev", "--import-realm"]
@@ -121,6 +125,9 @@ def test_the_compose_services_run_natively_and_carry_the_readme_journey(control_
         assert envs["web"]["OIDC_OP_ISSUER"] == keycloak.issuer
         # The container binds 0.0.0.0:8000 (gunicorn.conf.py's default), published on 127.0.0.1:8000.
         envs["web"]["GUNICORN_BIND"] = web
+        for env in envs.values():  # a port a process listens on, fixed in the container: a free one here
+            if "BERTH_WORKER_METRICS_PORT" in env:
+                env["BERTH_WORKER_METRICS_PORT"] = str(free_port())
 
         migrate = subprocess.run(
             native_command(services["migrate"], mounts), cwd=ROOT, env=envs["migrate"], capture_output=True, timeout=300

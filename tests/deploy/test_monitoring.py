@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.deploy.chart import CHART, RELEASE, by_kind, named, render
+from tests.deploy.chart import CHART, RELEASE, by_kind, helm, named, render, template_args
 
 ALERTS_TEST = Path(__file__).with_name("alerts_test.yaml")
 DASHBOARD = CHART / "files" / "grafana-dashboard.json"
@@ -162,3 +162,97 @@ def test_monitoring_objects_are_opt_in(helm_bin, values):
         "monitoring.grafanaDashboard.enabled=false",
     )
     assert not by_kind(objs, "PrometheusRule") and not by_kind(objs, "ConfigMap")
+
+
+# --- The rules, their tests and the dashboard read what Berth exports ---------------------------------------------
+_NAME = re.compile(r"\bberth_[a-z_]+\b")
+_SELECTOR = re.compile(r"\b(berth_[a-z_]+)\{([^}]*)\}")
+_MATCHER = re.compile(r"(\w+)\s*(?:=~|!~|!=|=)")
+_BY = re.compile(r"\bby\s*\(([^)]*)\)")
+
+
+def _check_reads_exported(expr: str, exported: dict[str, set[str]]) -> None:
+    names = set(_NAME.findall(expr))
+    assert names, expr
+    for name in names:
+        assert name in exported, f"{name} is not exported by Berth (tenants/metrics.py): {expr}"
+    for name, matchers in _SELECTOR.findall(expr):
+        for label in _MATCHER.findall(matchers):
+            assert label in exported[name], f"{name} has no label {label}: {expr}"
+    available = set().union(*(exported[name] for name in names))
+    for clause in _BY.findall(expr):
+        for label in filter(None, (part.strip() for part in clause.split(","))):
+            assert label in available, f"no metric of {expr} has the label {label}"
+
+
+def test_the_rules_their_tests_and_the_dashboard_read_the_metrics_berth_exports(helm_bin):
+    """The names and labels come from the exporter itself, so a renamed metric or label fails here."""
+    from tenants.metrics import exported_series
+
+    exported = exported_series()
+    rules = yaml.safe_load(_rules_file(helm_bin))["groups"][0]["rules"]
+    for rule in rules:
+        _check_reads_exported(rule["expr"], exported)
+    for case in yaml.safe_load(ALERTS_TEST.read_text())["tests"]:
+        for series in case["input_series"]:
+            _check_reads_exported(series["series"], exported)
+    for expr in _exprs(_dashboard()):
+        _check_reads_exported(expr, exported)
+    variable = _dashboard()["templating"]["list"][1]["definition"]
+    assert variable == "label_values(berth_tenants, cluster)" and "cluster" in exported["berth_tenants"]
+
+
+# --- Scraping ---------------------------------------------------------------------------------------------------
+def _container(objs: list, name: str) -> dict:
+    return named(objs, "Deployment", name)["spec"]["template"]["spec"]["containers"][0]
+
+
+def _env(container: dict) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in container["env"]}
+
+
+def test_production_scrapes_the_web_with_its_token_and_each_worker_on_its_port(helm_bin):
+    objs = render(helm_bin, PRODUCTION)
+    web, worker = _container(objs, f"{RELEASE}-web"), _container(objs, f"{RELEASE}-worker-provision")
+    for container in (web, worker):
+        env = _env(container)
+        # prometheus_client's multiprocess mode: a directory of the pod's own, in memory.
+        assert env["PROMETHEUS_MULTIPROC_DIR"] == "/run/berth/metrics"
+        assert {"name": "metrics", "mountPath": "/run/berth/metrics"} in container["volumeMounts"]
+        assert env["BERTH_METRICS_TOKEN_FILE"] == "/run/secrets/berth/metrics_token"
+        assert env["LOG_FORMAT"] == "json"
+    assert _env(worker)["BERTH_WORKER_METRICS_PORT"] == "9808"
+    assert {"name": "metrics", "containerPort": 9808} in worker["ports"]
+    # Beat and the migrations record nothing, so they have no directory to find.
+    assert "PROMETHEUS_MULTIPROC_DIR" not in _env(_container(objs, f"{RELEASE}-beat"))
+    projected = named(objs, "Deployment", f"{RELEASE}-web")["spec"]["template"]["spec"]["volumes"][0]["projected"]
+    assert {"name": "berth-metrics", "items": [{"key": "token", "path": "metrics_token"}]} in [
+        source["secret"] for source in projected["sources"]
+    ]
+
+    monitors = {m["metadata"]["name"]: m for m in by_kind(objs, "ServiceMonitor")}
+    assert set(monitors) == {f"{RELEASE}-web", f"{RELEASE}-workers"}
+    (web_endpoint,) = monitors[f"{RELEASE}-web"]["spec"]["endpoints"]
+    assert web_endpoint["port"] == "http" and web_endpoint["path"] == "/metrics" and web_endpoint["honorLabels"]
+    assert web_endpoint["authorization"] == {"type": "Bearer", "credentials": {"name": "berth-metrics", "key": "token"}}
+    (worker_endpoint,) = monitors[f"{RELEASE}-workers"]["spec"]["endpoints"]
+    service = named(objs, "Service", f"{RELEASE}-worker-metrics")
+    assert worker_endpoint["port"] == service["spec"]["ports"][0]["name"] == "metrics"
+    selector = monitors[f"{RELEASE}-workers"]["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    assert all(m["metadata"]["labels"]["release"] == "kube-prometheus-stack" for m in monitors.values())
+
+    # Only Prometheus's namespace reaches the workers' port; the web port also from it.
+    monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    policy = named(objs, "NetworkPolicy", f"{RELEASE}-worker-metrics")["spec"]
+    assert policy["ingress"] == [{"from": [monitoring], "ports": [{"port": 9808, "protocol": "TCP"}]}]
+    web_policy = named(objs, "NetworkPolicy", f"{RELEASE}-web")["spec"]
+    assert {"from": [monitoring], "ports": [{"port": 8000, "protocol": "TCP"}]} in web_policy["ingress"]
+
+
+def test_metrics_are_opt_in_and_need_a_token_secret(helm_bin):
+    objs = render(helm_bin, TRIAL)
+    assert not by_kind(objs, "ServiceMonitor")
+    assert "PROMETHEUS_MULTIPROC_DIR" not in _env(_container(objs, f"{RELEASE}-web"))
+    done = helm(helm_bin, *template_args(TRIAL, "monitoring.metrics.enabled=true"))
+    assert done.returncode != 0 and "monitoring.metrics.existingSecret is required" in done.stderr

@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ import yaml
 from devcluster.keycloak import Keycloak
 from devcluster.oidc import OidcProvider
 from devcluster.process import Component, wait_until
-from tests.plugins.worker import OUTPUT, ROOT, django_process_env
+from tests.plugins.worker import OUTPUT, ROOT, django_process_env, fresh_directory
 
 _LISTENING = re.compile(rb"Listening at: http://127\.0\.0\.1:(\d+)")
 
@@ -35,19 +37,17 @@ _LISTENING = re.compile(rb"Listening at: http://127\.0\.0\.1:(\d+)")
 class LivePortal:
     url: str
     log: Path
+    # The bearer token its /metrics asks for.
+    metrics_token: str = ""
 
 
-def run_live_portal(log: Path, provider_env: dict[str, str]) -> Iterator[LivePortal]:
-    """gunicorn on a free port of 127.0.0.1, on this run's database and Redis, signing in at ``provider_env``."""
+@contextmanager
+def portal_server(name: str, env: dict[str, str], *, workers: int = 2) -> Iterator[LivePortal]:
+    """gunicorn serving the portal on a free port of 127.0.0.1 with ``env``; its log: test-output/<name>.log."""
     OUTPUT.mkdir(exist_ok=True)
-    env = {
-        **django_process_env(),
-        **provider_env,
-        # Tests write far faster than people; the write throttle is not what they test.
-        "BERTH_WRITE_THROTTLE": "100000/min",
-    }
+    log = OUTPUT / f"{name}.log"
     server = Component(
-        "live portal",
+        name,
         [
             sys.executable,
             "-m",
@@ -56,7 +56,7 @@ def run_live_portal(log: Path, provider_env: dict[str, str]) -> Iterator[LivePor
             "--bind",
             "127.0.0.1:0",  # the kernel picks a free port; gunicorn's log names it
             "--workers",
-            "2",
+            str(workers),
             "--timeout",
             "60",
             "--access-logfile",
@@ -77,20 +77,33 @@ def run_live_portal(log: Path, provider_env: dict[str, str]) -> Iterator[LivePor
             what="gunicorn to listen",
         )
         port = int(_LISTENING.search(log.read_bytes()).group(1))
-        yield LivePortal(url=f"http://127.0.0.1:{port}", log=log)
+        yield LivePortal(url=f"http://127.0.0.1:{port}", log=log, metrics_token=env.get("BERTH_METRICS_TOKEN", ""))
     finally:
         server.stop(grace_seconds=10)
 
 
 @pytest.fixture(scope="session")
 def live_portal(django_db_setup, django_db_blocker, oidc_provider: OidcProvider) -> Iterator[LivePortal]:
-    yield from run_live_portal(OUTPUT / "live-portal.log", oidc_provider.portal_env())
+    env = {
+        **django_process_env(),
+        **oidc_provider.portal_env(),
+        # Tests write far faster than people; the write throttle is not what they test.
+        "BERTH_WRITE_THROTTLE": "100000/min",
+        # /metrics as deployed: a token, and every gunicorn worker's counters added up.
+        "BERTH_METRICS_TOKEN": secrets.token_urlsafe(24),
+        "PROMETHEUS_MULTIPROC_DIR": str(fresh_directory(OUTPUT / "prometheus-web")),
+    }
+    with portal_server("live-portal", env) as portal:
+        yield portal
 
 
 @pytest.fixture(scope="session")
 def keycloak_live_portal(django_db_setup, django_db_blocker, keycloak: Keycloak) -> Iterator[LivePortal]:
-    """The same, verifying access tokens from the run's Keycloak. Its log: test-output/keycloak-live-portal.log."""
-    yield from run_live_portal(OUTPUT / "keycloak-live-portal.log", keycloak.portal_env())
+    """The portal under gunicorn verifying access tokens from the run's Keycloak; its log:
+    test-output/keycloak-live-portal.log."""
+    env = {**django_process_env(), **keycloak.portal_env(), "BERTH_WRITE_THROTTLE": "100000/min"}
+    with portal_server("keycloak-live-portal", env) as portal:
+        yield portal
 
 
 @dataclass

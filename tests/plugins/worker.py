@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +38,18 @@ def django_process_env() -> dict[str, str]:
     return env
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def fresh_directory(path: Path) -> Path:
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
 @pytest.fixture(scope="session")
 def celery_worker(django_db_setup, django_db_blocker) -> Iterator[Component]:
     """`celery worker` as a separate process on the test database and this run's Redis.
@@ -44,10 +58,18 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[Component]:
     """
     OUTPUT.mkdir(exist_ok=True)
     log = OUTPUT / "celery-worker.log"
+    metrics_port = free_port()
+    env = {
+        **django_process_env(),
+        # The worker's exporter, as deployed: prefork children add up through the multiprocess directory.
+        "PROMETHEUS_MULTIPROC_DIR": str(fresh_directory(OUTPUT / "prometheus-worker")),
+        "BERTH_WORKER_METRICS_PORT": str(metrics_port),
+        "BERTH_WORKER_METRICS_ADDRESS": "127.0.0.1",
+    }
     worker = process.celery_worker(
         log,
         cwd=ROOT,
-        env=django_process_env(),
+        env=env,
         # Every queue the settings declare, the events queue (webhook deliveries) included.
         queues=[queue.name for queue in settings.CELERY_TASK_QUEUES],
         node=f"test-{os.getpid()}@%h",
@@ -55,6 +77,7 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[Component]:
     worker.start()
     try:
         process.wait_for_celery_ready(worker)
+        worker.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"  # type: ignore[attr-defined]
         yield worker
     finally:
         worker.stop(grace_seconds=20)

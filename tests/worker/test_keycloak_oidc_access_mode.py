@@ -95,11 +95,6 @@ def test_kube_apiserver_takes_keycloak_id_tokens_with_prefixed_groups_for_the_ku
         control_plane.set_oidc_issuers([])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect on main, not Keycloak's: provisioning in access mode oidc fails at the guard probe "
-    "(serviceaccount berth-tenant not found); tests/worker/test_oidc_access_mode.py fails the same way",
-)
 def test_a_keycloak_id_token_acts_in_its_teams_namespace_and_nowhere_else(
     keycloak_cluster, keycloak, kubectl, small, dispatched, tmp_path
 ):

@@ -99,7 +99,7 @@ _GUARDS_DIGEST = hashlib.sha256(json.dumps(guards.cluster_guards(), sort_keys=Tr
 _guards_seen: dict[tuple[str, str], set[str]] = {}
 
 
-def guards_not_in_force(k: Kube, namespace: dict[str, Any], *, team_access: bool) -> list[str]:
+def guards_not_in_force(k: Kube, namespace: dict[str, Any], *, berth_service_accounts: bool) -> list[str]:
     """The guards bound to ``namespace`` that do not refuse their violation yet (dry runs; nothing persists).
 
     A new or changed admission policy is enforced a moment after it is applied; until every guard is,
@@ -111,8 +111,10 @@ def guards_not_in_force(k: Kube, namespace: dict[str, Any], *, team_access: bool
     probes = guards.violations(name)
     waiting: list[str] = []
     for guard in guards.applicable(namespace["metadata"].get("labels") or {}):
-        if guard.name in seen or (guard.name == "berth-no-berth-service-accounts" and not team_access):
-            continue  # the host side of a virtual cluster has no Berth ServiceAccounts to run as
+        if guard.name in seen or (guard.name == "berth-no-berth-service-accounts" and not berth_service_accounts):
+            # Without Berth's ServiceAccounts in the namespace (the host side of a virtual cluster, access mode
+            # oidc), the ServiceAccount admission plugin refuses the probe before any policy sees it.
+            continue
         try:
             k.create(probes[guard.name], dry_run=True)
         except KubePermanentError as exc:
@@ -186,7 +188,8 @@ class NamespaceBackend:
         # The quota controller has observed the quota: it is enforced from here on.
         if not (quota and (quota.get("status") or {}).get("hard")):
             return False
-        return not guards_not_in_force(k, ns, team_access=self.team_access)
+        berth_service_accounts = self.team_access and tenant.cluster.access_mode != "oidc"
+        return not guards_not_in_force(k, ns, berth_service_accounts=berth_service_accounts)
 
     def top_level(self, tenant: Tenant) -> list[ownership.TopLevel]:
         tops = [ownership.TopLevel("Namespace", tenant.namespace)]

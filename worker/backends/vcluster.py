@@ -103,7 +103,8 @@ def flux_objects(tenant: Any, tier: Any, config: VClusterConfig, values: Manifes
 def capi_objects(tenant: Any, tier: Any, config: VClusterConfig, values: Manifest) -> list[Manifest]:
     """cluster-api-provider-vcluster: the VCluster is both the Cluster's control plane and its infrastructure."""
     meta = {"name": tenant.name, "namespace": tenant.namespace, "labels": manifests.labels(tenant, tier)}
-    ref = {"apiVersion": _api_version("VCluster"), "kind": "VCluster", "name": tenant.name}
+    # cluster.x-k8s.io/v1beta2 references by API group (v1beta1, deprecated, named an apiVersion).
+    ref = {"apiGroup": _api_version("VCluster").split("/")[0], "kind": "VCluster", "name": tenant.name}
     vcluster = {
         "apiVersion": _api_version("VCluster"),
         "kind": "VCluster",
@@ -236,8 +237,9 @@ class VClusterControlPlane:
                 f"{status.get('reason', '')} {status.get('message', '')}".strip()
             )
         cluster = (host.get("Cluster", tenant.name, namespace=tenant.namespace) or {}).get("status") or {}
+        initialization = cluster.get("initialization") or {}
         return bool(status.get("ready")) and (
-            cluster.get("phase") == "Provisioned" or bool(cluster.get("controlPlaneReady"))
+            cluster.get("phase") == "Provisioned" or bool(initialization.get("controlPlaneInitialized"))
         )
 
     def admin_kubeconfig(self, tenant: Any, host: Kube, config: VClusterConfig) -> Manifest | None:

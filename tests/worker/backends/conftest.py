@@ -3,11 +3,15 @@
 Nothing in the product depends on this folder. A stand-in does at the operator's interface what the real
 operator would do: it sees the installer's output on the host, sets the status the operator would set, and
 writes the virtual API server's admin kubeconfig into the Secret the operator would write.
+
+The upstream artifacts are real: the seed systems' CRDs and the vcluster chart, vendored unchanged in
+third_party/upstream/, and the real ``helm`` (devcluster/build.sh helm) as the worker's helm.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,16 +21,57 @@ import pytest
 import yaml
 from kubernetes import client
 
-from devcluster.launcher import ControlPlane
+from devcluster.launcher import ControlPlane, ControlPlaneError, helm_binary
 
-CRDS = Path(__file__).parent / "crds"
+ROOT = Path(__file__).resolve().parents[3]
+# The upstream artifacts, vendored unchanged (third_party/README.md).
+UPSTREAM = ROOT / "third_party" / "upstream"
+VCLUSTER_CHART = UPSTREAM / "vcluster-chart-0.30.0"
+# The real CRDs of the seed systems, by the name the tests use for them.
+UPSTREAM_CRDS = {
+    "clusterversion": "capn/tenancy.x-k8s.io_clusterversions.yaml",
+    "virtualcluster": "capn/tenancy.x-k8s.io_virtualclusters.yaml",
+    "hostedcluster": "hypershift/hostedclusters-Hypershift-Default.crd.yaml",
+    "nodepool": "hypershift/nodepools-Default.crd.yaml",
+    "workspace": "kcp/tenancy.kcp.io_workspaces.yaml",
+    "workspacetype": "kcp/tenancy.kcp.io_workspacetypes.yaml",
+    "helmrepository": "flux/source.toolkit.fluxcd.io_helmrepositories.yaml",
+    "helmrelease": "flux/helm.toolkit.fluxcd.io_helmreleases.yaml",
+    "capi-cluster": "capi/cluster.x-k8s.io_clusters.yaml",
+    "vcluster": "capi-vcluster/infrastructure.cluster.x-k8s.io_vclusters.yaml",
+}
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """The fake helm goes first on PATH before any test runs: the test Celery worker inherits PATH when it starts."""
-    from tests.worker.backends.standin_vcluster import put_fake_helm_first_on_path
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The real helm is the worker's helm: BERTH_HELM_BINARY names it before any test runs, since the test Celery
+    worker takes its environment when it starts (perhaps for a test elsewhere).
 
-    put_fake_helm_first_on_path()
+    A failed build is left to the ``helm_bin`` fixture, which errors the tests that need it with the reason.
+    """
+    from django.conf import settings
+
+    if not any("vcluster_chart_repo" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    try:
+        helm = str(helm_binary())
+    except ControlPlaneError:
+        return
+    os.environ["BERTH_HELM_BINARY"] = helm
+    settings.BERTH_HELM_BINARY = helm
+
+
+@pytest.fixture(scope="session")
+def vcluster_chart_repo(helm_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A ``file://`` chart directory holding the vendored vcluster chart, packaged by the real helm as upstream
+    releases it (``vcluster-0.30.0.tgz``): the ``chart_repo`` of the test clusters."""
+    from django.conf import settings
+
+    from tests.worker.backends.standin_vcluster import package_chart
+
+    assert settings.BERTH_HELM_BINARY == str(helm_bin), "the worker must run the real helm"
+    directory = tmp_path_factory.mktemp("charts")
+    package_chart(helm_bin, directory)
+    return f"file://{directory}"
 
 
 @pytest.fixture(scope="session")
@@ -47,11 +92,17 @@ def as_object(found: object) -> dict[str, Any]:
 
 
 def write_kubeconfig_secret(
-    api: client.ApiClient, *, namespace: str, name: str, key: str, kubeconfig: dict[str, Any]
+    api: client.ApiClient,
+    *,
+    namespace: str,
+    name: str,
+    key: str,
+    kubeconfig: dict[str, Any],
+    labels: dict[str, str] | None = None,
 ) -> None:
     """What the operator does when the control plane is up: its admin kubeconfig in a Secret on the host."""
     body = client.V1Secret(
-        metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+        metadata=client.V1ObjectMeta(name=name, namespace=namespace, labels=labels),
         data={key: base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()},
     )
     core = client.CoreV1Api(api)
@@ -64,11 +115,13 @@ def write_kubeconfig_secret(
 
 
 def install_crds(api: client.ApiClient, *names: str) -> None:
-    """Minimal CRDs written for the tests (tests/worker/backends/crds/<name>.yaml), applied server-side and waited
-    for."""
+    """The seed systems' real CRDs (``UPSTREAM_CRDS``, from third_party/upstream/crds/), created and waited for,
+    so the API server checks every object against the upstream schema."""
     ext = client.ApiextensionsV1Api(api)
     for name in names:
-        for doc in yaml.safe_load_all((CRDS / f"{name}.yaml").read_text()):
+        for doc in yaml.safe_load_all((UPSTREAM / "crds" / UPSTREAM_CRDS[name]).read_text()):
+            if not doc:
+                continue
             try:
                 ext.create_custom_resource_definition(doc)
             except client.ApiException as exc:

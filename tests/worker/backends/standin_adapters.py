@@ -8,6 +8,11 @@ tenant's API server, sets the status the operator would set and writes that API
 server's admin kubeconfig into the Secret the operator would write. On deletion
 it cleans up what it made and removes its finalizer, so Berth's teardown really
 has to wait for it. Only objects of the test's own cluster prefix are touched.
+
+The CRDs are the upstream ones (third_party/upstream/crds/), and every write is made with
+``fieldValidation=Strict``: a stand-in reads and writes only fields those CRDs define, and its
+statuses have the upstream shapes (HyperShift's conditions and ``status.kubeconfig`` Secret
+reference, vc-manager's ``phase``/``clusterNamespace``, kcp's ``spec.URL`` and ``phase``).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from tests.worker.backends.conftest import PollingStandIn, admin_kubeconfig_dict
 
 FINALIZER = "standin.berth.test/cleanup"
 MERGE_PATCH = "application/merge-patch+json"
+# Every write is checked against the real CRD: a field it does not define is refused, never silently dropped.
+STRICT = "Strict"
 
 
 @dataclass(frozen=True)
@@ -35,10 +42,13 @@ class Resource:
     version: str
     plural: str
     namespaced: bool
+    # Whether the CRD has a status subresource; without one (VirtualCluster) the operator writes status with the
+    # object itself, as vc-manager does.
+    status_subresource: bool = True
 
 
-VIRTUAL_CLUSTER = Resource("tenancy.x-k8s.io", "v1alpha1", "virtualclusters", True)
-CLUSTER_VERSION = Resource("tenancy.x-k8s.io", "v1alpha1", "clusterversions", False)
+VIRTUAL_CLUSTER = Resource("tenancy.x-k8s.io", "v1alpha1", "virtualclusters", True, status_subresource=False)
+CLUSTER_VERSION = Resource("tenancy.x-k8s.io", "v1alpha1", "clusterversions", False, status_subresource=False)
 HOSTED_CLUSTER = Resource("hypershift.openshift.io", "v1beta1", "hostedclusters", True)
 NODE_POOL = Resource("hypershift.openshift.io", "v1beta1", "nodepools", True)
 WORKSPACE = Resource("tenancy.kcp.io", "v1alpha1", "workspaces", False)
@@ -111,16 +121,31 @@ class OperatorStandIn(PollingStandIn):
                 else self.custom.patch_namespaced_custom_object
             )
             patch_namespaced(
-                res.group, res.version, meta["namespace"], res.plural, meta["name"], body, _content_type=MERGE_PATCH
+                res.group,
+                res.version,
+                meta["namespace"],
+                res.plural,
+                meta["name"],
+                body,
+                _content_type=MERGE_PATCH,
+                field_validation=STRICT,
             )
         else:
             patch_cluster = (
                 self.custom.patch_cluster_custom_object_status if status else self.custom.patch_cluster_custom_object
             )
-            patch_cluster(res.group, res.version, res.plural, meta["name"], body, _content_type=MERGE_PATCH)
+            patch_cluster(
+                res.group,
+                res.version,
+                res.plural,
+                meta["name"],
+                body,
+                _content_type=MERGE_PATCH,
+                field_validation=STRICT,
+            )
 
     def set_status(self, res: Resource, obj: dict, status: dict) -> None:
-        self.patch(res, obj, {"status": status}, status=True)
+        self.patch(res, obj, {"status": status}, status=res.status_subresource)
 
     def secret_exists(self, namespace: str, name: str) -> bool:
         try:

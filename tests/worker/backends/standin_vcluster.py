@@ -1,27 +1,34 @@
-"""TEST STAND-INS for vcluster's installers and its control plane. Nothing in the product imports this module.
+"""TEST STAND-INS for what runs after vcluster's installers. Nothing in the product imports this module.
 
-These machines cannot run vcluster's syncer pods, so each stand-in does, at the interface
-Berth talks to, what the real thing does, and a second real dev control plane
-(``virtual_plane``) plays the virtual API server:
+The chart is the real one (third_party/upstream/vcluster-chart-0.30.0, packaged by the real ``helm``), and
+every installer really installs it with that ``helm``: the worker itself for installer ``helm``; for ``flux``
+and ``capi`` the stand-ins of helm-controller and cluster-api-provider-vcluster, which embed helm upstream
+(they install the packaged copy, since the chart repository cannot be reached here). The API server admits
+what the chart renders into the tenant's host namespace under the tier (quota, LimitRange, Pod Security).
 
-- ``tests/worker/backends/fake_helm/helm`` (first on PATH in tests) plays the helm binary: it records
-  its arguments and applies what the chart's templates would create (the control plane
-  StatefulSet and Services, the release's storage Secret), or removes them on uninstall.
-- ``VClusterStandIn`` plays, in a background thread polling the host, the parts that come
-  after the installer: Flux's helm-controller (sees the HelmRelease, installs, reports
-  Ready, uninstalls behind its finalizer), Cluster API with cluster-api-provider-vcluster
-  (sees Cluster and VCluster, installs, sets their status, cleans up behind finalizers),
-  and for every installer the control plane pod coming up: the StatefulSet reports a ready
-  replica and the virtual API server's admin kubeconfig appears in the Secret vcluster
-  (or Cluster API) writes, with the server the chart values export.
+These machines run no kubelet, no StatefulSet controller and no vcluster image, so ``VClusterStandIn``
+plays, in a background thread polling the host, the parts after the chart is installed:
+
+- the StatefulSet controller: it creates the claim and the pod ``<release>-0`` from the chart's StatefulSet
+  exactly as that controller would, so admission judges the chart's real pod; the pod stays Pending;
+- the control plane coming up: the StatefulSet reports a ready replica, and the admin kubeconfig of a second
+  real dev control plane (``virtual_plane``, the virtual API server) appears in the Secret vcluster writes,
+  ``vc-<release>`` (key ``config``), with the server the chart's config Secret ``vc-config-<release>`` exports;
+- Flux's helm-controller (sees the HelmRelease, installs, reports Ready, uninstalls behind its finalizer) and
+  Cluster API with cluster-api-provider-vcluster (sees Cluster and VCluster, installs, sets their status,
+  writes ``<name>-kubeconfig`` (key ``value``), cleans up behind finalizers).
+
+Every write to a custom resource uses ``fieldValidation=Strict`` against the upstream CRDs.
 """
 
 from __future__ import annotations
 
 import base64
+import gzip
 import json
-import os
-import sys
+import subprocess
+import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,207 +36,35 @@ import kubernetes
 import yaml
 from kubernetes import client
 
-from tests.worker.backends.conftest import PollingStandIn, as_object, write_kubeconfig_secret
+from tests.worker.backends.conftest import VCLUSTER_CHART, PollingStandIn, as_object, write_kubeconfig_secret
 
-ROOT = Path(__file__).resolve().parents[3]
-FAKE_HELM_DIR = Path(__file__).resolve().parent / "fake_helm"
-HELM_RECORDS = ROOT / "test-output" / "fake-helm"
 FINALIZER = "standin.berth.test/cleanup"
 FLUX_FINALIZER = "finalizers.fluxcd.io"  # the finalizer Flux's helm-controller puts on a HelmRelease
 MERGE_PATCH = "application/merge-patch+json"
+STRICT = "Strict"
+CHART_VERSION = "0.30.0"  # what the vendored chart is (its Chart.yaml says 0.0.1 until upstream's release sets it)
 
 
-def put_fake_helm_first_on_path() -> None:
-    """The fake helm first, then this interpreter's bin directory (its shebang runs ``python3`` from PATH).
-
-    Must run before the test Celery worker starts: it inherits PATH then.
-    """
-    first = [str(FAKE_HELM_DIR), str(Path(sys.executable).parent)]
-    rest = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p not in first]
-    os.environ["PATH"] = os.pathsep.join([*first, *rest])
-
-
-# --- what the chart's templates create (the part Berth and the tests look at) ----------------------------
-
-
-def chart_objects(*, release: str, namespace: str, values: dict, chart_version: str) -> list[dict]:
-    """The control plane objects the vcluster chart renders for ``values``, reduced to what matters here."""
-    cp = values.get("controlPlane") or {}
-    sts = cp.get("statefulSet") or {}
-    security = sts.get("security") or {}
-    selector = {"app": "vcluster", "release": release}
-    base = {"app": "vcluster", "chart": f"vcluster-{chart_version}", "release": release, "heritage": "Helm"}
-    service_spec = {**((cp.get("service") or {}).get("spec") or {"type": "ClusterIP"})}
-    service_spec.update(
-        {
-            "selector": selector,
-            "ports": [
-                {"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"},
-                {"name": "kubelet", "port": 10250, "targetPort": 8443, "protocol": "TCP"},
-            ],
-        }
+def package_chart(helm: Path, directory: Path) -> Path:
+    """``helm package`` the vendored chart as upstream's release does (version and appVersion set), into
+    ``directory``; returns the packaged chart, ``vcluster-0.30.0.tgz``."""
+    subprocess.run(
+        [
+            str(helm),
+            "package",
+            str(VCLUSTER_CHART),
+            "--version",
+            CHART_VERSION,
+            "--app-version",
+            CHART_VERSION,
+            "--destination",
+            str(directory),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
-    container = {
-        "name": "syncer",
-        "image": f"ghcr.io/loft-sh/vcluster-pro:{chart_version}",
-        "ports": [{"containerPort": 8443, "name": "https"}],
-        "resources": sts.get("resources") or {},
-        "securityContext": security.get("containerSecurityContext") or {},
-    }
-    objs: list[dict] = [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": f"vc-{release}", "namespace": namespace, "labels": base},
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": release, "namespace": namespace, "labels": base},
-            "spec": service_spec,
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": f"{release}-headless", "namespace": namespace, "labels": base},
-            "spec": {
-                "clusterIP": "None",
-                "selector": selector,
-                "ports": [{"name": "https", "port": 443, "targetPort": 8443}],
-            },
-        },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "StatefulSet",
-            "metadata": {"name": release, "namespace": namespace, "labels": {**base, **(sts.get("labels") or {})}},
-            "spec": {
-                "serviceName": f"{release}-headless",
-                "replicas": 1,
-                "podManagementPolicy": "Parallel",
-                "selector": {"matchLabels": selector},
-                "template": {
-                    "metadata": {"labels": {**selector, **((sts.get("pods") or {}).get("labels") or {})}},
-                    "spec": {
-                        "serviceAccountName": f"vc-{release}",
-                        "securityContext": security.get("podSecurityContext") or {},
-                        "nodeSelector": (sts.get("scheduling") or {}).get("nodeSelector") or {},
-                        "containers": [container],
-                    },
-                },
-            },
-        },
-    ]
-    policies = values.get("policies") or {}
-    quota, limits = policies.get("resourceQuota") or {}, policies.get("limitRange") or {}
-    if quota.get("enabled") is True:
-        objs.append(
-            {
-                "apiVersion": "v1",
-                "kind": "ResourceQuota",
-                "metadata": {"name": f"vc-{release}", "namespace": namespace, "labels": base},
-                "spec": {"hard": quota.get("quota") or {}},
-            }
-        )
-    if limits.get("enabled") is True:
-        limit = {
-            "type": "Container",
-            **{k: limits[k] for k in ("default", "defaultRequest", "max", "min") if limits.get(k)},
-        }
-        objs.append(
-            {
-                "apiVersion": "v1",
-                "kind": "LimitRange",
-                "metadata": {"name": f"vc-{release}", "namespace": namespace, "labels": base},
-                "spec": {"limits": [limit]},
-            }
-        )
-    ingress = cp.get("ingress") or {}
-    if ingress.get("enabled"):
-        objs.append(
-            {
-                "apiVersion": "networking.k8s.io/v1",
-                "kind": "Ingress",
-                "metadata": {"name": release, "namespace": namespace, "labels": base},
-                "spec": {
-                    **(ingress.get("spec") or {}),
-                    "rules": [
-                        {
-                            "host": ingress["host"],
-                            "http": {
-                                "paths": [
-                                    {
-                                        "path": "/",
-                                        "pathType": "ImplementationSpecific",
-                                        "backend": {"service": {"name": release, "port": {"number": 443}}},
-                                    }
-                                ]
-                            },
-                        }
-                    ],
-                },
-            }
-        )
-    return objs
-
-
-_PATHS = {
-    "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
-    "Service": "/api/v1/namespaces/{ns}/services",
-    "Secret": "/api/v1/namespaces/{ns}/secrets",
-    "ResourceQuota": "/api/v1/namespaces/{ns}/resourcequotas",
-    "LimitRange": "/api/v1/namespaces/{ns}/limitranges",
-    "StatefulSet": "/apis/apps/v1/namespaces/{ns}/statefulsets",
-    "Ingress": "/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses",
-}
-
-
-def _call(
-    api: client.ApiClient,
-    method: str,
-    path: str,
-    body: Any = None,
-    content_type: str = "application/json",
-    query: list | None = None,
-) -> None:
-    method, url, headers, body, _ = api.param_serialize(
-        method,
-        path,
-        query_params=query or [],
-        header_params={"Content-Type": content_type, "Accept": "application/json"},
-        body=body,
-        auth_settings=["BearerToken"],
-    )
-    resp = api.call_api(method, url, header_params=headers, body=body, _request_timeout=15)
-    resp.read()
-    if not 200 <= resp.status < 300:
-        raise client.ApiException(
-            status=resp.status, reason=resp.reason, body=(resp.data or b"").decode(errors="replace")
-        )
-
-
-def apply_objects(api: client.ApiClient, objs: list[dict], *, manager: str) -> None:
-    """Server-side apply, as helm 3.19 and helm-controller do; an admission refusal raises ApiException."""
-    for obj in objs:
-        meta = obj["metadata"]
-        path = f"{_PATHS[obj['kind']].format(ns=meta['namespace'])}/{meta['name']}"
-        _call(
-            api,
-            "PATCH",
-            path,
-            json.dumps(obj),
-            "application/apply-patch+yaml",
-            [("fieldManager", manager), ("force", "true")],
-        )
-
-
-def delete_objects(api: client.ApiClient, objs: list[dict]) -> None:
-    for obj in objs:
-        meta = obj["metadata"]
-        try:
-            _call(api, "DELETE", f"{_PATHS[obj['kind']].format(ns=meta['namespace'])}/{meta['name']}")
-        except client.ApiException as exc:
-            if exc.status != 404:
-                raise
+    return directory / f"vcluster-{CHART_VERSION}.tgz"
 
 
 def release_secrets(api: client.ApiClient, *, release: str, namespace: str) -> list[Any]:
@@ -237,71 +72,17 @@ def release_secrets(api: client.ApiClient, *, release: str, namespace: str) -> l
     return client.CoreV1Api(api).list_namespaced_secret(namespace, label_selector=f"owner=helm,name={release}").items
 
 
-def store_release(api: client.ApiClient, *, release: str, namespace: str, chart_version: str, values: dict) -> int:
-    """A new revision in helm's storage (the real payload is a gzipped release; a JSON summary stands in here)."""
-    core = client.CoreV1Api(api)
-    previous = release_secrets(api, release=release, namespace=namespace)
-    revision = 1 + max((int(s.metadata.labels.get("version", "0")) for s in previous), default=0)
-    for old in previous:
-        core.patch_namespaced_secret(old.metadata.name, namespace, {"metadata": {"labels": {"status": "superseded"}}})
-    payload = json.dumps({"name": release, "chart": f"vcluster-{chart_version}", "version": revision, "config": values})
-    core.create_namespaced_secret(
-        namespace,
-        client.V1Secret(
-            metadata=client.V1ObjectMeta(
-                name=f"sh.helm.release.v1.{release}.v{revision}",
-                labels={"owner": "helm", "name": release, "status": "deployed", "version": str(revision)},
-            ),
-            type="helm.sh/release.v1",
-            data={"release": base64.b64encode(payload.encode()).decode()},
-        ),
-    )
-    return revision
-
-
-def install_chart(
-    api: client.ApiClient, *, release: str, namespace: str, chart_version: str, values: dict, manager: str
-) -> int:
-    apply_objects(
-        api,
-        chart_objects(release=release, namespace=namespace, values=values, chart_version=chart_version),
-        manager=manager,
-    )
-    return store_release(api, release=release, namespace=namespace, chart_version=chart_version, values=values)
-
-
-def uninstall_chart(api: client.ApiClient, *, release: str, namespace: str) -> bool:
-    """What ``helm uninstall`` removes; False when there was no release."""
-    stored = release_secrets(api, release=release, namespace=namespace)
-    if not stored:
-        return False
-    everything = {
-        "controlPlane": {"ingress": {"enabled": True, "host": "x"}},
-        "policies": {"resourceQuota": {"enabled": True}, "limitRange": {"enabled": True}},
-    }
-    delete_objects(api, chart_objects(release=release, namespace=namespace, values=everything, chart_version="0"))
-    core = client.CoreV1Api(api)
-    for secret in stored:
-        core.delete_namespaced_secret(secret.metadata.name, namespace)
-    return True
-
-
-# --- the fake helm's record of its calls -------------------------------------------------------------------
-
-
-def helm_record_file(namespace: str) -> Path:
-    return HELM_RECORDS / f"{namespace}.jsonl"
-
-
-def helm_calls(namespace: str) -> list[dict]:
-    """Every call the fake helm recorded for ``namespace``, oldest first."""
-    path = helm_record_file(namespace)
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-# --- the control plane coming up, and the operators behind Flux and Cluster API ----------------------------
+def deployed_release(api: client.ApiClient, *, release: str, namespace: str) -> dict[str, Any] | None:
+    """The deployed revision as helm stored it (base64 of gzipped JSON inside the Secret): chart, config, ..."""
+    deployed = [
+        s
+        for s in release_secrets(api, release=release, namespace=namespace)
+        if s.metadata.labels["status"] == "deployed"
+    ]
+    if not deployed:
+        return None
+    payload = base64.b64decode(base64.b64decode(deployed[0].data["release"]))
+    return dict(json.loads(gzip.decompress(payload)))
 
 
 def virtual_admin_kubeconfig(virtual_kubeconfig_path: Path, server: str) -> dict:
@@ -312,13 +93,17 @@ def virtual_admin_kubeconfig(virtual_kubeconfig_path: Path, server: str) -> dict
     return config
 
 
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 class VClusterStandIn(PollingStandIn):
     """One tenant's vcluster coming up and going away, for ``installer`` helm, flux or capi (see the module
     docstring)."""
 
     HELM_RELEASE = ("helm.toolkit.fluxcd.io", "v2", "helmreleases")
     HELM_REPOSITORY = ("source.toolkit.fluxcd.io", "v1", "helmrepositories")
-    CAPI_CLUSTER = ("cluster.x-k8s.io", "v1beta1", "clusters")
+    CAPI_CLUSTER = ("cluster.x-k8s.io", "v1beta2", "clusters")
     VCLUSTER = ("infrastructure.cluster.x-k8s.io", "v1alpha1", "vclusters")
 
     def __init__(
@@ -329,19 +114,23 @@ class VClusterStandIn(PollingStandIn):
         namespace: str,
         release: str,
         installer: str,
+        helm: Path,
+        chart: Path,
         interval: float = 0.2,
     ):
         self.api = kubernetes.config.new_client_from_config(config_file=str(host_kubeconfig))
         self.core = client.CoreV1Api(self.api)
         self.apps = client.AppsV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
+        self.host_kubeconfig = host_kubeconfig
         self.virtual_kubeconfig = virtual_kubeconfig
         self.namespace, self.release, self.installer = namespace, release, installer
+        self.helm, self.chart = helm, chart
         self.interval = interval
         self.errors: list[str] = []
-        self.events: list[
-            str
-        ] = []  # what it did, in order: "installed", "ready", "uninstalled", "finalizer removed: ..."
+        # What it did, in order: "pod admitted: web-0", "ready", "uninstalled", "finalizer removed: ...", ...
+        self.events: list[str] = []
+        self.helm_installs = 0  # installs its helm-controller or Cluster API provider made
         self._prepare_thread(f"vcluster-standin-{installer}")
 
     def _run(self) -> None:
@@ -364,11 +153,113 @@ class VClusterStandIn(PollingStandIn):
         if event not in self.events:
             self.events.append(event)
 
-    # --- the control plane pod --------------------------------------------------------------------------
-    def _control_plane_up(self, *, server: str, secret: str, key: str) -> None:
-        """The StatefulSet's pod is ready and has written its admin kubeconfig (once)."""
-        sts = self.apps.read_namespaced_stateful_set(self.release, self.namespace)
-        if not (sts.status and sts.status.ready_replicas):
+    # --- helm, as the operators embed it --------------------------------------------------------------------
+    def _run_helm(self, *args: str, values: dict | None = None) -> None:
+        with tempfile.TemporaryDirectory(prefix="standin-helm-") as tmp:
+            extra = ["--kubeconfig", str(self.host_kubeconfig)]
+            if values is not None:
+                path = Path(tmp) / "values.yaml"
+                path.write_text(json.dumps(values))
+                extra += ["--values", str(path)]
+            done = subprocess.run(
+                [str(self.helm), *args, "--namespace", self.namespace, *extra],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+        if done.returncode != 0:
+            raise RuntimeError(f"helm {args[0]}: {done.stderr.strip()}")
+
+    def _install(self, *, release: str, values: dict, by: str) -> None:
+        self._run_helm("upgrade", "--install", release, str(self.chart), values=values)
+        self.helm_installs += 1
+        self._note(f"installed by {by}")
+
+    def _uninstall(self) -> None:
+        if release_secrets(self.api, release=self.release, namespace=self.namespace):
+            self._run_helm("uninstall", self.release)
+            self._note("uninstalled")
+
+    # --- the StatefulSet controller, the pod coming up, and vcluster writing its kubeconfig ---------------
+    def _statefulset(self) -> dict[str, Any] | None:
+        try:
+            return dict(
+                self.api.sanitize_for_serialization(
+                    self.apps.read_namespaced_stateful_set(self.release, self.namespace)
+                )
+            )
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def _run_statefulset(self, sts: dict[str, Any]) -> None:
+        """What the StatefulSet controller does for replica 0: its claims, then its pod, owned by the StatefulSet."""
+        name = f"{self.release}-0"
+        owner = {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "name": self.release,
+            "uid": sts["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+        spec, template = sts["spec"], sts["spec"]["template"]
+        volumes = list(template["spec"].get("volumes") or [])
+        for claim in spec.get("volumeClaimTemplates") or []:
+            claim_name = f"{claim['metadata']['name']}-{name}"
+            body = {
+                "metadata": {
+                    "name": claim_name,
+                    "labels": {**spec["selector"]["matchLabels"], **(claim["metadata"].get("labels") or {})},
+                },
+                "spec": claim["spec"],
+            }
+            self._create(self.core.create_namespaced_persistent_volume_claim, body)
+            # No pod runs, so the pvc-protection controller (not run here) would let the claim go when deleted.
+            self.core.patch_namespaced_persistent_volume_claim(
+                claim_name, self.namespace, {"metadata": {"finalizers": None}}
+            )
+            volumes.append({"name": claim["metadata"]["name"], "persistentVolumeClaim": {"claimName": claim_name}})
+        labels = {
+            **(template["metadata"].get("labels") or {}),
+            "statefulset.kubernetes.io/pod-name": name,
+            "apps.kubernetes.io/pod-index": "0",
+        }
+        pod = {
+            "metadata": {
+                "name": name,
+                "labels": labels,
+                "annotations": template["metadata"].get("annotations") or {},
+                "ownerReferences": [owner],
+            },
+            "spec": {**template["spec"], "volumes": volumes, "hostname": name, "subdomain": spec["serviceName"]},
+        }
+        try:
+            self._create(self.core.create_namespaced_pod, pod)
+        except client.ApiException as exc:
+            # The tier's admission refused the chart's pod: the test must fail with the API server's reason.
+            raise RuntimeError(
+                f"pod {name} refused: {json.loads(exc.body or '{}').get('message', exc.reason)}"
+            ) from None
+        self._note(f"pod admitted: {name}")
+
+    def _create(self, create: Any, body: dict) -> None:
+        try:
+            create(self.namespace, body)
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+
+    def _control_plane_up(self, *, server: str, secret: str, key: str, labels: dict | None = None) -> bool:
+        """The chart's StatefulSet runs, its pod is ready and vcluster has written its admin kubeconfig (once).
+        False while the chart's StatefulSet is not there yet."""
+        sts = self._statefulset()
+        if sts is None:
+            return False
+        if not (sts.get("status") or {}).get("readyReplicas"):
+            self._run_statefulset(sts)
             self.apps.patch_namespaced_stateful_set_status(
                 self.release,
                 self.namespace,
@@ -379,9 +270,10 @@ class VClusterStandIn(PollingStandIn):
                         "availableReplicas": 1,
                         "currentReplicas": 1,
                         "updatedReplicas": 1,
-                        "observedGeneration": sts.metadata.generation,
+                        "observedGeneration": sts["metadata"]["generation"],
                     }
                 },
+                field_validation=STRICT,
             )
         write_kubeconfig_secret(
             self.api,
@@ -389,29 +281,38 @@ class VClusterStandIn(PollingStandIn):
             name=secret,
             key=key,
             kubeconfig=virtual_admin_kubeconfig(self.virtual_kubeconfig, server),
+            labels=labels,
         )
         self._note("ready")
+        return True
 
-    def _ready_already(self, secret: str) -> bool:
+    def _secret_exists(self, name: str) -> bool:
         try:
-            self.core.read_namespaced_secret(secret, self.namespace)
+            self.core.read_namespaced_secret(name, self.namespace)
         except client.ApiException as exc:
             if exc.status == 404:
                 return False
             raise
         return True
 
-    # --- helm: the fake binary installed the chart; the pod comes up -------------------------------------
-    def _helm(self) -> None:
-        installs = [c for c in helm_calls(self.namespace) if c["command"] == "upgrade" and c["release"] == self.release]
-        if not installs or not release_secrets(self.api, release=self.release, namespace=self.namespace):
-            return
-        if not self._ready_already(f"vc-{self.release}"):
-            self._control_plane_up(
-                server=installs[-1]["values"]["exportKubeConfig"]["server"], secret=f"vc-{self.release}", key="config"
-            )
+    def _exported_server(self) -> str:
+        """The server the chart tells vcluster to export: exportKubeConfig.server in its config Secret."""
+        data = self.core.read_namespaced_secret(f"vc-config-{self.release}", self.namespace).data or {}
+        return str(yaml.safe_load(base64.b64decode(data["config.yaml"]))["exportKubeConfig"]["server"])
 
-    # --- Flux's helm-controller ---------------------------------------------------------------------------
+    # --- helm: the worker installed the chart; the control plane comes up ------------------------------------
+    def _helm(self) -> None:
+        if self._secret_exists(f"vc-{self.release}"):
+            if self._statefulset() is None and self._namespace_active():
+                self._note("uninstalled")  # only `helm uninstall` removes the StatefulSet before the namespace goes
+            return
+        if deployed_release(self.api, release=self.release, namespace=self.namespace) is not None:
+            self._control_plane_up(server=self._exported_server(), secret=f"vc-{self.release}", key="config")
+
+    def _namespace_active(self) -> bool:
+        return self.core.read_namespace(self.namespace).status.phase == "Active"
+
+    # --- Flux's helm-controller -------------------------------------------------------------------------------
     def _get(self, resource: tuple[str, str, str], name: str) -> dict[str, Any] | None:
         try:
             return as_object(self.custom.get_namespaced_custom_object(*resource[:2], self.namespace, resource[2], name))
@@ -424,7 +325,7 @@ class VClusterStandIn(PollingStandIn):
         call = (
             self.custom.patch_namespaced_custom_object_status if status else self.custom.patch_namespaced_custom_object
         )
-        call(*resource[:2], self.namespace, resource[2], name, body, _content_type=MERGE_PATCH)
+        call(*resource[:2], self.namespace, resource[2], name, body, _content_type=MERGE_PATCH, field_validation=STRICT)
 
     def _drop_finalizer(self, resource: tuple[str, str, str], obj: dict, finalizer: str) -> None:
         finalizers = obj["metadata"].get("finalizers") or []
@@ -448,13 +349,12 @@ class VClusterStandIn(PollingStandIn):
         if release is None:
             return
         if release["metadata"].get("deletionTimestamp"):
-            if uninstall_chart(self.api, release=self.release, namespace=self.namespace):
-                self._note("uninstalled")
+            self._uninstall()
             self._drop_finalizer(self.HELM_RELEASE, release, FLUX_FINALIZER)
             return
         if self._add_finalizer(self.HELM_RELEASE, release, FLUX_FINALIZER):
             return
-        if self._ready_already(f"vc-{self.release}"):
+        if self._secret_exists(f"vc-{self.release}"):
             return
         chart = release["spec"]["chart"]["spec"]
         source = chart["sourceRef"]
@@ -466,16 +366,18 @@ class VClusterStandIn(PollingStandIn):
                 source["name"],
             )
         )
-        values = release["spec"].get("values") or {}
-        install_chart(
-            self.api,
-            release=release["spec"].get("releaseName", self.release),
-            namespace=self.namespace,
-            chart_version=chart["version"],
-            values=values,
-            manager="helm-controller",
-        )
-        self._note(f"installed {chart['chart']} {chart['version']} from {repository['spec']['url']}")
+        if chart["chart"] != "vcluster" or chart["version"] != CHART_VERSION:
+            raise RuntimeError(
+                f"the stand-in has only vcluster {CHART_VERSION}, not {chart['chart']} {chart['version']}"
+            )
+        if deployed_release(self.api, release=self.release, namespace=self.namespace) is None:
+            self._install(
+                release=release["spec"].get("releaseName", self.release),
+                values=release["spec"].get("values") or {},
+                by=f"helm-controller from {repository['spec']['url']}",
+            )
+        if not self._control_plane_up(server=self._exported_server(), secret=f"vc-{self.release}", key="config"):
+            return
         self._patch(
             self.HELM_RELEASE,
             self.release,
@@ -483,20 +385,28 @@ class VClusterStandIn(PollingStandIn):
                 "status": {
                     "observedGeneration": release["metadata"]["generation"],
                     "lastAttemptedRevision": chart["version"],
+                    "lastAttemptedReleaseAction": "install",
                     "conditions": [
                         {
                             "type": "Ready",
                             "status": "True",
                             "reason": "InstallSucceeded",
-                            "message": f"Helm install succeeded for release {self.namespace}/{self.release}",
-                            "lastTransitionTime": "2026-01-01T00:00:00Z",
-                        }
+                            "message": f"Helm install succeeded for release {self.namespace}/{self.release}.v1 "
+                            f"with chart vcluster@{chart['version']}",
+                            "lastTransitionTime": _now(),
+                        },
+                        {
+                            "type": "Released",
+                            "status": "True",
+                            "reason": "InstallSucceeded",
+                            "message": f"Helm install succeeded for release {self.namespace}/{self.release}.v1",
+                            "lastTransitionTime": _now(),
+                        },
                     ],
                 }
             },
             status=True,
         )
-        self._control_plane_up(server=values["exportKubeConfig"]["server"], secret=f"vc-{self.release}", key="config")
 
     # --- Cluster API with cluster-api-provider-vcluster -----------------------------------------------------
     def _capi(self) -> None:
@@ -514,12 +424,12 @@ class VClusterStandIn(PollingStandIn):
             )
             return
         if vcluster is not None and vcluster["metadata"].get("deletionTimestamp"):
-            if uninstall_chart(self.api, release=self.release, namespace=self.namespace):
-                self._note("uninstalled")
-            delete_objects(
-                self.api,
-                [{"kind": "Secret", "metadata": {"name": f"{self.release}-kubeconfig", "namespace": self.namespace}}],
-            )
+            self._uninstall()
+            try:
+                self.core.delete_namespaced_secret(f"{self.release}-kubeconfig", self.namespace)
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
             self._drop_finalizer(self.VCLUSTER, vcluster, FINALIZER)
             return
         if cluster is not None and cluster["metadata"].get("deletionTimestamp"):
@@ -535,31 +445,52 @@ class VClusterStandIn(PollingStandIn):
         if (vcluster.get("status") or {}).get("ready"):
             return
         spec = vcluster["spec"]
-        values = yaml.safe_load(spec["helmRelease"]["values"])
-        install_chart(
-            self.api,
-            release=self.release,
-            namespace=self.namespace,
-            chart_version=spec["helmRelease"]["chart"]["version"],
-            values=values,
-            manager="cluster-api-provider-vcluster",
-        )
-        self._note(
-            f"installed vcluster {spec['helmRelease']['chart']['version']} from {spec['helmRelease']['chart']['repo']}"
-        )
+        chart = spec["helmRelease"]["chart"]
+        if chart["name"] != "vcluster" or chart["version"] != CHART_VERSION:
+            raise RuntimeError(
+                f"the stand-in has only vcluster {CHART_VERSION}, not {chart['name']} {chart['version']}"
+            )
+        if deployed_release(self.api, release=self.release, namespace=self.namespace) is None:
+            self._install(
+                release=self.release,
+                values=yaml.safe_load(spec["helmRelease"]["values"]),
+                by=f"cluster-api-provider-vcluster from {chart['repo']}",
+            )
         endpoint = spec["controlPlaneEndpoint"]
-        self._control_plane_up(
-            server=f"https://{endpoint['host']}:{endpoint['port']}", secret=f"{self.release}-kubeconfig", key="value"
-        )
+        if not self._control_plane_up(
+            server=f"https://{endpoint['host']}:{endpoint['port']}",
+            secret=f"{self.release}-kubeconfig",
+            key="value",
+            labels={"cluster.x-k8s.io/cluster-name": self.release},
+        ):
+            return
         self._patch(
             self.VCLUSTER,
             self.release,
-            {"status": {"ready": True, "initialized": True, "phase": "Deployed"}},
+            {
+                "status": {
+                    "ready": True,
+                    "initialized": True,
+                    "phase": "Deployed",
+                    "observedGeneration": vcluster["metadata"]["generation"],
+                }
+            },
             status=True,
         )
+
+        def condition(type_: str) -> dict:
+            return {"type": type_, "status": "True", "reason": type_, "message": "", "lastTransitionTime": _now()}
+
         self._patch(
             self.CAPI_CLUSTER,
             self.release,
-            {"status": {"phase": "Provisioned", "controlPlaneReady": True, "infrastructureReady": True}},
+            {
+                "status": {
+                    "phase": "Provisioned",
+                    "initialization": {"infrastructureProvisioned": True, "controlPlaneInitialized": True},
+                    "conditions": [condition("Available"), condition("ControlPlaneInitialized")],
+                    "observedGeneration": cluster["metadata"]["generation"],
+                }
+            },
             status=True,
         )

@@ -109,7 +109,10 @@ def test_hypershift_tenant_waits_for_the_pull_secret_then_lives_its_whole_life(
         assert hc["metadata"]["labels"]["berth.dev/tenant-id"] == str(tenant.pk)
         pool = existing_object(kube_admin, NODE_POOL, tenant.name, hosted)
         assert pool["spec"]["replicas"] == 2 and pool["spec"]["clusterName"] == tenant.name  # medium: two nodes
-        assert pool["spec"]["platform"]["kubevirt"]["compute"] == {"cores": 4, "memory": "8192Mi"}
+        # What Berth sets, and what the upstream CRD defaults besides (its schema is the real one).
+        compute = pool["spec"]["platform"]["kubevirt"]["compute"]
+        assert compute == {"cores": 4, "memory": "8192Mi", "qosClass": "Burstable"}
+        assert hc["spec"]["etcd"]["managementType"] == "Managed" and hc["spec"]["networking"]["networkType"]
         assert pool["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "berth"
 
         path, config = fetch_kubeconfig(alice, tenant, tmp_path)

@@ -96,6 +96,28 @@ def test_an_oci_chart_is_named_by_its_registry_path(helm_binary):
     assert "--repo" not in seen["args"] and "--kubeconfig" not in seen["args"]
 
 
+def test_a_local_chart_directory_installs_the_packaged_chart_of_the_pinned_version(helm_binary):
+    helm.upgrade_install(
+        release="web",
+        namespace="dev-web",
+        repo="file:///opt/charts",
+        chart="vcluster",
+        version="0.30.0",
+        values={},
+        kubeconfig=KUBECONFIG,
+    )
+    seen = helm_binary["seen"]()
+    assert seen["args"][:6] == [
+        "upgrade",
+        "--install",
+        "web",
+        "/opt/charts/vcluster-0.30.0.tgz",
+        "--namespace",
+        "dev-web",
+    ]
+    assert "--repo" not in seen["args"] and "--version" not in seen["args"]  # helm ignores --version for a file
+
+
 @pytest.mark.parametrize(
     ("stderr", "error"),
     [

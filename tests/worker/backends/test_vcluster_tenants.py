@@ -1,10 +1,12 @@
 """vcluster tenants end to end, for each installer: services → Redis → a real Celery worker → the dev control plane.
 
-The host is ``control_plane``; a second real control plane (``virtual_plane``) is the virtual API server. What
-vcluster, Flux and Cluster API would do is played by the stand-ins in tests/worker/backends/standin_vcluster.py
-(and the fake helm first on PATH); everything Berth does runs for real: render, install, wait, read the
-admin kubeconfig Secret, create the tenant's ServiceAccount inside, issue a token. Every assertion about
-access is made with the handed-back kubeconfig itself.
+The host is ``control_plane``; a second real control plane (``virtual_plane``) is the virtual API server. The
+chart is vcluster's own (third_party/upstream/vcluster-chart-0.30.0) installed by the real ``helm`` against the
+upstream CRDs, so the chart's values schema checks Berth's values and the API server admits the chart's objects
+(and the pod its StatefulSet makes) under the tier. What the vcluster pod, Flux and Cluster API would do after
+that is played by the stand-ins in tests/worker/backends/standin_vcluster.py; everything Berth does runs for
+real: render, install, wait, read the admin kubeconfig Secret, create the tenant's ServiceAccount inside, issue a
+token. Every assertion about access is made with the handed-back kubeconfig itself.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from tenants.models import AuditEvent, Cluster, Tenant, TenantRequest
 from tests.plugins.kube import read_or_none, wait_for
 from tests.plugins.worker import OUTPUT, fetch_kubeconfig, wait_status
 from tests.worker.backends.conftest import as_object, install_crds
-from tests.worker.backends.standin_vcluster import VClusterStandIn, helm_calls
+from tests.worker.backends.standin_vcluster import VClusterStandIn, deployed_release, release_secrets
 from worker import provisioning
 from worker.vcluster_values import DEFAULT_CHART_VERSION
 
@@ -43,15 +45,21 @@ def vcluster_crds(kube_admin) -> None:
 
 @pytest.fixture
 def vcluster_host(
-    control_plane, virtual_plane, kube_admin, small, medium, large, vcluster_crds
+    control_plane, virtual_plane, kube_admin, small, medium, large, vcluster_crds, vcluster_chart_repo
 ) -> Iterator[Callable[..., Cluster]]:
-    """vcluster_host(installer=..., **settings): a registered Cluster on the host offering vcluster tenants."""
+    """vcluster_host(installer=..., **settings): a registered Cluster on the host offering vcluster tenants.
+
+    The worker's helm installs the packaged vendored chart (a file:// chart_repo); Flux and Cluster API keep
+    the upstream repository in their objects, and their stand-ins install the same packaged chart.
+    """
     prefixes: list[str] = []
 
     def make(**settings) -> Cluster:
         prefix = f"v{secrets.token_hex(2)}-"
         prefixes.append(prefix)
         config = {"public_host_template": PUBLIC_HOST, "public_port": virtual_plane.apiserver_port, **settings}
+        if settings.get("installer") == "helm":
+            config["chart_repo"] = vcluster_chart_repo
         cluster = Cluster.objects.create(
             name=f"vc-{prefix[:-1]}",
             display_name="Dev control plane (vcluster)",
@@ -76,8 +84,9 @@ def vcluster_host(
 
 
 @pytest.fixture
-def standin(control_plane, virtual_plane) -> Iterator[Callable[..., VClusterStandIn]]:
+def standin(control_plane, virtual_plane, helm_bin, vcluster_chart_repo) -> Iterator[Callable[..., VClusterStandIn]]:
     started: list[VClusterStandIn] = []
+    chart = Path(vcluster_chart_repo.removeprefix("file://")) / f"vcluster-{DEFAULT_CHART_VERSION}.tgz"
 
     def start(*, cluster: Cluster, installer: str, name: str = "web") -> VClusterStandIn:
         s = VClusterStandIn(
@@ -86,6 +95,8 @@ def standin(control_plane, virtual_plane) -> Iterator[Callable[..., VClusterStan
             namespace=f"{cluster.namespace_prefix}{name}",
             release=name,
             installer=installer,
+            helm=helm_bin,
+            chart=chart,
         )
         started.append(s.__enter__())
         return s
@@ -169,9 +180,43 @@ def _isolation_report_passes(tenant: Tenant) -> None:
     }
 
 
+def _chart_runs_in_the_host_namespace_under_the_tier(kube_admin, tenant: Tenant, operator: VClusterStandIn) -> None:
+    """The real chart's control plane pod was admitted in the host namespace (the tier's Pod Security level,
+    quota and limits), every container with requests and limits, and the chart made nothing cluster-scoped."""
+    assert f"pod admitted: {tenant.name}-0" in operator.events
+    core = client.CoreV1Api(kube_admin)
+    labels = core.read_namespace(tenant.namespace).metadata.labels or {}
+    assert labels["pod-security.kubernetes.io/enforce"] == tenant.tier.pod_security_level
+    pod = core.read_namespaced_pod(f"{tenant.name}-0", tenant.namespace)
+    for container in [*(pod.spec.init_containers or []), *pod.spec.containers]:
+        resources = container.resources
+        assert {"cpu", "memory"} <= set(resources.requests or {}) & set(resources.limits or {}), container.name
+        assert container.security_context.allow_privilege_escalation is False, container.name
+    # Berth's one opening in the default deny reaches the chart's pod, on the port the chart's Service targets.
+    opening = client.NetworkingV1Api(kube_admin).read_namespaced_network_policy(
+        "berth-allow-vcluster-control-plane", tenant.namespace
+    )
+    assert opening.spec.pod_selector.match_labels.items() <= (pod.metadata.labels or {}).items()
+    service = core.read_namespaced_service(tenant.name, tenant.namespace)
+    assert {p.port for rule in opening.spec.ingress or [] for p in rule.ports or []} == {
+        p.target_port for p in service.spec.ports or []
+    }
+    used = core.read_namespaced_resource_quota("berth-quota", tenant.namespace).status.used or {}
+    assert used["requests.cpu"] != "0" and used["pods"] == "1"
+    selector = f"release={tenant.name}"
+    rbac = client.RbacAuthorizationV1Api(kube_admin)
+    assert rbac.list_cluster_role(label_selector=selector).items == []
+    assert rbac.list_cluster_role_binding(label_selector=selector).items == []
+
+
 def _host_gives_the_team_nothing(kube_admin, tenant: Tenant) -> None:
     rbac = client.RbacAuthorizationV1Api(kube_admin)
-    assert rbac.list_namespaced_role_binding(tenant.namespace).items == []
+    # The only binding is the chart's own, of the control plane's ServiceAccount to its Role.
+    bindings = rbac.list_namespaced_role_binding(tenant.namespace).items
+    assert [(b.metadata.name, b.role_ref.name) for b in bindings] == [(f"vc-{tenant.name}", f"vc-{tenant.name}")]
+    assert [(s.kind, s.name, s.namespace) for s in bindings[0].subjects] == [
+        ("ServiceAccount", f"vc-{tenant.name}", tenant.namespace)
+    ]
     sas = {
         sa.metadata.name for sa in client.CoreV1Api(kube_admin).list_namespaced_service_account(tenant.namespace).items
     }
@@ -225,19 +270,15 @@ def test_helm_installed_vcluster_works_end_to_end_and_its_admin_kubeconfig_never
     tenant = _approved(alice=alice, carol=carol, team=team_a, tier=medium, cluster=cluster)
     wait_status(tenant, "ready", timeout=180)
 
-    install = next(c for c in helm_calls(tenant.namespace) if c["command"] == "upgrade")
-    argv = install["argv"]
-    assert argv[:4] == ["upgrade", "--install", "web", "vcluster"]
-    assert (
-        argv[argv.index("--repo") + 1] == "https://charts.loft.sh"
-        and argv[argv.index("--version") + 1] == DEFAULT_CHART_VERSION
-    )
-    assert argv[argv.index("--namespace") + 1] == tenant.namespace
-    assert install["kubeconfig_mode"] == "0o600" and not Path(argv[argv.index("--kubeconfig") + 1]).exists()
-    assert install["values"]["exportKubeConfig"]["server"] == f"https://{PUBLIC_HOST}:{virtual_plane.apiserver_port}"
+    # The worker's helm installed the chart as released upstream, with the values Berth rendered.
+    release = deployed_release(kube_admin, release="web", namespace=tenant.namespace)
+    assert release is not None and release["chart"]["metadata"]["name"] == "vcluster"
+    assert release["chart"]["metadata"]["version"] == DEFAULT_CHART_VERSION
+    assert release["config"]["exportKubeConfig"]["server"] == f"https://{PUBLIC_HOST}:{virtual_plane.apiserver_port}"
     service = client.CoreV1Api(kube_admin).read_namespaced_service("web", tenant.namespace)
     # Admitted by the tier's quota (one load balancer, no node ports).
     assert service.spec.type == "LoadBalancer" and service.spec.allocate_load_balancer_node_ports is False
+    _chart_runs_in_the_host_namespace_under_the_tier(kube_admin, tenant, operator)
     _host_gives_the_team_nothing(kube_admin, tenant)
 
     _works_inside_and_not_on_the_host(
@@ -255,7 +296,7 @@ def test_helm_installed_vcluster_works_end_to_end_and_its_admin_kubeconfig_never
     assert provisioning.provision(str(tenant.pk)).outcome == "in sync"
     # The chart's own quota (the tier's limits again) survives Berth's pruning of its own objects.
     chart_quota = client.CoreV1Api(kube_admin).read_namespaced_resource_quota("vc-web", tenant.namespace)
-    assert (chart_quota.spec.hard or {})["limits.cpu"] == "8"
+    assert (chart_quota.spec.hard or {})["limits.cpu"] == "8" and "count/endpoints" not in (chart_quota.spec.hard or {})
     report = provisioning.isolation_report(str(tenant.pk))
     assert report is not None and report["passed"]
     fetch_kubeconfig(alice, tenant, tmp_path)
@@ -268,10 +309,9 @@ def test_helm_installed_vcluster_works_end_to_end_and_its_admin_kubeconfig_never
         assert leak not in str(list(AuditEvent.objects.values_list("before", "after")))
 
     _decommissioned(tenant, alice=alice, kube_admin=kube_admin)
-    assert [c["argv"][:2] for c in helm_calls(tenant.namespace) if c["command"] == "uninstall"][:1] == [
-        ["uninstall", "web"]
-    ]
-    assert operator.events[0] == "ready"
+    assert operator.events[:2] == ["pod admitted: web-0", "ready"]
+    # `helm uninstall` (the worker's) took the StatefulSet away before the namespace went.
+    assert "uninstalled" in operator.events and operator.helm_installs == 0
 
 
 def test_flux_installed_vcluster_works_end_to_end(
@@ -300,7 +340,7 @@ def test_flux_installed_vcluster_works_end_to_end(
         custom.get_namespaced_custom_object("helm.toolkit.fluxcd.io", "v2", tenant.namespace, "helmreleases", "web")
     )
     assert release["spec"]["chart"]["spec"]["version"] == DEFAULT_CHART_VERSION
-    assert release["spec"]["values"]["controlPlane"]["distro"] == {"k3s": {"enabled": True}}
+    assert release["spec"]["values"]["controlPlane"]["distro"]["k3s"]["enabled"] is True
     assert release["metadata"]["labels"]["berth.dev/tenant-id"] == str(tenant.pk)
     repository = as_object(
         custom.get_namespaced_custom_object(
@@ -308,7 +348,12 @@ def test_flux_installed_vcluster_works_end_to_end(
         )
     )
     assert repository["spec"]["url"] == "https://charts.loft.sh"
-    assert helm_calls(tenant.namespace) == []  # Flux installs; the worker never runs helm here
+    # The nulls that drop the chart's own quota defaults survive the HelmRelease (its values are free-form).
+    chart_quota = client.CoreV1Api(kube_admin).read_namespaced_resource_quota("vc-web", tenant.namespace)
+    assert not {"count/endpoints", "requests.ephemeral-storage"} & set(chart_quota.spec.hard or {})
+    # Flux installs; the worker never runs helm here: every revision in helm's storage is helm-controller's.
+    assert len(release_secrets(kube_admin, release="web", namespace=tenant.namespace)) == operator.helm_installs == 1
+    _chart_runs_in_the_host_namespace_under_the_tier(kube_admin, tenant, operator)
     _host_gives_the_team_nothing(kube_admin, tenant)
 
     _works_inside_and_not_on_the_host(
@@ -346,9 +391,10 @@ def test_cluster_api_installed_vcluster_works_end_to_end(
 
     custom = client.CustomObjectsApi(kube_admin)
     capi = as_object(
-        custom.get_namespaced_custom_object("cluster.x-k8s.io", "v1beta1", tenant.namespace, "clusters", "web")
+        custom.get_namespaced_custom_object("cluster.x-k8s.io", "v1beta2", tenant.namespace, "clusters", "web")
     )
-    assert capi["spec"]["infrastructureRef"]["kind"] == capi["spec"]["controlPlaneRef"]["kind"] == "VCluster"
+    ref = {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VCluster", "name": "web"}
+    assert capi["spec"]["infrastructureRef"] == capi["spec"]["controlPlaneRef"] == ref
     vcluster = as_object(
         custom.get_namespaced_custom_object(
             "infrastructure.cluster.x-k8s.io", "v1alpha1", tenant.namespace, "vclusters", "web"
@@ -358,6 +404,7 @@ def test_cluster_api_installed_vcluster_works_end_to_end(
     assert vcluster["spec"]["helmRelease"]["chart"]["version"] == DEFAULT_CHART_VERSION
     ingress = client.NetworkingV1Api(kube_admin).read_namespaced_ingress("web", tenant.namespace)
     assert ingress.spec.ingress_class_name == "nginx" and (ingress.spec.rules or [])[0].host == PUBLIC_HOST
+    _chart_runs_in_the_host_namespace_under_the_tier(kube_admin, tenant, operator)
     _host_gives_the_team_nothing(kube_admin, tenant)
 
     _works_inside_and_not_on_the_host(
@@ -370,18 +417,8 @@ def test_cluster_api_installed_vcluster_works_end_to_end(
     )
     _isolation_report_passes(tenant)
 
-    # The control plane's data volume, which the chart retains after uninstall. The dev control plane runs no
-    # pvc-protection controller; no pod uses the claim, so that controller would let it go: its finalizer is
-    # dropped here.
-    claim = client.V1PersistentVolumeClaim(
-        metadata=client.V1ObjectMeta(name="data-web-0"),
-        spec=client.V1PersistentVolumeClaimSpec(
-            access_modes=["ReadWriteOnce"], resources=client.V1VolumeResourceRequirements(requests={"storage": "1Gi"})
-        ),
-    )
-    core = client.CoreV1Api(kube_admin)
-    core.create_namespaced_persistent_volume_claim(tenant.namespace, claim)
-    core.patch_namespaced_persistent_volume_claim("data-web-0", tenant.namespace, {"metadata": {"finalizers": None}})
+    # The control plane's data volume (the stand-in made it from the chart's claim template) outlives the
+    # release: the chart retains it; the namespace's deletion takes it.
     _decommissioned(tenant, alice=alice, kube_admin=kube_admin)
     assert {"uninstalled", "finalizer removed: vclusters/web", "finalizer removed: clusters/web"} <= set(
         operator.events
@@ -408,5 +445,5 @@ def test_bad_vcluster_settings_fail_the_tenant_with_a_readable_reason_before_any
     assert "tier small allows no LoadBalancer services" in tenant_two.status_reason
     core = client.CoreV1Api(kube_admin)
     for t in (tenant, tenant_two):
+        # No namespace, so helm cannot have installed anything either.
         assert read_or_none(functools.partial(core.read_namespace, t.namespace)) is None
-        assert helm_calls(t.namespace) == []

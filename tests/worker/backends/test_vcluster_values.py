@@ -13,6 +13,7 @@ import yaml
 
 from tenants.models import Tier
 from tests.fixtures import seeded_tier
+from tests.worker.backends.conftest import VCLUSTER_CHART
 from worker.backends import vcluster
 from worker.cluster_settings import ClusterConfigError
 from worker.kube import KubeError
@@ -65,6 +66,9 @@ def _values(tier_name: str = "medium", **settings) -> tuple[dict[str, Any], Tier
     return render_values(tenant, tier, cluster, config), tier
 
 
+UPSTREAM_SCHEMA = jsonschema.Draft202012Validator(json.loads((VCLUSTER_CHART / "values.schema.json").read_text()))
+
+
 def _validator(line: str = "0.30") -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(json.loads(schema_path(line).read_text()))
 
@@ -90,6 +94,8 @@ def test_the_pinned_schema_subset_is_a_valid_schema_for_the_default_chart_versio
 def test_values_for_every_tier_and_exposure_validate_against_the_pinned_schema(tier_name, expose, distro):
     values, _ = _values(tier_name, expose=expose, distro=distro, ingress_class="nginx")
     _validator().validate(values)
+    # And against the chart's own values.schema.json (vendored unchanged), which helm checks them with.
+    UPSTREAM_SCHEMA.validate(values)
     # What helm, Flux and Cluster API receive is the same document once serialized.
     assert yaml.safe_load(yaml.safe_dump(values)) == values
 
@@ -101,6 +107,10 @@ def test_quota_limits_and_pod_security_inside_are_the_tiers(tier_name):
     quota = policies["resourceQuota"]
     assert quota["enabled"] is True
     assert quota["quota"] == {
+        # The chart's own defaults no tier sets, removed (a null drops a chart default in helm's values).
+        "requests.ephemeral-storage": None,
+        "limits.ephemeral-storage": None,
+        "count/endpoints": None,
         "requests.cpu": f"{tier.cpu_request_millis}m",
         "limits.cpu": f"{tier.cpu_limit_millis}m",
         "requests.memory": f"{tier.memory_request_mib}Mi",
@@ -116,10 +126,12 @@ def test_quota_limits_and_pod_security_inside_are_the_tiers(tier_name):
     }
     limits = policies["limitRange"]
     assert limits["default"] == {
+        "ephemeral-storage": None,
         "cpu": f"{tier.default_cpu_limit_millis}m",
         "memory": f"{tier.default_memory_limit_mib}Mi",
     }
     assert limits["defaultRequest"] == {
+        "ephemeral-storage": None,
         "cpu": f"{tier.default_cpu_request_millis}m",
         "memory": f"{tier.default_memory_request_mib}Mi",
     }
@@ -169,7 +181,17 @@ def test_ingress_exposure_keeps_a_cluster_ip_service_behind_an_ingress_for_the_p
 @pytest.mark.parametrize("distro", ["k8s", "k3s"])
 def test_exactly_the_chosen_distro_is_enabled(distro):
     values, _ = _values(distro=distro, expose="ClusterIP")
-    assert values["controlPlane"]["distro"] == {distro: {"enabled": True}}
+    assert list(values["controlPlane"]["distro"]) == [distro]
+    chosen = values["controlPlane"]["distro"][distro]
+    assert chosen["enabled"] is True
+    # The distro's init container has no security context unless given one, and restricted Pod Security refuses
+    # the pod then (found by the API server admitting the real chart's pod).
+    assert chosen["securityContext"] == values["controlPlane"]["statefulSet"]["security"]["containerSecurityContext"]
+
+
+def test_the_chart_makes_nothing_cluster_scoped_on_the_host():
+    values, _ = _values(expose="ClusterIP")
+    assert values["rbac"] == {"clusterRole": {"enabled": False}, "enableVolumeSnapshotRules": {"enabled": False}}
 
 
 @pytest.mark.parametrize("tier_name", ["small", "medium", "large"])
@@ -209,7 +231,11 @@ def test_the_schema_refuses_what_the_chart_would_not_take():
         ({"chart_version": "0.30"}, "is not an exact chart version"),
         ({"chart_version": "0.30.x"}, "is not an exact chart version"),
         ({"chart_version": "0.19.5"}, "chart line(s) 0.30.x only"),
-        ({"chart_repo": "ftp://charts.example.com"}, "must be an https:// chart repository or an oci:// registry path"),
+        ({"chart_repo": "ftp://charts.example.com"}, "must be an https:// chart repository, an oci:// registry path"),
+        ({"chart_repo": "file://charts"}, "must name an absolute, normalised directory"),
+        ({"chart_repo": "file:///opt/charts/../etc"}, "must name an absolute, normalised directory"),
+        ({"chart_repo": "file:///opt/charts", "installer": "flux"}, "which only installer helm reads"),
+        ({"chart_repo": "file:///opt/charts", "installer": "capi"}, "which only installer helm reads"),
         ({"distro": "eks"}, "distro is 'eks'; use one of k8s, k3s"),
         ({"expose": "HostPort"}, "expose is 'HostPort'"),
         ({"public_host_template": ""}, "public_host_template is required"),
@@ -223,6 +249,12 @@ def test_bad_settings_are_refused_naming_the_key(settings, says):
         parse_config(_cluster(**settings))
     assert says in str(raised.value) and str(raised.value).startswith("Cluster dev: virtual_config.vcluster")
     assert not isinstance(raised.value, KubeError)  # a mistake in the record, not something a cluster said
+
+
+def test_a_file_chart_repo_is_a_local_directory_for_helm():
+    config = parse_config(_cluster(chart_repo="file:///opt/charts/", chart_version="0.30.0"))
+    assert config.local and config.chart_repo == "file:///opt/charts"
+    assert not parse_config(_cluster()).local
 
 
 def test_ingress_exposure_needs_the_clusters_ingress_namespace():
@@ -316,7 +348,8 @@ def test_flux_gets_a_helm_repository_and_a_pinned_helm_release():
 def test_cluster_api_gets_a_cluster_whose_control_plane_and_infrastructure_are_the_vcluster():
     objs = _preview("capi")
     cluster, vcluster = objs[("Cluster", "web")], objs[("VCluster", "web")]
-    ref = {"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "VCluster", "name": "web"}
+    assert cluster["apiVersion"] == "cluster.x-k8s.io/v1beta2"
+    ref = {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "VCluster", "name": "web"}
     assert cluster["spec"] == {"controlPlaneRef": ref, "infrastructureRef": ref}
     assert vcluster["spec"]["controlPlaneEndpoint"] == {"host": "dev-web.vc.example.com", "port": 443}
     assert vcluster["spec"]["helmRelease"]["chart"] == {

@@ -59,8 +59,9 @@ listed in docs/deployment.md (Monitoring).
           Something changes or deletes Berth's objects (quotas, limits, network policies, RBAC). The audit trail
           lists each repair; the cluster's audit log says who made the change.
     - alert: BerthIsolationReportFailing
-      # A ready tenant whose own credentials could do something they must not (or a check could not run).
-      expr: berth_tenant_isolation_passed == 0
+      # A ready tenant whose own credentials could do something they must not (or a check could not run). Every web
+      # pod reports the same gauge: one alert per tenant, whichever pods were scraped.
+      expr: max without (instance, pod) (berth_tenant_isolation_passed) == 0
       for: {{ $a.isolationFailingFor }}
       labels:
         severity: critical

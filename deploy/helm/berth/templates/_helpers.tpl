@@ -134,6 +134,13 @@ postgres://berth@{{ include "berth.postgresql.host" . }}:5432/berth
           items:
             - key: {{ .Values.oidc.clientSecretKey }}
               path: oidc_rp_client_secret
+      {{- if .Values.monitoring.metrics.enabled }}
+      - secret:
+          name: {{ required "monitoring.metrics.existingSecret is required: a Secret holding the /metrics bearer token" .Values.monitoring.metrics.existingSecret }}
+          items:
+            - key: {{ .Values.monitoring.metrics.tokenKey }}
+              path: metrics_token
+      {{- end }}
       {{- if .Values.bundled.postgresql.enabled }}
       - secret:
           name: {{ include "berth.generatedSecret" . }}
@@ -212,6 +219,12 @@ postgres://berth@{{ include "berth.postgresql.host" . }}:5432/berth
   value: {{ $v.config.hstsSeconds | int64 | quote }}
 - name: LOG_LEVEL
   value: {{ $v.config.logLevel | quote }}
+- name: LOG_FORMAT
+  value: json
+{{- if $v.monitoring.metrics.enabled }}
+- name: BERTH_METRICS_TOKEN_FILE
+  value: /run/secrets/berth/metrics_token
+{{- end }}
 - name: DATABASE_URL
   value: {{ include "berth.databaseUrl" . | quote }}
 {{- if or $v.bundled.postgresql.enabled $v.database.existingSecret }}
@@ -295,5 +308,31 @@ postgres://berth@{{ include "berth.postgresql.host" . }}:5432/berth
 {{- end }}
 {{- range $name, $ref := $v.config.extraSecretEnv }}
 {{ include "berth.secretEnv" (dict "name" $name "secret" $ref.name "key" $ref.key) }}
+{{- end }}
+{{- end -}}
+
+
+{{/* Web and worker pods add up their processes' metrics in a directory of their own (prometheus_client's
+     multiprocess mode); beat and the migrations record none. */}}
+{{- define "berth.metricsEnv" -}}
+{{- if .Values.monitoring.metrics.enabled }}
+- name: PROMETHEUS_MULTIPROC_DIR
+  value: /run/berth/metrics
+{{- end }}
+{{- end -}}
+
+{{- define "berth.metricsVolume" -}}
+{{- if .Values.monitoring.metrics.enabled }}
+- name: metrics
+  emptyDir:
+    medium: Memory
+    sizeLimit: 64Mi
+{{- end }}
+{{- end -}}
+
+{{- define "berth.metricsMount" -}}
+{{- if .Values.monitoring.metrics.enabled }}
+- name: metrics
+  mountPath: /run/berth/metrics
 {{- end }}
 {{- end -}}

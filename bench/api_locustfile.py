@@ -1,0 +1,102 @@
+"""Locust users of bench/api_load.py: people of several teams reading and writing through the API.
+
+Tags pick the scenario: ``bare`` (the baseline endpoint), ``tenants``, ``requests``, ``audit`` (one list
+endpoint alone), ``mix`` (reads and writes together). BERTH_BENCH_USERS names a JSON file of
+``{"username", "team", "token"}``; what the writes got back is written to BERTH_BENCH_RESULTS at the end.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections import Counter
+from urllib.parse import quote
+
+from locust import FastHttpUser, constant, events, tag, task
+
+PEOPLE = json.loads(open(os.environ["BERTH_BENCH_USERS"]).read())
+SINCE = quote(os.environ.get("BERTH_BENCH_SINCE", ""))  # "+00:00" would arrive as " 00:00"
+RUN = os.environ.get("BERTH_BENCH_RUN", "run")
+_next_person = itertools.cycle(PEOPLE)
+_names = itertools.count()
+created: list[str] = []
+cancelled: list[str] = []
+statuses: Counter[str] = Counter()
+
+
+@events.request.add_listener
+def _count(response=None, exception=None, **kwargs) -> None:
+    statuses[str(response.status_code) if response is not None else "no answer"] += 1
+
+
+@events.test_stop.add_listener
+def _write_results(**kwargs) -> None:
+    with open(os.environ["BERTH_BENCH_RESULTS"], "w") as out:
+        json.dump({"created": created, "cancelled": cancelled, "statuses": statuses}, out)
+
+
+class TeamMember(FastHttpUser):
+    wait_time = constant(0)
+
+    def on_start(self) -> None:
+        person = next(_next_person)
+        self.username, self.team = person["username"], person["team"]
+        self.auth = {"Authorization": f"Token {person['token']}"}
+        self.pending: list[str] = []
+
+    def get(self, path: str, name: str) -> None:
+        self.client.get(path, headers=self.auth, name=name)
+
+    @tag("bare")
+    @task
+    def bare(self) -> None:
+        self.get("/bench/bare/", "bare DRF endpoint")
+
+    @tag("tenants", "mix")
+    @task(4)
+    def tenants(self) -> None:
+        self.get(f"/api/v1/tenants/?team={self.team}&limit=50", "GET tenants")
+
+    @tag("requests", "mix")
+    @task(3)
+    def requests(self) -> None:
+        self.get(f"/api/v1/requests/?team={self.team}&limit=50", "GET requests")
+
+    @tag("audit", "mix")
+    @task(3)
+    def audit(self) -> None:
+        self.get(f"/api/v1/audit-events/?team={self.team}&limit=50", "GET audit-events")
+
+    @tag("mix")
+    @task(1)
+    def export(self) -> None:
+        self.get(f"/api/v1/audit-events/export/?team={self.team}&since={SINCE}", "GET audit-events/export")
+
+    @tag("mix")
+    @task(2)
+    def me(self) -> None:
+        self.get("/api/v1/me/", "GET me")
+
+    @tag("mix")
+    @task(1)
+    def submit(self) -> None:
+        name = f"ld-{RUN}-{next(_names)}"
+        body = {"team": self.team, "name": name, "tier": "medium", "cluster": "bench", "purpose": "load"}
+        headers = {**self.auth, "Idempotency-Key": name}
+        with self.client.post("/api/v1/requests/", json=body, headers=headers, name="POST requests") as response:
+            if response.status_code == 201:
+                request_id = response.json()["id"]
+                created.append(request_id)
+                self.pending.append(request_id)
+
+    @tag("mix")
+    @task(1)
+    def cancel(self) -> None:
+        if not self.pending:
+            return
+        request_id = self.pending.pop()
+        path = f"/api/v1/requests/{request_id}/cancel/"
+        with self.client.post(path, headers=self.auth, name="POST requests/{id}/cancel") as response:
+            if response.status_code == 200:
+                cancelled.append(request_id)
