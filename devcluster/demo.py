@@ -87,9 +87,13 @@ def main() -> int:
             "--oidc-issuer",
             provider.issuer,
         )
-        worker = celery_worker(CACHE / "worker.log", cwd=ROOT, env=env)
-        worker.start()
-        stack.callback(worker.stop, grace_seconds=15)
+        # As deployed: provisioning has workers of its own, so an approval never waits behind a reconcile pass.
+        workers = (("provision", ["provision", "celery", "events"], 4), ("reconcile", ["reconcile"], 2))
+        for name, queues, concurrency in workers:
+            log = CACHE / f"worker-{name}.log"
+            worker = celery_worker(log, cwd=ROOT, env=env, queues=queues, node=f"{name}@%h", concurrency=concurrency)
+            worker.start()
+            stack.callback(worker.stop, grace_seconds=15)
         _spawn(
             stack,
             env,
@@ -125,7 +129,7 @@ CLI:            .venv/bin/berth --url http://127.0.0.1:{WEB_PORT} login --oidc -
                   --oidc-ca-file {provider.ca_file} --resource {API_RESOURCE}
 Admin:          http://127.0.0.1:{WEB_PORT}/admin/ (sign in as dave first)
 Dev cluster:    {plane.api_url}  admin kubeconfig: {plane.kubeconfig_path}
-Logs:           {CACHE}/{{web,worker,beat}}.log  (mail is printed to web.log and worker.log)
+Logs:           {CACHE}/{{web,worker-provision,worker-reconcile,beat}}.log  (mail is printed to web and worker logs)
 Ctrl-C stops everything.
 """,
             flush=True,

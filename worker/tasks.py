@@ -106,7 +106,7 @@ def refresh_usage(self: Task[[str], None], tenant_id: str) -> None:
         raise _retry(self, exc) from None
 
 
-@shared_task(name="worker.tasks.sweep", acks_late=True)  # scheduled by beat (CELERY_BEAT_SCHEDULE)
+@shared_task(name=dispatch.SWEEP, acks_late=True)  # scheduled by beat (CELERY_BEAT_SCHEDULE)
 def sweep() -> dict[str, int]:
     """Re-send work that was lost, remind and expire. Safe to run anywhere, any time."""
     now = timezone.now()
