@@ -108,13 +108,16 @@ KINDS: dict[str, Kind] = {
 }
 
 
-def _path(kind: str, name: str | None = None, namespace: str | None = None, subresource: str = "") -> str:
+def _path(
+    kind: str, name: str | None = None, namespace: str | None = None, subresource: str = "", *, every: bool = False
+) -> str:
+    """The object's (or with no name, the collection's) path; ``every``: the collection across all namespaces."""
     try:
         k = KINDS[kind]
     except KeyError:
         raise KubePermanentError(f"Berth does not manage {kind} objects.") from None
     base = "/api/v1" if k.api_version == "v1" else f"/apis/{k.api_version}"
-    if k.namespaced:
+    if k.namespaced and not (every and namespace is None and name is None):
         if not namespace:
             raise KubePermanentError(f"{kind} is namespaced; no namespace given.")
         base += f"/namespaces/{namespace}"
@@ -367,15 +370,17 @@ class Kube:
     def list(
         self, kind: str, *, namespace: str | None = None, label_selector: str = "", page_size: int = LIST_PAGE_SIZE
     ) -> list[Manifest]:
-        """Every object of ``kind`` (in ``namespace``, or all namespaces), in pages of ``page_size``."""
+        """Every object of ``kind`` (in ``namespace``, or all namespaces), in pages of ``page_size``; each item
+        carries its ``kind`` (the API server leaves it out of list items)."""
         query = [("labelSelector", label_selector)] if label_selector else []
         query.append(("limit", str(page_size)))
         items: list[Manifest] = []
         token = ""
         while True:
             page = query + ([("continue", token)] if token else [])
-            data = self._call("GET", _path(kind, None, namespace), query=page, what=f"list {kind}") or {}
-            items += data.get("items") or []
+            path = _path(kind, None, namespace, every=True)
+            data = self._call("GET", path, query=page, what=f"list {kind}") or {}
+            items += ({"kind": kind, **item} for item in data.get("items") or [])
             token = str((data.get("metadata") or {}).get("continue") or "")
             if not token:
                 return items

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tenants import services
@@ -27,7 +26,7 @@ from tenants.models import Cluster, Tenant, TenantStatus
 from worker import kube, manifests, ownership, provisioning
 from worker.backends import namespace as ns_backend
 from worker.backends.base import NotReadyYet
-from worker.kube import Kube, KubePermanentError, Manifest
+from worker.kube import Kube, KubeForbidden, KubePermanentError, Manifest
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +69,7 @@ class PassResult:
     failed: dict[str, str] = field(default_factory=dict)  # tenant id → reason
     busy: int = 0  # held by another worker: left to it
     virtual: int = 0  # reconciled one by one (provisioning.provision)
+    per_tenant: bool = False  # the credential may not list cluster-wide: every tenant reconciled on its own
     requests: int = 0
     seconds: float = 0.0
 
@@ -84,6 +84,7 @@ class PassResult:
             "failed": len(self.failed),
             "busy": self.busy,
             "virtual": self.virtual,
+            "per_tenant": self.per_tenant,
             "requests": self.requests,
             "seconds": round(self.seconds, 3),
         }
@@ -92,15 +93,7 @@ class PassResult:
 def live_objects(k: Kube) -> dict[Key, Manifest]:
     """Every object Berth manages on the cluster, by (kind, namespace, name): one paged list per kind."""
     selector = ns_backend.MANAGED_BY_SELECTOR
-    return {
-        key_of(obj): obj for kind in MANAGED_KINDS for obj in _with_kind(kind, k.list(kind, label_selector=selector))
-    }
-
-
-def _with_kind(kind: str, objs: Iterable[Manifest]) -> Iterable[Manifest]:
-    for obj in objs:
-        obj.setdefault("kind", kind)  # list items carry no kind
-        yield obj
+    return {key_of(obj): obj for kind in MANAGED_KINDS for obj in k.list(kind, label_selector=selector)}
 
 
 def reconcile_cluster(cluster: Cluster) -> PassResult:
@@ -111,14 +104,20 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
     result = PassResult(cluster=cluster.name)
     ns_backend.cluster_facts(k, fresh=True)  # the renders below use these
     ns_backend.ensure_guards(k, fresh=True)
-    live = live_objects(k)
+    try:
+        live: dict[Key, Manifest] | None = live_objects(k)
+    except KubeForbidden as exc:
+        # A least-privilege worker holds its rights inside Berth's namespaces only (deploy/helm/berth): no
+        # cluster-wide lists, so each tenant is reconciled on its own (docs/deployment.md: how to allow lists).
+        logger.warning("reconcile pass on %s: %s; reconciling tenant by tenant", cluster.name, exc)
+        live, result.per_tenant = None, True
     tenants = Tenant.objects.select_related("tier", "cluster", "team").filter(
         cluster=cluster, status=TenantStatus.READY
     )
     for tenant in tenants.order_by("pk"):
         result.tenants += 1
-        if tenant.kind != ns_backend.NamespaceBackend.kind:
-            result.virtual += 1
+        if live is None or tenant.kind != ns_backend.NamespaceBackend.kind:
+            result.virtual += tenant.kind != ns_backend.NamespaceBackend.kind
             provisioning.provision(str(tenant.pk))
             continue
         _reconcile_tenant(tenant, k, live, result)

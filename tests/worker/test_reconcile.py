@@ -12,6 +12,7 @@ from tests.worker.conftest import MakeTenant, provisioned_ready
 from tests.worker.fake_kube import FakeKube
 from worker import manifests, provisioning, reconcile, tasks
 from worker.backends import backend_for
+from worker.kube import KubeForbidden
 from worker.provisioning import Outcome
 
 # Each managed kind and the two guard kinds are listed once; the cluster facts are two lists more.
@@ -145,3 +146,25 @@ def test_beat_sends_one_pass_per_cluster_with_ready_tenants(make_tenant, host, c
     assert tasks.reconcile() == 1
     assert sent == [(dispatch.RECONCILE_CLUSTER, (str(cluster.pk),), 0.0)]
     assert tasks.reconcile_cluster.apply(args=(str(cluster.pk),), throw=True).get()["in_sync"] == 3
+
+
+def test_a_credential_that_may_not_list_cluster_wide_reconciles_tenant_by_tenant(
+    make_tenant, host, cluster, monkeypatch
+):
+    """A least-privilege worker (the chart's RBAC) holds rights inside Berth's namespaces only."""
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    del host.objects[("LimitRange", tenant.namespace, "berth-limits")]
+    listed = host.list
+
+    def list_in_namespaces_only(kind: str, *, namespace: str | None = None, **kw: object) -> list[dict]:
+        if namespace is None and kind in reconcile.MANAGED_KINDS:
+            raise KubeForbidden(f"list {kind}: forbidden", status=403)
+        return listed(kind, namespace=namespace, **kw)
+
+    monkeypatch.setattr(host, "list", list_in_namespaces_only)
+    result, writes = _pass(cluster, host)
+    assert result.per_tenant and result.tenants == 1
+    assert "apply LimitRange/berth-limits" in writes
+    assert AuditEvent.objects.get(action="tenant.drift_repaired").after["repaired"] == [
+        "LimitRange/berth-limits was missing"
+    ]
