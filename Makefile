@@ -16,7 +16,7 @@ help:
 	@echo "make demo     start the portal with a dev cluster, OIDC provider, worker and demo data"
 	@echo "make test     install what is missing and run the whole suite"
 	@echo "make cluster  run the dev control plane in the foreground"
-	@echo "make bench    provisioning benchmark against the dev control plane"
+	@echo "make bench    provisioning and fleet benchmarks against the dev control plane (BENCH_ARGS=--quick)"
 	@echo "make lint     ruff (format check and lint) and mypy with django-stubs"
 
 # --- Installing what is missing ---------------------------------------------
@@ -77,8 +77,11 @@ cluster: deps
 oidc: deps
 	$(PY) -m devcluster.oidc
 
+# BENCH_ARGS=--quick: N = 1, 10 and a fleet of 100 (a few minutes) instead of N = 1, 10, 100 and 1,000.
+BENCH_ARGS ?=
 bench: deps
-	$(PY) bench/provision.py
+	$(PY) bench/provision.py $(BENCH_ARGS)
+	$(PY) bench/fleet.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) var test-output .demo
