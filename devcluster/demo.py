@@ -88,10 +88,13 @@ def main() -> int:
             provider.issuer,
         )
         # As deployed: provisioning has workers of its own, so an approval never waits behind a reconcile pass.
-        workers = (("provision", ["provision", "celery", "events"], 4), ("reconcile", ["reconcile"], 2))
-        for name, queues, concurrency in workers:
+        # On one machine the reconcile worker also yields the CPU to provisioning (nice).
+        workers = (("provision", ["provision", "celery", "events"], 4, 0), ("reconcile", ["reconcile"], 2, 10))
+        for name, queues, concurrency, nice in workers:
             log = CACHE / f"worker-{name}.log"
-            worker = celery_worker(log, cwd=ROOT, env=env, queues=queues, node=f"{name}@%h", concurrency=concurrency)
+            worker = celery_worker(
+                log, cwd=ROOT, env=env, queues=queues, node=f"{name}@%h", concurrency=concurrency, nice=nice
+            )
             worker.start()
             stack.callback(worker.stop, grace_seconds=15)
         _spawn(

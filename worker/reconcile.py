@@ -67,7 +67,8 @@ class PassResult:
     repaired: dict[str, list[str]] = field(default_factory=dict)  # tenant id → what was repaired
     foreign: dict[str, list[str]] = field(default_factory=dict)  # tenant id → someone else's objects left alone
     failed: dict[str, str] = field(default_factory=dict)  # tenant id → reason
-    busy: int = 0  # held by another worker: left to it
+    usage: dict[str, dict[str, object]] = field(default_factory=dict)  # tenant id → quota usage that changed
+    busy: int = 0  # held by another worker, or changed since the pass began: left to its own job
     virtual: int = 0  # reconciled one by one (provisioning.provision)
     per_tenant: bool = False  # the credential may not list cluster-wide: every tenant reconciled on its own
     requests: int = 0
@@ -121,6 +122,8 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
             provisioning.provision(str(tenant.pk))
             continue
         _reconcile_tenant(tenant, k, live, result)
+    if result.usage:
+        services.tenants_record_usage(usages=result.usage)
     result.requests = k.requests - before
     result.seconds = time.monotonic() - started
     logger.info("reconcile pass: %s", result.summary())
@@ -145,10 +148,13 @@ def _reconcile_tenant(tenant: Tenant, k: Kube, live: dict[Key, Manifest], result
         if tenant.applied_generation != tenant.generation:
             services.tenant_record_applied(tenant=tenant, generation=tenant.generation, repaired=[])
         if not foreign:
-            _note_readiness(tenant, live)
+            _note_readiness(tenant, live, result)
         return
     with provisioning.tenant_lock(tid) as got:
-        if not got:
+        # Held by another worker, or changed since this pass read it (a tier change being provisioned): the
+        # tenant's own job applies what it should have now.
+        unchanged = Tenant.objects.filter(pk=tenant.pk, status=TenantStatus.READY, generation=tenant.generation)
+        if not got or not unchanged.exists():
             result.busy += 1
             return
         try:
@@ -229,8 +235,9 @@ def _repair(
     return repaired
 
 
-def _note_readiness(tenant: Tenant, live: dict[Key, Manifest]) -> None:
-    """An in-sync tenant whose namespace is going away or whose quota is not enforced gets a visible note."""
+def _note_readiness(tenant: Tenant, live: dict[Key, Manifest], result: PassResult) -> None:
+    """An in-sync tenant whose namespace is going away or whose quota is not enforced gets a visible note; the
+    quota usage of the others is collected, to be recorded in one go."""
     namespace = live.get(("Namespace", "", tenant.namespace)) or {}
     quota = live.get(("ResourceQuota", tenant.namespace, "berth-quota")) or {}
     usage = quota.get("status") or {}
@@ -239,4 +246,4 @@ def _note_readiness(tenant: Tenant, live: dict[Key, Manifest]) -> None:
         return
     reading = {"hard": usage.get("hard", {}), "used": usage.get("used", {})}
     if reading != tenant.quota_usage:
-        services.tenant_record_usage(tenant=tenant, usage=reading)
+        result.usage[str(tenant.pk)] = reading

@@ -12,6 +12,7 @@ from tests.worker.conftest import MakeTenant, provisioned_ready
 from tests.worker.fake_kube import FakeKube
 from worker import manifests, provisioning, reconcile, tasks
 from worker.backends import backend_for
+from worker.backends.namespace import NamespaceBackend
 from worker.kube import KubeForbidden
 from worker.provisioning import Outcome
 
@@ -168,3 +169,29 @@ def test_a_credential_that_may_not_list_cluster_wide_reconciles_tenant_by_tenant
     assert AuditEvent.objects.get(action="tenant.drift_repaired").after["repaired"] == [
         "LimitRange/berth-limits was missing"
     ]
+
+
+def test_a_tenant_whose_tier_changed_since_the_pass_began_is_left_to_its_own_job(
+    make_tenant, host, cluster, monkeypatch
+):
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    del host.objects[("LimitRange", tenant.namespace, "berth-limits")]
+    render = NamespaceBackend.render
+
+    def render_then_change_tier(self, t, k):  # the tier changes right after the pass rendered the tenant
+        objs = render(self, t, k)
+        Tenant.objects.filter(pk=t.pk).update(generation=t.generation + 1)
+        return objs
+
+    monkeypatch.setattr(NamespaceBackend, "render", render_then_change_tier)
+    result, writes = _pass(cluster, host)
+    assert result.busy == 1 and writes == []
+
+
+def test_quota_usage_read_in_the_pass_is_recorded_in_one_go(make_tenant, host, cluster):
+    a, b = _ready_tenants(make_tenant, host, 2)
+    host.objects[("ResourceQuota", a.namespace, "berth-quota")]["status"]["used"] = {"pods": "3"}
+    _pass(cluster, host)
+    a.refresh_from_db()
+    b.refresh_from_db()
+    assert a.quota_usage["used"] == {"pods": "3"} and b.quota_usage["used"] == {}
