@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from tenants import services
@@ -112,6 +113,7 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
         # cluster-wide lists, so each tenant is reconciled on its own (docs/deployment.md: how to allow lists).
         logger.warning("reconcile pass on %s: %s; reconciling tenant by tenant", cluster.name, exc)
         live, result.per_tenant = None, True
+    prunable = prunable_by_tenant(live or {})
     tenants = Tenant.objects.select_related("tier", "cluster", "team").filter(
         cluster=cluster, status=TenantStatus.READY
     )
@@ -121,7 +123,7 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
             result.virtual += tenant.kind != ns_backend.NamespaceBackend.kind
             provisioning.provision(str(tenant.pk))
             continue
-        _reconcile_tenant(tenant, k, live, result)
+        _reconcile_tenant(tenant, k, live, prunable, result)
     if result.usage:
         services.tenants_record_usage(usages=result.usage)
     result.requests = k.requests - before
@@ -130,12 +132,14 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
     return result
 
 
-def _reconcile_tenant(tenant: Tenant, k: Kube, live: dict[Key, Manifest], result: PassResult) -> None:
+def _reconcile_tenant(
+    tenant: Tenant, k: Kube, live: dict[Key, Manifest], prunable: dict[str, list[Manifest]], result: PassResult
+) -> None:
     backend = ns_backend.NamespaceBackend()
     desired = backend.render(tenant, k)
     foreign = _foreign(tenant, desired, live)
     stale = [obj for obj in desired if key_of(obj) not in foreign and ns_backend.differs(obj, live.get(key_of(obj)))]
-    extra = _unwanted(tenant, desired, live)
+    extra = _unwanted(tenant, desired, prunable.get(str(tenant.pk), []))
     tid = str(tenant.pk)
     if foreign:
         result.foreign[tid] = [f"{kind}/{name}" for kind, _, name in foreign]
@@ -190,15 +194,25 @@ def _foreign(tenant: Tenant, desired: list[Manifest], live: dict[Key, Manifest])
     return found
 
 
-def _unwanted(tenant: Tenant, desired: list[Manifest], live: dict[Key, Manifest]) -> list[Manifest]:
-    """This tenant's objects its tier no longer wants (e.g. an ingress policy, a FlowSchema)."""
+def prunable_by_tenant(live: dict[Key, Manifest]) -> dict[str, list[Manifest]]:
+    """The live objects of the kinds a tier change can drop, by the tenant id they carry (indexed once a pass)."""
+    found: dict[str, list[Manifest]] = defaultdict(list)
+    for (kind, _, _), obj in live.items():
+        if kind in PRUNED_KINDS:
+            found[_tenant_id(obj)].append(obj)
+    return found
+
+
+def _unwanted(tenant: Tenant, desired: list[Manifest], candidates: list[Manifest]) -> list[Manifest]:
+    """This tenant's objects its tier no longer wants (e.g. an ingress policy, a FlowSchema); ``candidates``
+    are the live objects of the pruned kinds that carry the tenant's id."""
     wanted = {key_of(obj) for obj in desired}
     owned = tenant.owned_uids or {}
-    tid = str(tenant.pk)
     unwanted = []
-    for key, obj in live.items():
+    for obj in candidates:
+        key = key_of(obj)
         kind, namespace, name = key
-        if kind not in PRUNED_KINDS or key in wanted or _tenant_id(obj) != tid:
+        if key in wanted:
             continue
         if kind == "FlowSchema":
             # Top-level: only the very object Berth recorded for the tenant.
