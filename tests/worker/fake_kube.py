@@ -94,7 +94,7 @@ class FakeKube(Kube):
             if not dry_run:
                 self.objects[key] = stored
                 self.writes.append(f"apply {obj['kind']}/{key[2]}")
-            results.append(self._as_served(stored))
+            results.append(self._as_served(stored, obj["kind"]))
         return results
 
     def create(self, obj: Manifest, *, dry_run: bool = False) -> Manifest | None:
@@ -121,13 +121,13 @@ class FakeKube(Kube):
     def _get(self, kind: str, name: str, *, namespace: str | None = None) -> Manifest | None:
         self._maybe_fail()
         live = self.objects.get((kind, namespace or "", name))
-        return None if live is None else self._as_served(live)
+        return None if live is None else self._as_served(live, kind)
 
     @staticmethod
-    def _as_served(stored: Manifest) -> Manifest:
+    def _as_served(stored: Manifest, kind: str) -> Manifest:
         """A copy as the server answers with it: a Namespace with its phase."""
         found = copy.deepcopy(stored)
-        if found["kind"] == "Namespace":
+        if kind == "Namespace":
             terminating = bool(found["metadata"].get("deletionTimestamp"))
             found["status"] = {"phase": "Terminating" if terminating else "Active"}
         return found
