@@ -17,7 +17,7 @@ help:
 	@echo "make test     install what is missing and run the whole suite"
 	@echo "make cluster  run the dev control plane in the foreground"
 	@echo "make keycloak run Keycloak with the berth realm in the foreground"
-	@echo "make bench    provisioning benchmark against the dev control plane"
+	@echo "make bench    provisioning and fleet benchmarks against the dev control plane (BENCH_ARGS=--quick)"
 	@echo "make bench-api  API load benchmark: gunicorn, PostgreSQL, Redis, locust (about 4 minutes)"
 	@echo "make lint     ruff (format check and lint) and mypy with django-stubs"
 
@@ -83,8 +83,11 @@ oidc: deps
 keycloak: python-deps
 	$(PY) -m devcluster.keycloak
 
+# BENCH_ARGS=--quick: N = 1, 10 and a fleet of 100 (a few minutes) instead of N = 1, 10, 100 and 1,000.
+BENCH_ARGS ?=
 bench: deps
-	$(PY) bench/provision.py
+	$(PY) bench/provision.py $(BENCH_ARGS)
+	$(PY) bench/fleet.py $(BENCH_ARGS)
 
 bench-api: system-deps python-deps
 	$(PY) -m pip install -q -c constraints.txt -r <($(PY) -c "import tomllib;print('\n'.join(tomllib.load(open('pyproject.toml','rb'))['project']['optional-dependencies']['bench']))")

@@ -136,9 +136,16 @@ def main() -> int:
             "--oidc-issuer",
             provider.issuer,
         )
-        worker = celery_worker(CACHE / "worker.log", cwd=ROOT, env=env)
-        worker.start()
-        stack.callback(worker.stop, grace_seconds=15)
+        # As deployed: provisioning has workers of its own, so an approval never waits behind a reconcile pass.
+        # On one machine the reconcile worker also yields the CPU to provisioning (nice).
+        workers = (("provision", ["provision", "celery", "events"], 4, 0), ("reconcile", ["reconcile"], 2, 10))
+        for name, queues, concurrency, nice in workers:
+            log = CACHE / f"worker-{name}.log"
+            worker = celery_worker(
+                log, cwd=ROOT, env=env, queues=queues, node=f"{name}@%h", concurrency=concurrency, nice=nice
+            )
+            worker.start()
+            stack.callback(worker.stop, grace_seconds=15)
         _spawn(
             stack,
             env,
@@ -176,7 +183,7 @@ CLI:            .venv/bin/berth --url http://127.0.0.1:{WEB_PORT} login --oidc -
 Admin:          http://127.0.0.1:{WEB_PORT}/admin/ (sign in as dave first)
 Dev cluster:    {plane.api_url}  admin kubeconfig: {plane.kubeconfig_path}
 vcluster chart: file://{charts} (chart_repo for a cluster offering vcluster; the worker runs {helm})
-Logs:           {CACHE}/{{web,worker,beat}}.log  (mail is printed to web.log and worker.log)
+Logs:           {CACHE}/{{web,worker-provision,worker-reconcile,beat}}.log  (mail is printed to web and worker logs)
 Ctrl-C stops everything.
 """,
             flush=True,

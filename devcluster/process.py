@@ -160,11 +160,13 @@ def celery_worker(
     node: str | None = None,
     queues: list[str] | None = None,
     heartbeat: bool = False,
+    nice: int = 0,
 ) -> Component:
     """`celery -A <app> worker` as a Component: the one way the demo, the tests and the bench start a worker.
 
     Gossip and mingle are off (the workers of one deployment need not talk to each other), heartbeats too
-    unless asked for; ``queues`` limits what it consumes (default: every queue the app declares).
+    unless asked for; ``queues`` limits what it consumes (default: every queue the app declares); ``nice`` lowers
+    its CPU priority (a background worker on a machine it shares with provisioning).
     """
     argv = [sys.executable, "-m", "celery", "-A", app, "worker", f"--pool={pool}", f"--concurrency={concurrency}"]
     if queues:
@@ -175,6 +177,8 @@ def celery_worker(
     argv += ["-l", "INFO"]
     if node:
         argv += ["-n", node]
+    if nice:
+        argv = ["nice", "-n", str(nice), *argv]
     return Component("celery worker", argv, log_path, cwd=cwd, env=env)
 
 

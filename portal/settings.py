@@ -12,6 +12,8 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
+from tenants import dispatch
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -243,16 +245,25 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_timeout": 2,
     "socket_connect_timeout": 2,
 }
-# Webhook deliveries have a queue of their own: a worker started without -Q consumes every queue declared
-# here, and a deployment may give "events" workers of its own (celery worker -Q events) so that slow
-# receivers never wait in line with provisioning.
-CELERY_TASK_QUEUES = [Queue("celery", routing_key="celery"), Queue("events", routing_key="events")]
-CELERY_TASK_ROUTES = {"worker.events.*": {"queue": "events"}}
+# Queues by urgency; a worker started without -Q consumes every queue declared here. Provisioning and
+# decommissioning have a queue of their own, so an approval never waits in line behind a reconcile pass or
+# isolation checks ("reconcile"), nor behind a slow webhook receiver ("events"); a deployment gives each
+# queue workers of its own (docker-compose.yml, deploy/helm/berth values `workers`).
+# Task names are plain strings in tenants.dispatch (no Django models behind them).
+CELERY_TASK_QUEUES = [Queue(name, routing_key=name) for name in ("provision", "celery", "reconcile", "events")]
+CELERY_TASK_ROUTES = {
+    **dict.fromkeys((dispatch.PROVISION, dispatch.DECOMMISSION), {"queue": "provision"}),
+    **dict.fromkeys(
+        (dispatch.RECONCILE, dispatch.RECONCILE_CLUSTER, dispatch.ISOLATION_CHECK, dispatch.REFRESH_USAGE),
+        {"queue": "reconcile"},
+    ),
+    "worker.events.*": {"queue": "events"},
+}
 CELERY_BEAT_SCHEDULE = {
-    "sweep": {"task": "worker.tasks.sweep", "schedule": env.float("BERTH_SWEEP_SECONDS", default=60.0)},
-    "reconcile": {"task": "worker.tasks.reconcile", "schedule": env.float("BERTH_RECONCILE_SECONDS", default=300.0)},
-    "recheck-identities": {"task": "worker.tasks.recheck_identities", "schedule": 60.0},
-    "sweep-webhooks": {"task": "worker.events.sweep_webhooks", "schedule": 60.0},
+    "sweep": {"task": dispatch.SWEEP, "schedule": env.float("BERTH_SWEEP_SECONDS", default=60.0)},
+    "reconcile": {"task": dispatch.RECONCILE, "schedule": env.float("BERTH_RECONCILE_SECONDS", default=300.0)},
+    "recheck-identities": {"task": dispatch.RECHECK_IDENTITIES, "schedule": 60.0},
+    "sweep-webhooks": {"task": dispatch.SWEEP_WEBHOOKS, "schedule": 60.0},
 }
 # Approved or working tenants untouched for this long are re-sent by the sweep.
 BERTH_STUCK_AFTER_SECONDS = env.int("BERTH_STUCK_AFTER_SECONDS", default=90)

@@ -12,10 +12,16 @@ from django.db import transaction
 
 logger = logging.getLogger(__name__)
 
+# On the ``provision`` queue (CELERY_TASK_ROUTES): an approval never waits behind a reconcile pass.
 PROVISION = "worker.tasks.provision_tenant"
 DECOMMISSION = "worker.tasks.decommission_tenant"
+# On the ``reconcile`` queue: background work that may take long and must never hold up provisioning.
+RECONCILE = "worker.tasks.reconcile"  # beat: one pass per cluster
+RECONCILE_CLUSTER = "worker.tasks.reconcile_cluster"
 ISOLATION_CHECK = "worker.tasks.check_isolation"
 REFRESH_USAGE = "worker.tasks.refresh_usage"
+# On the default ``celery`` queue: short periodic chores.
+SWEEP = "worker.tasks.sweep"
 RECHECK_IDENTITIES = "worker.tasks.recheck_identities"
 # On the ``events`` queue (CELERY_TASK_ROUTES): a slow webhook receiver never waits in line with provisioning.
 DELIVER_WEBHOOK = "worker.events.deliver_webhook"

@@ -10,14 +10,17 @@ the server's message: a person must act).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import urllib3
 import yaml
@@ -26,11 +29,15 @@ from kubernetes.client.rest import ApiException
 from kubernetes.utils.quantity import parse_quantity
 
 FIELD_MANAGER = "berth"
+# Objects per page of a list: large enough that a reconcile pass over a thousand tenants takes a page or two
+# per kind, small enough that no single answer holds the API server's memory for long.
+LIST_PAGE_SIZE = 2000
 # A Kubernetes object or kubeconfig as plain JSON-like data.
 Manifest = dict[str, Any]
 # The kubernetes client has no type hints: these are typed where Berth calls them.
 _parse_quantity: Callable[[str], Decimal] = parse_quantity
 _kube_config: Any = config
+T = TypeVar("T")
 
 
 class KubeError(Exception):
@@ -101,13 +108,16 @@ KINDS: dict[str, Kind] = {
 }
 
 
-def _path(kind: str, name: str | None = None, namespace: str | None = None, subresource: str = "") -> str:
+def _path(
+    kind: str, name: str | None = None, namespace: str | None = None, subresource: str = "", *, every: bool = False
+) -> str:
+    """The object's (or with no name, the collection's) path; ``every``: the collection across all namespaces."""
     try:
         k = KINDS[kind]
     except KeyError:
         raise KubePermanentError(f"Berth does not manage {kind} objects.") from None
     base = "/api/v1" if k.api_version == "v1" else f"/apis/{k.api_version}"
-    if k.namespaced:
+    if k.namespaced and not (every and namespace is None and name is None):
         if not namespace:
             raise KubePermanentError(f"{kind} is namespaced; no namespace given.")
         base += f"/namespaces/{namespace}"
@@ -139,6 +149,32 @@ def _translate(exc: Exception, what: str) -> KubeError:
         )
     # urllib3 / socket / TLS trouble: the cluster is not reachable right now.
     return KubeTransientError(f"{what}: cluster unreachable ({type(exc).__name__})")
+
+
+# Objects the server answered with during one provisioning step, by (kind, namespace, name): see one_step().
+_seen: contextvars.ContextVar[dict[tuple[str, str, str], Manifest] | None] = contextvars.ContextVar(
+    "berth_step", default=None
+)
+
+
+def _key(obj: Manifest) -> tuple[str, str, str]:
+    meta = obj.get("metadata") or {}
+    return (str(obj.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name", "")))
+
+
+@contextlib.contextmanager
+def one_step() -> Iterator[None]:
+    """Within the block, what the server answered (to an apply or a get) is taken as current for later gets.
+
+    One provisioning step takes milliseconds: reading back an object it has just applied or read tells nothing
+    new, except what a controller fills in later (a quota's status), which is read with ``get(fresh=True)``.
+    Per thread and task (a context variable), so clients shared between threads never share answers.
+    """
+    token = _seen.set({})
+    try:
+        yield
+    finally:
+        _seen.reset(token)
 
 
 class Kube:
@@ -255,6 +291,36 @@ class Kube:
         A field the object's schema does not declare is refused (Strict) rather than dropped with a warning, so
         what Berth renders is what the cluster keeps.
         """
+        results = self._apply(objs, dry_run=dry_run)
+        seen = _seen.get()
+        if seen is not None and not dry_run:
+            seen.update((_key(found), found) for found in results if found)
+        return results
+
+    def get(self, kind: str, name: str, *, namespace: str | None = None, fresh: bool = False) -> Manifest | None:
+        """The object, or None when there is none. Within ``one_step()``, an object the server answered with
+        earlier in the step is taken from that answer unless ``fresh`` (for what controllers fill in)."""
+        seen = _seen.get()
+        key = (kind, namespace or "", name)
+        if seen is not None and not fresh and key in seen:
+            return copy.deepcopy(seen[key])
+        found = self._get(kind, name, namespace=namespace)
+        if seen is not None and found is not None:
+            seen[key] = found
+        return found
+
+    def delete(self, kind: str, name: str, *, namespace: str | None = None, uid: str = "") -> bool:
+        """Delete if present; False when it was already gone, or (with ``uid``) is no longer that object.
+
+        ``uid`` is a precondition the API server checks atomically: an object someone else made under the
+        same name since is never deleted.
+        """
+        seen = _seen.get()
+        if seen is not None:
+            seen.pop((kind, namespace or "", name), None)
+        return self._delete(kind, name, namespace=namespace, uid=uid)
+
+    def _apply(self, objs: Iterable[Manifest], *, dry_run: bool = False) -> list[Manifest | None]:
         results = []
         for obj in objs:
             meta = obj["metadata"]
@@ -297,7 +363,7 @@ class Kube:
             what=f"patch {kind}/{name}",
         )
 
-    def get(self, kind: str, name: str, *, namespace: str | None = None) -> Manifest | None:
+    def _get(self, kind: str, name: str, *, namespace: str | None = None) -> Manifest | None:
         try:
             return self._call("GET", _path(kind, name, namespace), what=f"get {kind}/{name}")
         except KubePermanentError as exc:
@@ -305,17 +371,25 @@ class Kube:
                 return None
             raise
 
-    def list(self, kind: str, *, namespace: str | None = None, label_selector: str = "") -> list[Manifest]:
+    def list(
+        self, kind: str, *, namespace: str | None = None, label_selector: str = "", page_size: int = LIST_PAGE_SIZE
+    ) -> list[Manifest]:
+        """Every object of ``kind`` (in ``namespace``, or all namespaces), in pages of ``page_size``; each item
+        carries its ``kind`` (the API server leaves it out of list items)."""
         query = [("labelSelector", label_selector)] if label_selector else []
-        data = self._call("GET", _path(kind, None, namespace), query=query, what=f"list {kind}")
-        return list((data or {}).get("items") or [])
+        query.append(("limit", str(page_size)))
+        items: list[Manifest] = []
+        token = ""
+        while True:
+            page = query + ([("continue", token)] if token else [])
+            path = _path(kind, None, namespace, every=True)
+            data = self._call("GET", path, query=page, what=f"list {kind}") or {}
+            items += ({"kind": kind, **item} for item in data.get("items") or [])
+            token = str((data.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return items
 
-    def delete(self, kind: str, name: str, *, namespace: str | None = None, uid: str = "") -> bool:
-        """Delete if present; False when it was already gone, or (with ``uid``) is no longer that object.
-
-        ``uid`` is a precondition the API server checks atomically: an object someone else made under the
-        same name since is never deleted.
-        """
+    def _delete(self, kind: str, name: str, *, namespace: str | None = None, uid: str = "") -> bool:
         body: dict[str, Any] = {"propagationPolicy": "Background"}
         if uid:
             body["preconditions"] = {"uid": uid}
@@ -370,15 +444,51 @@ class Kube:
         return True
 
 
-def cluster_identity(k: Kube) -> str:
-    """Which physical API server ``k`` talks to: its kube-system namespace's UID.
+class PerServer(Generic[T]):
+    """Facts about an API server this process read lately: read again once older than ``max_age`` seconds.
+
+    For what changes rarely and is cheap to be briefly stale about (storage classes, the server's identity,
+    whether the cluster-wide guards are in place); every periodic reconcile pass reads them afresh.
+    """
+
+    def __init__(self, max_age: float) -> None:
+        self.max_age = max_age
+        self._known: dict[tuple[str, str], tuple[float, T]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, k: Kube, read: Callable[[], T], *, key: str = "", fresh: bool = False) -> T:
+        now = time.monotonic()
+        with self._lock:
+            known = self._known.get((k.server, key))
+        if known is not None and not fresh and now - known[0] < self.max_age:
+            return known[1]
+        value = read()
+        with self._lock:
+            self._known[(k.server, key)] = (now, value)
+        return value
+
+    def forget(self, k: Kube, *, key: str = "") -> None:
+        with self._lock:
+            self._known.pop((k.server, key), None)
+
+
+_identities: PerServer[str] = PerServer(max_age=60.0)
+
+
+def cluster_identity(k: Kube, *, cached: bool = False) -> str:
+    """Which physical API server ``k`` talks to: its kube-system namespace's UID (with ``cached``, as this
+    process read it in the last minute).
 
     Servers without a kube-system namespace (kcp serves workspaces, not a cluster) are known by URL.
     """
-    system = k.get("Namespace", "kube-system")
-    if system is None:
-        return f"url:{k.server.rstrip('/')}"
-    return str(system["metadata"]["uid"])
+
+    def read() -> str:
+        system = k.get("Namespace", "kube-system")
+        if system is None:
+            return f"url:{k.server.rstrip('/')}"
+        return str(system["metadata"]["uid"])
+
+    return _identities.get(k, read, fresh=not cached)
 
 
 def same_value(want: Any, have: Any) -> bool:

@@ -64,10 +64,17 @@ def claim(k: Kube, tenant: Any, tops: list[TopLevel]) -> None:
         )
 
 
-def uids(k: Kube, tops: list[TopLevel]) -> dict[str, str]:
-    """The UIDs of the top-level objects as they are now (after Berth created them)."""
+def uids(k: Kube, tops: list[TopLevel], *, known: dict[str, str] | None = None) -> dict[str, str]:
+    """The UIDs of the top-level objects as they are now (after Berth created them).
+
+    A UID in ``known`` (the ones recorded) is taken as is: ``claim`` found that very object moments ago, and
+    the apply named the namespace's UID as a precondition.
+    """
     found = {}
     for top in tops:
+        if known and top.key in known:
+            found[top.key] = known[top.key]
+            continue
         live = k.get(top.kind, top.name, namespace=top.namespace)
         if live is not None:
             found[top.key] = str(live["metadata"]["uid"])

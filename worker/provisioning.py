@@ -59,6 +59,8 @@ class Progress:
     outcome: Outcome
     reason: str = ""
     requeue_after: float | None = None
+    # The generation this provisioning run has applied in full: the step that comes back only looks.
+    applied_generation: int | None = None
 
     def __str__(self) -> str:
         return f"{self.outcome}: {self.reason}" if self.reason else str(self.outcome)
@@ -94,7 +96,7 @@ def _waited(tenant: Tenant) -> dt.timedelta:
     return timezone.now() - tenant.status_changed_at
 
 
-def _come_back(tenant: Tenant, *, doing: str, note: str) -> Progress:
+def _come_back(tenant: Tenant, *, doing: str, note: str, applied_generation: int | None = None) -> Progress:
     """Not there yet: fail the tenant once it has been at it too long, else say when to look again."""
     waited = _waited(tenant)
     limit = int(settings.BERTH_PROVISION_TIMEOUT_SECONDS)
@@ -102,7 +104,7 @@ def _come_back(tenant: Tenant, *, doing: str, note: str) -> Progress:
         return _fail(tenant, f"Not {doing} after {_minutes(limit)}: {note}")
     services.tenant_note_progress(tenant=tenant, note=note)
     poll = min(POLL_MAX_SECONDS, max(POLL_MIN_SECONDS, waited.total_seconds() / 4))
-    return Progress(Outcome.NOT_YET, reason=note, requeue_after=poll)
+    return Progress(Outcome.NOT_YET, reason=note, requeue_after=poll, applied_generation=applied_generation)
 
 
 def _minutes(seconds: int) -> str:
@@ -118,9 +120,14 @@ def _fail(tenant: Tenant, reason: str) -> Progress:
 # --- Entry points used by the tasks -------------------------------------------------------
 
 
-def provision(tenant_id: str) -> Progress:
+def provision(tenant_id: str, applied_generation: int | None = None) -> Progress:
     """Bring the cluster in line with the tenant, as far as it goes now; says what happened and whether to come
-    back."""
+    back.
+
+    ``applied_generation`` comes from the step before in the same provisioning run (``Progress``): when the
+    tenant is still provisioning that generation, everything was applied already and this step only looks
+    whether the cluster reports it ready (hand edits in between are the reconcile pass's to repair).
+    """
     with tenant_lock(tenant_id) as got:
         if not got:
             return Progress(Outcome.LOCKED)
@@ -134,15 +141,19 @@ def provision(tenant_id: str) -> Progress:
                 return Progress(Outcome.RACED)
         if tenant.status not in (S.PROVISIONING, S.READY):
             return Progress(Outcome.SKIPPED, reason=str(tenant.status))
-        return _provision(tenant)
+        with kube.one_step():
+            return _provision(tenant, applied_generation)
 
 
-def _provision(tenant: Tenant) -> Progress:
+def _provision(tenant: Tenant, applied_generation: int | None = None) -> Progress:
     generation = tenant.generation
     try:
         backend = backend_for(tenant)
         k = kube.for_cluster(tenant.cluster)
-        repaired = _apply(tenant, backend, k)
+        if tenant.status == S.PROVISIONING and applied_generation == generation:
+            repaired: list[str] = []
+        else:
+            repaired = _apply(tenant, backend, k)
         ready = backend.is_ready(tenant, k)
     except NotReadyYet as exc:
         return _not_ready(tenant, str(exc))
@@ -165,7 +176,7 @@ def _provision(tenant: Tenant) -> Progress:
             services.tenant_note_progress(tenant=tenant, note="Re-applied; the cluster does not report it ready.")
         return Progress(Outcome.REPAIRED if repaired else Outcome.IN_SYNC, reason="; ".join(repaired))
     if not ready:
-        return _not_ready(tenant, "Applied; waiting for the cluster to report it ready.")
+        return _not_ready(tenant, "Applied; waiting for the cluster to report it ready.", applied_generation=generation)
     services.tenant_mark_ready(tenant=tenant, applied_generation=generation)
     dispatch.enqueue(dispatch.ISOLATION_CHECK, str(tenant.pk))
     services.tenant_record_usage(tenant=tenant, usage=backend.usage(tenant, k))
@@ -178,15 +189,15 @@ def _apply(tenant: Tenant, backend: Backend, k: kube.Kube) -> list[str]:
     tops = backend.top_level(tenant)
     ownership.claim(k, tenant, tops)  # before anything is applied
     repaired = backend.apply(tenant, k, detect_drift=tenant.status == S.READY)
-    services.tenant_record_owned(tenant=tenant, uids=ownership.uids(k, tops))
+    services.tenant_record_owned(tenant=tenant, uids=ownership.uids(k, tops, known=tenant.owned_uids))
     return repaired
 
 
-def _not_ready(tenant: Tenant, note: str) -> Progress:
+def _not_ready(tenant: Tenant, note: str, *, applied_generation: int | None = None) -> Progress:
     if tenant.status == S.READY:
         services.tenant_note_progress(tenant=tenant, note=note)
         return Progress(Outcome.NOT_YET, reason=note, requeue_after=POLL_MIN_SECONDS)
-    return _come_back(tenant, doing="ready", note=note)
+    return _come_back(tenant, doing="ready", note=note, applied_generation=applied_generation)
 
 
 def _place_on_physical_cluster(tenant: Tenant, k: kube.Kube) -> None:
@@ -199,7 +210,7 @@ def _place_on_physical_cluster(tenant: Tenant, k: kube.Kube) -> None:
     cluster = tenant.cluster
     if cluster.physical_id and tenant.cluster_identity == cluster.physical_id:
         return
-    identity = kube.cluster_identity(k)
+    identity = kube.cluster_identity(k, cached=True)
     services.cluster_record_identity(cluster=cluster, identity=identity)
     if not services.tenant_record_identity(tenant=tenant, identity=identity):
         raise ownership.ForeignObject(

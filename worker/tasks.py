@@ -17,8 +17,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from tenants import dispatch, selectors, services
-from tenants.models import Tenant, TenantStatus
+from tenants.models import Cluster, Tenant, TenantStatus
 from worker import provisioning
+from worker import reconcile as reconcile_pass
 from worker.kube import KubeTransientError
 from worker.provisioning import Outcome, Progress
 
@@ -47,7 +48,7 @@ def _retry(task: Task[..., object], exc: KubeTransientError) -> Exception:
     return task.retry(exc=exc, countdown=backoff(task.request.retries))
 
 
-def _run_tenant_job(task: Task[..., object], work: Callable[[str], Progress], tenant_id: str) -> str:
+def _run_tenant_job(task: Task[..., object], work: Callable[[], Progress], tenant_id: str) -> str:
     """Run a per-tenant job and come back when it says so.
 
     If another worker holds the tenant, come back shortly instead of dropping the job (the holder may be
@@ -56,18 +57,19 @@ def _run_tenant_job(task: Task[..., object], work: Callable[[str], Progress], te
     cannot take it, the sweep re-sends the tenant's job later.
     """
     try:
-        progress = work(tenant_id)
+        progress = work()
     except KubeTransientError as exc:
         raise _retry(task, exc) from None
     if progress.outcome == Outcome.LOCKED:
         raise task.retry(countdown=1 + backoff(task.request.retries))
     if progress.requeue_after is not None:
-        dispatch.send(str(task.name), tenant_id, countdown=progress.requeue_after)
+        applied = () if progress.applied_generation is None else (progress.applied_generation,)
+        dispatch.send(str(task.name), tenant_id, *applied, countdown=progress.requeue_after)
     return str(progress)
 
 
 @shared_task(name=dispatch.PROVISION, **TENANT_TASK)
-def provision_tenant(self: Task[[str], str], tenant_id: str) -> str:
+def provision_tenant(self: Task[[str, int | None], str], tenant_id: str, applied_generation: int | None = None) -> str:
     """Apply the tenant and report it ready, or come back later; never waits for the cluster.
 
     While the tenant is provisioning and not ready yet, the task re-queues itself, after 2 s at first and
@@ -76,14 +78,14 @@ def provision_tenant(self: Task[[str], str], tenant_id: str) -> str:
     the reason "Not ready after N minutes: ..."; an admin can retry it. Transient cluster errors are retried
     with backoff and jitter, at most ``max_retries`` times in a row (the sweep re-sends the job later).
     """
-    return _run_tenant_job(self, provisioning.provision, tenant_id)
+    return _run_tenant_job(self, lambda: provisioning.provision(tenant_id, applied_generation), tenant_id)
 
 
 @shared_task(name=dispatch.DECOMMISSION, **TENANT_TASK)
 def decommission_tenant(self: Task[[str], str], tenant_id: str) -> str:
     """Delete what Berth created for the tenant; re-queues itself like ``provision_tenant`` until all is gone,
     and marks the tenant failed ("Not deleted after N minutes: ...") after BERTH_PROVISION_TIMEOUT_SECONDS."""
-    return _run_tenant_job(self, provisioning.decommission, tenant_id)
+    return _run_tenant_job(self, lambda: provisioning.decommission(tenant_id), tenant_id)
 
 
 @shared_task(name=dispatch.ISOLATION_CHECK, **TENANT_TASK)
@@ -106,7 +108,7 @@ def refresh_usage(self: Task[[str], None], tenant_id: str) -> None:
         raise _retry(self, exc) from None
 
 
-@shared_task(name="worker.tasks.sweep", acks_late=True)  # scheduled by beat (CELERY_BEAT_SCHEDULE)
+@shared_task(name=dispatch.SWEEP, acks_late=True)  # scheduled by beat (CELERY_BEAT_SCHEDULE)
 def sweep() -> dict[str, int]:
     """Re-send work that was lost, remind and expire. Safe to run anywhere, any time."""
     now = timezone.now()
@@ -130,13 +132,25 @@ def sweep() -> dict[str, int]:
     return counts
 
 
-@shared_task(name="worker.tasks.reconcile", acks_late=True)  # scheduled by beat
+@shared_task(name=dispatch.RECONCILE, acks_late=True)  # scheduled by beat, on the reconcile queue
 def reconcile() -> int:
-    """Re-apply every ready tenant: repairs hand edits and deletions (audited) and refreshes quota usage."""
-    return sum(
-        dispatch.send(dispatch.PROVISION, str(pk))
-        for pk in selectors.tenants_ready_for_reconcile().values_list("pk", flat=True)
-    )
+    """Start one reconcile pass per cluster that has ready tenants (on the reconcile queue, so provisioning
+    never waits behind it); how many passes were sent."""
+    clusters = selectors.tenants_ready_for_reconcile().order_by().values_list("cluster_id", flat=True).distinct()
+    return sum(dispatch.send(dispatch.RECONCILE_CLUSTER, str(pk)) for pk in clusters)
+
+
+@shared_task(name=dispatch.RECONCILE_CLUSTER, bind=True, acks_late=True, max_retries=8)
+def reconcile_cluster(self: Task[[str], dict[str, object]], cluster_id: str) -> dict[str, object]:
+    """One pass over a cluster's ready tenants: lists each managed kind once and repairs only what differs
+    (worker.reconcile); retried with backoff when the cluster is unreachable."""
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return {}
+    try:
+        return reconcile_pass.reconcile_cluster(cluster).summary()
+    except KubeTransientError as exc:
+        raise _retry(self, exc) from None
 
 
 @shared_task(name=dispatch.RECHECK_IDENTITIES, acks_late=True)

@@ -41,6 +41,7 @@ from tenants.services.lifecycle import (
     tenant_record_isolation_report,
     tenant_record_owned,
     tenant_record_usage,
+    tenants_record_usage,
     transition,
 )
 from tenants.services.permissions import is_writer, kubeconfig_role, require_platform_admin
@@ -123,6 +124,7 @@ __all__ = [
     "tenant_remind_expiry",
     "tenant_request_isolation_check",
     "tenant_retry",
+    "tenants_record_usage",
     "team_slug",
     "tier_reapply",
     "tier_update",

@@ -211,6 +211,13 @@ def tenant_record_usage(*, tenant: Tenant, usage: dict[str, Any]) -> None:
     Tenant.objects.filter(pk=tenant.pk).update(quota_usage=usage, quota_usage_at=timezone.now())
 
 
+def tenants_record_usage(*, usages: dict[str, dict[str, Any]]) -> None:
+    """Quota usage of many tenants read back in one reconcile pass: one query, not one per tenant."""
+    now = timezone.now()
+    rows = [Tenant(pk=pk, quota_usage=usage, quota_usage_at=now) for pk, usage in usages.items()]
+    Tenant.objects.bulk_update(rows, ["quota_usage", "quota_usage_at"], batch_size=500)
+
+
 @transaction.atomic
 def tenant_record_isolation_report(*, tenant: Tenant, report: dict[str, Any]) -> None:
     Tenant.objects.filter(pk=tenant.pk).update(isolation_report=report, isolation_report_at=timezone.now())
@@ -242,5 +249,6 @@ __all__ = [
     "tenant_record_isolation_report",
     "tenant_record_usage",
     "tenant_snapshot",
+    "tenants_record_usage",
     "transition",
 ]

@@ -137,6 +137,14 @@ def test_the_default_workers_consume_the_teams_queues(helm_bin):
     assert {q for entry in queues for q in entry.split(",")} >= {"provision", "reconcile", "events"}
 
 
+def test_every_declared_queue_has_a_worker_and_provisioning_shares_none_with_reconcile(helm_bin):
+    from django.conf import settings
+
+    consumed = [set(worker["queues"]) for worker in load_values(CHART / "values.yaml")["workers"]]
+    assert set().union(*consumed) >= {queue.name for queue in settings.CELERY_TASK_QUEUES}
+    assert not any({"provision", "reconcile"} <= queues for queues in consumed)
+
+
 @pytest.mark.parametrize(
     "values, hook",
     [

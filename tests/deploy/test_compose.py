@@ -33,7 +33,7 @@ from tests.deploy.helpers import (
     url_host_port,
 )
 
-EXPECTED_SERVICES = {"web", "migrate", "worker", "beat", "postgres", "redis", "keycloak", "mailpit"}
+EXPECTED_SERVICES = {"web", "migrate", "worker", "worker-reconcile", "beat", "postgres", "redis", "keycloak", "mailpit"}
 BACKCHANNEL = ("OIDC_OP_TOKEN_ENDPOINT", "OIDC_OP_USER_ENDPOINT", "OIDC_OP_JWKS_ENDPOINT")
 FRONTCHANNEL = ("OIDC_OP_AUTHORIZATION_ENDPOINT", "OIDC_OP_LOGOUT_ENDPOINT")
 KUBECONFIG_REF = "kubeconfig:/run/berth/kubeconfig"
@@ -210,8 +210,24 @@ def test_commands(services):
     assert any(schedule.startswith(target + "/") for _, target, ro in service_mounts(services["beat"]) if not ro)
 
 
+def test_provisioning_never_waits_behind_reconcile_passes(services):
+    """The worker that provisions does not consume the reconcile queue; another worker does; every queue the
+    portal declares has a consumer."""
+    from django.conf import settings
+
+    def queues(name: str) -> set[str]:
+        command = command_of(services[name])
+        return set(command[command.index("--queues") + 1].split(","))
+
+    assert "provision" in queues("worker") and "reconcile" not in queues("worker")
+    assert queues("worker-reconcile") == {"reconcile"}
+    declared = {queue.name for queue in settings.CELERY_TASK_QUEUES}
+    assert queues("worker") | queues("worker-reconcile") == declared
+
+
 def test_only_the_worker_image_has_the_cluster_tools(services):
-    assert services["worker"]["build"]["target"] == "worker"
+    for name in ("worker", "worker-reconcile"):
+        assert services[name]["build"]["target"] == "worker"
     for name in ("web", "beat", "migrate"):
         assert services[name]["build"]["target"] == "web"
 
@@ -239,7 +255,7 @@ def test_images_are_pinned(services):
 
 
 def test_cluster_credentials_are_mounted_read_only(services):
-    for name in ("web", "worker"):
+    for name in ("web", "worker", "worker-reconcile"):
         mounts = {target: (source, ro) for source, target, ro in service_mounts(services[name])}
         assert "/run/berth" in mounts, f"{name}: the kubeconfig directory is not mounted"
         source, read_only = mounts["/run/berth"]
@@ -259,7 +275,7 @@ def test_portal_containers_are_locked_down(services):
 def test_cluster_network_overlay_parses():
     merged = compose_config(ROOT / "deploy" / "compose.cluster-network.yml", env={"BERTH_CLUSTER_NETWORK": "k3d-berth"})
     assert merged["networks"]["cluster"]["name"] == "k3d-berth"
-    for name in ("web", "worker"):
+    for name in ("web", "worker", "worker-reconcile"):
         assert set(merged["services"][name]["networks"]) == {"default", "cluster"}
 
 

@@ -6,7 +6,7 @@ Read from the file (through a real compose implementation): each service's envir
 mounts. Rewritten: the `host:port` each container uses (service names, published ports) to where the native
 process listens; /run/secrets/* to the shipped example secrets copied to a temporary directory; the mounts'
 container paths and tmpfs to temporary directories; /app (the image's WORKDIR) to this checkout. Run as they are:
-`migrate`, `web` (gunicorn with deploy/gunicorn.conf.py), `worker`, `beat` (each through deploy/entrypoint.sh),
+`migrate`, `web` (gunicorn with deploy/gunicorn.conf.py), the workers, `beat` (each through deploy/entrypoint.sh),
 Redis with compose's command line, Keycloak with the realm file compose mounts. In place of images: PostgreSQL
 from Debian (user and database as compose's POSTGRES_USER/POSTGRES_DB), Keycloak's server distribution at the
 image's version (devcluster/keycloak.py), a small SMTP sink for Mailpit, and the dev control plane as the
@@ -47,7 +47,6 @@ from tests.plugins.keycloak import redeem_at_keycloak, sign_in_at_keycloak
 
 pytestmark = [pytest.mark.cluster, pytest.mark.worker, pytest.mark.keycloak, pytest.mark.timeout(900)]
 
-PORTAL_PROCESSES = ("web", "worker", "beat")
 KUBE_MOUNT = "/run/berth"
 BEAT_MOUNT = "/var/lib/berth/beat"
 
@@ -85,10 +84,18 @@ def test_the_compose_services_run_natively_and_carry_the_readme_journey(control_
     beat_dir.mkdir()
     shutil.copyfile(control_plane.kubeconfig_path, kube_dir / "kubeconfig")  # deploy/kube/kubeconfig
     mounts = {KUBE_MOUNT: kube_dir, BEAT_MOUNT: beat_dir}
-    # Each tmpfs but /tmp (e.g. prometheus_client's multiprocess directory) is an empty directory of its own.
-    for path in sorted({p for n in PORTAL_PROCESSES for p in services[n].get("tmpfs") or [] if p != "/tmp"}):
-        mounts[path] = tmp_path / f"tmpfs{len(mounts)}"
-        mounts[path].mkdir()
+    # Every process built from Berth's images but the one-shot migrate: web, the workers, beat.
+    portal_processes = [name for name, service in services.items() if "build" in service and name != "migrate"]
+    assert {"web", "worker", "beat"} <= set(portal_processes)
+
+    def mounts_of(name: str) -> dict[str, Path]:
+        """The shared mounts, and each of the service's tmpfs but /tmp as an empty directory of its own."""
+        own = dict(mounts)
+        for index, path in enumerate(services[name].get("tmpfs") or []):
+            if path != "/tmp":
+                own[path] = tmp_path / f"{name}-tmpfs{index}"
+                own[path].mkdir(exist_ok=True)
+        return own
 
     keycloak_service = services["keycloak"]
     assert command_of(keycloak_service)[:2] == ["start-dev", "--import-realm"]
@@ -119,8 +126,10 @@ def test_the_compose_services_run_natively_and_carry_the_readme_journey(control_
         assert keycloak_env["KC_HOSTNAME"] == keycloak.base_url
 
         envs = {
-            name: native_process_env(loopback_env(services[name], addresses=addresses, secrets=secrets, mounts=mounts))
-            for name in ("migrate", *PORTAL_PROCESSES)
+            name: native_process_env(
+                loopback_env(services[name], addresses=addresses, secrets=secrets, mounts=mounts_of(name))
+            )
+            for name in ("migrate", *portal_processes)
         }
         assert envs["web"]["OIDC_OP_ISSUER"] == keycloak.issuer
         # The container binds 0.0.0.0:8000 (gunicorn.conf.py's default), published on 127.0.0.1:8000.
@@ -130,7 +139,11 @@ def test_the_compose_services_run_natively_and_carry_the_readme_journey(control_
                 env["BERTH_WORKER_METRICS_PORT"] = str(free_port())
 
         migrate = subprocess.run(
-            native_command(services["migrate"], mounts), cwd=ROOT, env=envs["migrate"], capture_output=True, timeout=300
+            native_command(services["migrate"], mounts_of("migrate")),
+            cwd=ROOT,
+            env=envs["migrate"],
+            capture_output=True,
+            timeout=300,
         )
         assert migrate.returncode == 0, migrate.stderr.decode()[-3000:]
         # What a platform admin does in /admin/ (docs/deployment.md, "Connecting a cluster"), in one command.
@@ -143,8 +156,8 @@ def test_the_compose_services_run_natively_and_carry_the_readme_journey(control_
         assert seeded.returncode == 0, seeded.stderr.decode()[-3000:]
 
         processes = {
-            name: _start(stack, name, native_command(services[name], mounts), envs[name], tmp_path)
-            for name in PORTAL_PROCESSES
+            name: _start(stack, name, native_command(services[name], mounts_of(name)), envs[name], tmp_path)
+            for name in portal_processes
         }
         wait_for_celery_ready(processes["worker"], timeout=120)
         healthcheck = [part.replace("127.0.0.1:8000", web) for part in services["web"]["healthcheck"]["test"][1:]]

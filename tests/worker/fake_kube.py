@@ -6,12 +6,14 @@ UID precondition, ``list`` filters by ``key=value`` label selectors. What contro
 cluster is explicit here:
 
 - namespaces are Active as soon as they exist (``terminating`` marks them deleted but present);
-- a ResourceQuota gets ``status.hard`` only once ``observe_quotas()`` has run (the quota controller);
+- a ResourceQuota gets ``status.hard`` only once ``observe_quotas()`` has run (the quota controller), or at
+  once with ``observe_quotas_on_apply``;
 - admission refuses every server-side dry run naming each ValidatingAdmissionPolicy that has a binding,
   which is what ``guards_not_in_force`` looks for; with ``guards_enforced = False`` it admits them.
 
 ``fail_next`` makes the next call raise a given error, ``refuse[kind]`` every apply of that kind (Kubernetes
-errors as the real client raises them).
+errors as the real client raises them). ``requests`` counts API requests as the real client would send them:
+one per verb call, one per object applied, one per page listed.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from worker.kube import Kube, KubeForbidden, KubePermanentError, Manifest
+from worker.kube import LIST_PAGE_SIZE, Kube, KubeForbidden, KubePermanentError, Manifest
 
 KubeKey = tuple[str, str, str]  # kind, namespace ('' for cluster-scoped), name
 _servers = itertools.count(1)
@@ -36,6 +38,7 @@ class FakeKube(Kube):
         self.requests = 0
         self.objects: dict[KubeKey, Manifest] = {}
         self.guards_enforced = True
+        self.observe_quotas_on_apply = False  # a quota controller quicker than the next request
         self.fail_next: Exception | None = None
         self.refuse: dict[str, Exception] = {}  # kind -> what the server answers to applying one
         self.writes: list[str] = []  # "apply Kind/name", "create Kind/name", "delete Kind/name", in order
@@ -59,16 +62,17 @@ class FakeKube(Kube):
     def named(self, kind: str) -> list[str]:
         return sorted(meta["name"] for meta in (o["metadata"] for o in self.objects.values() if o["kind"] == kind))
 
-    def _maybe_fail(self) -> None:
+    def _maybe_fail(self, requests: int = 1) -> None:
+        self.requests += requests
         if self.fail_next is not None:
             error, self.fail_next = self.fail_next, None
             raise error
 
     # --- the verbs ------------------------------------------------------------------------------------------
-    def apply(self, objs: Iterable[Manifest], *, dry_run: bool = False) -> list[Manifest | None]:
-        self._maybe_fail()
+    def _apply(self, objs: Iterable[Manifest], *, dry_run: bool = False) -> list[Manifest | None]:
         results: list[Manifest | None] = []
         for obj in objs:
+            self._maybe_fail()
             if obj["kind"] in self.refuse:
                 raise self.refuse[obj["kind"]]
             key = _key(obj)
@@ -85,10 +89,12 @@ class FakeKube(Kube):
                     stored[kept] = live[kept]
             if live is not None and live["metadata"].get("deletionTimestamp"):
                 stored["metadata"]["deletionTimestamp"] = live["metadata"]["deletionTimestamp"]
+            if self.observe_quotas_on_apply and obj["kind"] == "ResourceQuota":
+                stored["status"] = {"hard": dict(obj["spec"].get("hard", {})), "used": {}}
             if not dry_run:
                 self.objects[key] = stored
                 self.writes.append(f"apply {obj['kind']}/{key[2]}")
-            results.append(copy.deepcopy(stored))
+            results.append(self._as_served(stored, obj["kind"]))
         return results
 
     def create(self, obj: Manifest, *, dry_run: bool = False) -> Manifest | None:
@@ -112,29 +118,35 @@ class FakeKube(Kube):
             names = ", ".join(f"'{name}'" for name in sorted(bound))
             raise KubeForbidden(f"create {obj['kind']}: denied by ValidatingAdmissionPolicy {names}", status=403)
 
-    def get(self, kind: str, name: str, *, namespace: str | None = None) -> Manifest | None:
+    def _get(self, kind: str, name: str, *, namespace: str | None = None) -> Manifest | None:
         self._maybe_fail()
         live = self.objects.get((kind, namespace or "", name))
-        if live is None:
-            return None
-        found = copy.deepcopy(live)
+        return None if live is None else self._as_served(live, kind)
+
+    @staticmethod
+    def _as_served(stored: Manifest, kind: str) -> Manifest:
+        """A copy as the server answers with it: a Namespace with its phase."""
+        found = copy.deepcopy(stored)
         if kind == "Namespace":
             terminating = bool(found["metadata"].get("deletionTimestamp"))
             found["status"] = {"phase": "Terminating" if terminating else "Active"}
         return found
 
-    def list(self, kind: str, *, namespace: str | None = None, label_selector: str = "") -> list[Manifest]:
-        self._maybe_fail()
+    def list(
+        self, kind: str, *, namespace: str | None = None, label_selector: str = "", page_size: int = LIST_PAGE_SIZE
+    ) -> list[Manifest]:
         wanted = dict(part.split("=", 1) for part in label_selector.split(",") if part)
-        return [
+        found = [
             copy.deepcopy(o)
             for (k, ns, _), o in sorted(self.objects.items())
             if k == kind
             and (namespace is None or ns == namespace)
             and all((o["metadata"].get("labels") or {}).get(lk) == lv for lk, lv in wanted.items())
         ]
+        self._maybe_fail(requests=max(1, -(-len(found) // page_size)))
+        return found
 
-    def delete(self, kind: str, name: str, *, namespace: str | None = None, uid: str = "") -> bool:
+    def _delete(self, kind: str, name: str, *, namespace: str | None = None, uid: str = "") -> bool:
         self._maybe_fail()
         key = (kind, namespace or "", name)
         live = self.objects.get(key)

@@ -8,71 +8,22 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Callable, Iterator
 
 import pytest
-from django.db import connections
 from django.utils import timezone
 
 from tenants import dispatch, services
-from tenants.models import AuditEvent, Cluster, Team, Tenant, Tier, User
+from tenants.models import AuditEvent, Tenant
+from tests.worker.conftest import MakeTenant, provisioned_ready
 from tests.worker.fake_kube import FakeKube
-from worker import kube, provisioning, tasks
+from worker import provisioning, tasks
 from worker.backends import backend_for
 from worker.kube import KubePermanentError, KubeTransientError
 from worker.provisioning import Outcome
 
-MakeTenant = Callable[..., Tenant]
-
-
-@pytest.fixture
-def host(monkeypatch: pytest.MonkeyPatch) -> FakeKube:
-    """The API server every cluster record points at, in this test."""
-    fake = FakeKube()
-    monkeypatch.setattr(kube, "for_cluster", lambda cluster: fake)
-    return fake
-
-
-@pytest.fixture
-def make_tenant(
-    alice: User, team_a: Team, medium: Tier, cluster: Cluster, worker_hooks: object
-) -> Callable[..., Tenant]:
-    def make(*, status: str = "approved", name: str = "web", kind: str = "namespace", on: Cluster = cluster) -> Tenant:
-        return Tenant.objects.create(
-            name=name,
-            namespace=f"dev-{name}",
-            kind=kind,
-            team=team_a,
-            tier=medium,
-            cluster=on,
-            status=status,
-            created_by=alice,
-            expires_at=timezone.now() + dt.timedelta(days=3),
-        )
-
-    return make
-
-
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[object, ...], float]]:
-    """Jobs published (task name, arguments, countdown) instead of reaching a broker."""
-    published: list[tuple[str, tuple[object, ...], float]] = []
-
-    def send(task: str, *args: object, countdown: float = 0.0) -> bool:
-        published.append((task, args, countdown))
-        return True
-
-    monkeypatch.setattr(dispatch, "send", send)
-    return published
-
 
 def _provisioned_ready(make_tenant: MakeTenant, host: FakeKube) -> Tenant:
-    tenant = make_tenant()
-    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.NOT_YET
-    host.observe_quotas()
-    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.READY
-    tenant.refresh_from_db()
-    return tenant
+    return provisioned_ready(make_tenant(), host)
 
 
 # --- ready, not yet, in sync, repaired ----------------------------------------------------------------------
@@ -123,19 +74,6 @@ def test_readiness_and_usage_checks_only_read(make_tenant, host):
 
 
 # --- locked, gone, raced, skipped ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-def other_worker() -> Iterator[Callable[[str], None]]:
-    """A second database session, as another worker process has; ``hold(tenant_id)`` takes the tenant's lock."""
-    conn = connections.create_connection("default")
-
-    def hold(tenant_id: str) -> None:
-        with conn.cursor() as cur:
-            cur.execute("SELECT pg_advisory_lock(%s)", [provisioning.lock_key(tenant_id)])
-
-    yield hold
-    conn.close()
 
 
 def test_a_tenant_another_worker_holds_is_left_to_it(make_tenant, host, other_worker):
@@ -235,10 +173,13 @@ def test_the_task_requeues_itself_with_a_countdown_instead_of_waiting(make_tenan
     tenant = make_tenant()
     result = tasks.provision_tenant.apply(args=(str(tenant.pk),), throw=True).get()
     assert result == "not yet: Applied; waiting for the cluster to report it ready."
-    assert sent == [(dispatch.PROVISION, (str(tenant.pk),), provisioning.POLL_MIN_SECONDS)]
+    # It comes back knowing that generation 1 is applied in full: the next step only looks.
+    assert sent == [(dispatch.PROVISION, (str(tenant.pk), 1), provisioning.POLL_MIN_SECONDS)]
     host.observe_quotas()
-    assert tasks.provision_tenant.apply(args=(str(tenant.pk),), throw=True).get() == "ready"
+    writes = list(host.writes)
+    assert tasks.provision_tenant.apply(args=sent[0][1], throw=True).get() == "ready"
     assert len(sent) == 1  # ready: nothing more to come back for
+    assert host.writes == writes
 
 
 def test_decommissioning_comes_back_until_everything_is_gone(make_tenant, host, sent):

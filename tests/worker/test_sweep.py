@@ -71,12 +71,12 @@ def test_expired_tenants_are_decommissioned_by_the_sweep(approved, dispatched):
     assert event.actor is None and event.actor_name == "system"
 
 
-def test_reconcile_resends_every_ready_tenant_and_nothing_else(approved, dispatched):
+def test_reconcile_sends_one_pass_per_cluster_with_ready_tenants_and_nothing_else(approved, dispatched):
     assert reconcile() == 0
     tenant = services.tenant_mark_ready(tenant=services.tenant_mark_provisioning(tenant=approved), applied_generation=1)
     dispatched.clear()
     assert reconcile() == 1
-    assert dispatched == [(dispatch.PROVISION, (str(tenant.pk),))]
+    assert dispatched == [(dispatch.RECONCILE_CLUSTER, (str(tenant.cluster_id),))]
 
 
 def test_a_job_for_a_tenant_another_worker_holds_is_retried_not_dropped(approved, monkeypatch):

@@ -10,16 +10,62 @@ from django.conf import settings
 
 from worker import guards, isolation, kube, manifests, ownership
 from worker.backends.base import Access, NotReadyYet
-from worker.kube import Kube, KubePermanentError, Manifest
+from worker.kube import Kube, KubeForbidden, KubePermanentError, Manifest
 
 Tenant = Any
 
 
-def cluster_facts(k: Kube) -> manifests.ClusterFacts:
-    return manifests.ClusterFacts(
-        storage_classes=tuple(sorted(o["metadata"]["name"] for o in k.list("StorageClass"))),
-        priority_classes=tuple(sorted(o["metadata"]["name"] for o in k.list("PriorityClass"))),
-    )
+# Storage and priority classes change rarely: read at most once a minute per process, and afresh by each
+# reconcile pass (which re-applies quotas that a new class changes).
+_facts: kube.PerServer[manifests.ClusterFacts] = kube.PerServer(max_age=60.0)
+
+
+def cluster_facts(k: Kube, *, fresh: bool = False) -> manifests.ClusterFacts:
+    def read() -> manifests.ClusterFacts:
+        return manifests.ClusterFacts(
+            storage_classes=tuple(sorted(o["metadata"]["name"] for o in k.list("StorageClass"))),
+            priority_classes=tuple(sorted(o["metadata"]["name"] for o in k.list("PriorityClass"))),
+        )
+
+    return _facts.get(k, read, fresh=fresh)
+
+
+# The cluster-wide guards, checked (listed and compared) at most once a minute per process before a namespace
+# is created, and by every reconcile pass; applied only where missing or changed.
+_guards_in_place: kube.PerServer[bool] = kube.PerServer(max_age=60.0)
+
+
+def ensure_guards(k: Kube, *, fresh: bool = False) -> list[str]:
+    """Apply the guards that are missing or differ from what Berth renders; what had to be applied."""
+    applied: list[str] = []
+
+    def check() -> bool:
+        wanted = guards.cluster_guards()
+        live = _live_guards(k, wanted)
+        stale = [obj for obj in wanted if differs(obj, live.get((obj["kind"], obj["metadata"]["name"])))]
+        k.apply(stale)  # each policy before its binding, as rendered
+        applied.extend(f"{o['kind']}/{o['metadata']['name']}" for o in stale)
+        return True
+
+    _guards_in_place.get(k, check, key=_GUARDS_DIGEST, fresh=fresh)
+    return applied
+
+
+def _live_guards(k: Kube, wanted: list[Manifest]) -> dict[tuple[str, str], Manifest]:
+    """The guards as they are: two lists, or (a least-privilege worker may read its guards only by name) a
+    get each."""
+    try:
+        return {
+            (o["kind"], o["metadata"]["name"]): o
+            for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+            for o in k.list(kind, label_selector=MANAGED_BY_SELECTOR)
+        }
+    except KubeForbidden:
+        found = ((o["kind"], o["metadata"]["name"], k.get(o["kind"], o["metadata"]["name"])) for o in wanted)
+        return {(kind, name): live for kind, name, live in found if live is not None}
+
+
+MANAGED_BY_SELECTOR = ",".join(f"{key}={value}" for key, value in manifests.MANAGED_BY.items())
 
 
 def _is_subset(want: Any, have: Any) -> bool:
@@ -35,20 +81,37 @@ def _is_subset(want: Any, have: Any) -> bool:
     return kube.same_value(want, have)
 
 
+def differs(want: Manifest, live: Manifest | None) -> bool:
+    """Whether ``live`` lacks something Berth renders into ``want``: a field, a label, an annotation.
+
+    Only what Berth sets is compared, so defaults the server fills in are never drift.
+    """
+    if live is None:
+        return True
+    meta, live_meta = want["metadata"], live.get("metadata") or {}
+    wanted = {key: value for key, value in want.items() if key not in ("apiVersion", "kind", "metadata")}
+    return not (
+        _is_subset(wanted, live)
+        and _is_subset(meta.get("labels", {}), live_meta.get("labels") or {})
+        and _is_subset(meta.get("annotations", {}), live_meta.get("annotations") or {})
+    )
+
+
+def drift(want: Manifest, live: Manifest | None) -> str:
+    """'Kind/name was missing', 'Kind/name was changed', or '' when ``live`` is as Berth wants it."""
+    name = f"{want['kind']}/{want['metadata']['name']}"
+    if live is None:
+        return f"{name} was missing"
+    return f"{name} was changed" if differs(want, live) else ""
+
+
 def _drift(k: Kube, objs: list[Manifest]) -> list[str]:
     """What is missing or was edited by hand, before we apply over it."""
-    repaired: list[str] = []
-    for obj in objs:
-        meta = obj["metadata"]
-        live = k.get(obj["kind"], meta["name"], namespace=meta.get("namespace"))
-        name = f"{obj['kind']}/{meta['name']}"
-        if live is None:
-            repaired.append(f"{name} was missing")
-            continue
-        wanted = {key: value for key, value in obj.items() if key not in ("apiVersion", "kind", "metadata")}
-        if not _is_subset(wanted, live) or not _is_subset(meta.get("labels", {}), live["metadata"].get("labels", {})):
-            repaired.append(f"{name} was changed")
-    return repaired
+    found = (
+        drift(obj, k.get(obj["kind"], obj["metadata"]["name"], namespace=obj["metadata"].get("namespace")))
+        for obj in objs
+    )
+    return [what for what in found if what]
 
 
 def namespace_grants() -> tuple[manifests.NamespaceGrant, ...]:
@@ -152,39 +215,45 @@ class NamespaceBackend:
             team_access=self.team_access,
             grants=namespace_grants(),
         )
-        # With the UID Berth recorded, an apply onto a namespace someone replaced since fails instead of adopting it.
-        uid = (tenant.owned_uids or {}).get(ownership.TopLevel("Namespace", tenant.namespace).key)
-        if uid:
-            objs[0]["metadata"]["uid"] = uid
+        # With the UIDs Berth recorded, an apply onto a top-level object someone replaced since fails instead of
+        # adopting it.
+        owned = tenant.owned_uids or {}
+        for obj in objs:
+            meta = obj["metadata"]
+            uid = owned.get(ownership.TopLevel(obj["kind"], meta["name"], meta.get("namespace")).key)
+            if uid and obj["kind"] in ("Namespace", "FlowSchema"):
+                meta["uid"] = uid
         return objs
 
     def apply(self, tenant: Tenant, k: Kube, *, detect_drift: bool) -> list[str]:
         objs = self.render(tenant, k)
-        k.apply(guards.cluster_guards())  # before the namespace exists, so it is never unguarded
+        ensure_guards(k)  # before the namespace exists, so it is never unguarded
         grants = manifests.namespace_grants(tenant, tenant.tier, namespace_grants())
         created = grant_berth_access(k, objs[0], grants) if grants else []
         repaired = created + _drift(k, objs) if detect_drift else []
         k.apply(objs[:1])  # the Namespace first, so namespaced objects have a home
         k.apply(objs[1:])
-        self._prune(tenant, k, objs)
+        if tenant.applied_generation and tenant.applied_generation != tenant.generation:
+            self.prune(tenant, k, objs)
         return repaired
 
-    def _prune(self, tenant: Tenant, k: Kube, objs: list[Manifest]) -> None:
+    def prune(self, tenant: Tenant, k: Kube, objs: list[Manifest]) -> None:
         """Remove berth objects a tier change no longer wants (e.g. an ingress policy)."""
         wanted = {(o["kind"], o["metadata"]["name"]) for o in objs}
-        selector = f"berth.dev/tenant-id={tenant.pk}"
+        selector = f"{manifests.TENANT_ID_LABEL}={tenant.pk}"
         for kind in ("NetworkPolicy", "ResourceQuota"):
             for live in k.list(kind, namespace=tenant.namespace, label_selector=selector):
                 if (kind, live["metadata"]["name"]) not in wanted:
                     k.delete(kind, live["metadata"]["name"], namespace=tenant.namespace)
-        if not self.team_access or manifests.flow_schema(tenant, tenant.tier, tenant.cluster) is None:
-            ownership.delete(k, tenant, ownership.TopLevel("FlowSchema", manifests.flow_schema_name(tenant)))
+        flow_schema = ownership.TopLevel("FlowSchema", manifests.flow_schema_name(tenant))
+        if ("FlowSchema", flow_schema.name) not in wanted and flow_schema.key in (tenant.owned_uids or {}):
+            ownership.delete(k, tenant, flow_schema)
 
     def is_ready(self, tenant: Tenant, k: Kube) -> bool:
         ns = k.get("Namespace", tenant.namespace)
         if not ns or (ns.get("status") or {}).get("phase") != "Active":
             return False
-        quota = k.get("ResourceQuota", "berth-quota", namespace=tenant.namespace)
+        quota = k.get("ResourceQuota", "berth-quota", namespace=tenant.namespace, fresh=True)
         # The quota controller has observed the quota: it is enforced from here on.
         if not (quota and (quota.get("status") or {}).get("hard")):
             return False
@@ -193,13 +262,19 @@ class NamespaceBackend:
 
     def top_level(self, tenant: Tenant) -> list[ownership.TopLevel]:
         tops = [ownership.TopLevel("Namespace", tenant.namespace)]
-        if self.team_access:  # cluster-scoped and named after the namespace: just as easily someone else's
+        # Cluster-scoped and named after the namespace: just as easily someone else's. Only when the tier wants
+        # one: a name Berth does not need is not claimed.
+        if self.team_access and manifests.flow_schema(tenant, tenant.tier, tenant.cluster) is not None:
             tops.append(ownership.TopLevel("FlowSchema", manifests.flow_schema_name(tenant)))
         return tops
 
     def teardown(self, tenant: Tenant, k: Kube) -> bool:
         """Start deleting what Berth created (by UID); True once all of it is really gone."""
-        gone = [ownership.delete(k, tenant, top) for top in reversed(self.top_level(tenant))]
+        tops = self.top_level(tenant)
+        flow_schema = ownership.TopLevel("FlowSchema", manifests.flow_schema_name(tenant))
+        if flow_schema not in tops and flow_schema.key in (tenant.owned_uids or {}):
+            tops.append(flow_schema)  # recorded under an earlier tier
+        gone = [ownership.delete(k, tenant, top) for top in reversed(tops)]
         return all(gone)
 
     def usage(self, tenant: Tenant, k: Kube) -> dict[str, Any]:

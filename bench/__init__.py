@@ -1,0 +1,1 @@
+"""Benchmarks against the dev control plane (see bench/README.md)."""

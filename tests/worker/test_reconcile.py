@@ -1,0 +1,197 @@
+"""The reconcile pass (worker.reconcile) against an in-memory API server: what it costs and what it touches.
+
+An in-sync pass costs requests per managed kind, whatever the number of tenants; each repair one more; objects
+Berth did not create are never changed. The same against the dev control plane: test_reconcile_cluster.py.
+"""
+
+from __future__ import annotations
+
+from tenants import dispatch
+from tenants.models import AuditEvent, Cluster, Tenant
+from tests.worker.conftest import MakeTenant, provisioned_ready
+from tests.worker.fake_kube import FakeKube
+from worker import manifests, provisioning, reconcile, tasks
+from worker.backends import backend_for
+from worker.backends.namespace import NamespaceBackend
+from worker.kube import KubeForbidden
+from worker.provisioning import Outcome
+
+# Each managed kind and the two guard kinds are listed once; the cluster facts are two lists more.
+KINDS = len(reconcile.MANAGED_KINDS) + 2
+
+
+def _ready_tenants(make_tenant: MakeTenant, host: FakeKube, n: int, *, start: int = 0) -> list[Tenant]:
+    return [provisioned_ready(make_tenant(name=f"t{i}"), host) for i in range(start, start + n)]
+
+
+def _pass(cluster: Cluster, host: FakeKube) -> tuple[reconcile.PassResult, list[str]]:
+    """One pass, and the writes it made."""
+    before = len(host.writes)
+    result = reconcile.reconcile_cluster(cluster)
+    return result, host.writes[before:]
+
+
+def test_an_in_sync_pass_costs_the_same_requests_for_2_or_12_tenants(make_tenant, host, cluster):
+    _ready_tenants(make_tenant, host, 2)
+    small, _ = _pass(cluster, host)
+    _ready_tenants(make_tenant, host, 10, start=2)
+    large, writes = _pass(cluster, host)
+    assert (small.tenants, small.in_sync, large.tenants, large.in_sync) == (2, 2, 12, 12)
+    assert small.requests == large.requests <= 3 * KINDS
+    assert large.repaired == {} and writes == []
+
+
+def test_k_hand_edits_are_found_and_repaired_in_one_pass_for_one_request_each(make_tenant, host, cluster):
+    tenants = _ready_tenants(make_tenant, host, 4)
+    in_sync = _pass(cluster, host)[0].requests
+    a, b, c = (t.namespace for t in tenants[:3])
+    host.objects[("ResourceQuota", a, "berth-quota")]["spec"]["hard"]["pods"] = "1000"
+    del host.objects[("NetworkPolicy", b, "berth-default-deny")]
+    host.objects[("Namespace", "", c)]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = "privileged"
+    result, writes = _pass(cluster, host)
+    assert result.requests == in_sync + 3
+    assert sorted(writes) == sorted(
+        ["apply ResourceQuota/berth-quota", "apply NetworkPolicy/berth-default-deny", f"apply Namespace/{c}"]
+    )
+    assert result.repaired == {
+        str(tenants[0].pk): ["ResourceQuota/berth-quota was changed"],
+        str(tenants[1].pk): ["NetworkPolicy/berth-default-deny was missing"],
+        str(tenants[2].pk): [f"Namespace/{c} was changed"],
+    }
+    assert host.objects[("ResourceQuota", a, "berth-quota")]["spec"]["hard"]["pods"] == "100"
+    assert ("NetworkPolicy", b, "berth-default-deny") in host.objects
+    assert host.objects[("Namespace", "", c)]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] != (
+        "privileged"
+    )
+    events = AuditEvent.objects.filter(action="tenant.drift_repaired")
+    assert {e.object_id: e.after["repaired"] for e in events} == result.repaired
+    assert _pass(cluster, host)[0].repaired == {}
+
+
+def test_server_defaults_are_not_drift(make_tenant, host, cluster):
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    policy = host.objects[("NetworkPolicy", tenant.namespace, "berth-default-deny")]
+    policy["spec"]["somethingTheServerAdds"] = {"default": True}
+    policy["metadata"]["labels"]["added-by-someone"] = "x"
+    host.objects[("Namespace", "", tenant.namespace)]["metadata"]["labels"]["kubernetes.io/metadata.name"] = "t0"
+    assert _pass(cluster, host)[0].repaired == {}
+
+
+def test_someone_elses_namespace_under_a_tenants_name_is_left_alone_and_noted(make_tenant, host, cluster):
+    mine, replaced = _ready_tenants(make_tenant, host, 2)
+    # Deleted and re-created by someone else, Berth's labels copied: another UID than the one Berth recorded.
+    theirs = host.objects.pop(("Namespace", "", replaced.namespace))
+    theirs["metadata"]["uid"] = "someone-elses"
+    theirs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = "privileged"
+    host.put(theirs)
+    result, writes = _pass(cluster, host)
+    assert result.foreign == {str(replaced.pk): [f"Namespace/{replaced.namespace}"]}
+    assert f"apply Namespace/{replaced.namespace}" not in writes
+    assert host.objects[("Namespace", "", replaced.namespace)]["metadata"]["labels"][
+        "pod-security.kubernetes.io/enforce"
+    ] == ("privileged")
+    replaced.refresh_from_db()
+    assert "not Berth's" in replaced.status_reason
+    assert str(mine.pk) not in result.foreign
+
+
+def test_objects_of_other_tenants_and_foreign_objects_are_never_deleted(make_tenant, host, cluster):
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    labels = {**manifests.MANAGED_BY, manifests.TENANT_ID_LABEL: "another-tenant"}
+    other = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "spec": {}}
+    host.put({**other, "metadata": {"name": "berth-extra", "namespace": tenant.namespace, "labels": labels}})
+    host.put({**other, "metadata": {"name": "teams-own", "namespace": tenant.namespace}})
+    host.put({**other, "metadata": {"name": "berth-extra", "namespace": "elsewhere", "labels": labels}})
+    _, writes = _pass(cluster, host)
+    assert writes == []
+    assert host.named("NetworkPolicy").count("berth-extra") == 2 and "teams-own" in host.named("NetworkPolicy")
+
+
+def test_what_the_tier_no_longer_wants_is_removed_in_the_pass(make_tenant, host, cluster):
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    labels = {**manifests.MANAGED_BY, manifests.TENANT_ID_LABEL: str(tenant.pk)}
+    meta = {"name": "berth-allow-ingress-controller", "namespace": tenant.namespace, "labels": labels}
+    host.put({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": meta, "spec": {}})
+    result, writes = _pass(cluster, host)
+    assert result.repaired == {str(tenant.pk): ["NetworkPolicy/berth-allow-ingress-controller was no longer wanted"]}
+    assert writes == ["delete NetworkPolicy/berth-allow-ingress-controller"]
+
+
+def test_missing_guards_are_put_back_once_per_pass(make_tenant, host, cluster):
+    _ready_tenants(make_tenant, host, 3)
+    del host.objects[("ValidatingAdmissionPolicyBinding", "", "berth-no-external-ips")]
+    assert _pass(cluster, host)[1] == ["apply ValidatingAdmissionPolicyBinding/berth-no-external-ips"]
+
+
+def test_a_tenant_another_worker_holds_is_left_to_it(make_tenant, host, cluster, other_worker):
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    del host.objects[("LimitRange", tenant.namespace, "berth-limits")]
+    other_worker(str(tenant.pk))
+    result, writes = _pass(cluster, host)
+    assert result.busy == 1 and writes == []
+
+
+def test_a_first_provision_costs_at_most_its_objects_and_two_requests(make_tenant, host):
+    provisioned_ready(make_tenant(name="warm"), host)  # what a worker process reads once: guards, facts, identity
+    tenant = make_tenant(name="web")
+    objects = len(backend_for(tenant).render(tenant, host))
+    before = host.requests
+    host.observe_quotas_on_apply = True
+    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.READY
+    assert host.requests - before <= objects + 2, host.requests - before
+
+
+def test_beat_sends_one_pass_per_cluster_with_ready_tenants(make_tenant, host, cluster, sent):
+    _ready_tenants(make_tenant, host, 3)
+    sent.clear()
+    assert tasks.reconcile() == 1
+    assert sent == [(dispatch.RECONCILE_CLUSTER, (str(cluster.pk),), 0.0)]
+    assert tasks.reconcile_cluster.apply(args=(str(cluster.pk),), throw=True).get()["in_sync"] == 3
+
+
+def test_a_credential_that_may_not_list_cluster_wide_reconciles_tenant_by_tenant(
+    make_tenant, host, cluster, monkeypatch
+):
+    """A least-privilege worker (the chart's RBAC) holds rights inside Berth's namespaces only."""
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    del host.objects[("LimitRange", tenant.namespace, "berth-limits")]
+    listed = host.list
+
+    def list_in_namespaces_only(kind: str, *, namespace: str | None = None, **kw: object) -> list[dict]:
+        if namespace is None and kind in reconcile.MANAGED_KINDS:
+            raise KubeForbidden(f"list {kind}: forbidden", status=403)
+        return listed(kind, namespace=namespace, **kw)
+
+    monkeypatch.setattr(host, "list", list_in_namespaces_only)
+    result, writes = _pass(cluster, host)
+    assert result.per_tenant and result.tenants == 1
+    assert "apply LimitRange/berth-limits" in writes
+    assert AuditEvent.objects.get(action="tenant.drift_repaired").after["repaired"] == [
+        "LimitRange/berth-limits was missing"
+    ]
+
+
+def test_a_tenant_whose_tier_changed_since_the_pass_began_is_left_to_its_own_job(
+    make_tenant, host, cluster, monkeypatch
+):
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    del host.objects[("LimitRange", tenant.namespace, "berth-limits")]
+    render = NamespaceBackend.render
+
+    def render_then_change_tier(self, t, k):  # the tier changes right after the pass rendered the tenant
+        objs = render(self, t, k)
+        Tenant.objects.filter(pk=t.pk).update(generation=t.generation + 1)
+        return objs
+
+    monkeypatch.setattr(NamespaceBackend, "render", render_then_change_tier)
+    result, writes = _pass(cluster, host)
+    assert result.busy == 1 and writes == []
+
+
+def test_quota_usage_read_in_the_pass_is_recorded_in_one_go(make_tenant, host, cluster):
+    a, b = _ready_tenants(make_tenant, host, 2)
+    host.objects[("ResourceQuota", a.namespace, "berth-quota")]["status"]["used"] = {"pods": "3"}
+    _pass(cluster, host)
+    a.refresh_from_db()
+    b.refresh_from_db()
+    assert a.quota_usage["used"] == {"pods": "3"} and b.quota_usage["used"] == {}

@@ -1,0 +1,263 @@
+"""The periodic reconcile pass: one per cluster, listing each managed kind once instead of reading per tenant.
+
+A pass reads the cluster's facts (storage and priority classes) and checks the cluster-wide guards once, lists
+every kind Berth creates for namespace tenants once (label ``app.kubernetes.io/managed-by=berth``, in pages),
+and compares in memory what each ready namespace tenant should have with what is there: only the fields,
+labels and annotations Berth renders, so defaults the server fills in are never drift. It applies only what is
+missing or differs, removes what a tenant's tier no longer wants, and records the repairs per tenant through
+``tenants.services`` (audited, as before). An in-sync pass over any number of tenants therefore costs a few
+requests per kind; each repair costs one more.
+
+Berth never adopts: a top-level object (the Namespace, a FlowSchema) that is not the one recorded for the
+tenant is left alone and the tenant gets a note; objects are deleted only when they carry the tenant's id, and
+top-level ones with the recorded UID as a precondition. A tenant another worker is provisioning (its advisory
+lock is taken) is left to that worker. Virtual-cluster tenants keep their per-tenant reconcile
+(``provisioning.provision``), run from the same pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from tenants import services
+from tenants.models import Cluster, Tenant, TenantStatus
+from worker import kube, manifests, ownership, provisioning
+from worker.backends import namespace as ns_backend
+from worker.backends.base import NotReadyYet
+from worker.kube import Kube, KubeForbidden, KubePermanentError, Manifest
+
+logger = logging.getLogger(__name__)
+
+# Every kind a namespace tenant is made of (worker.manifests.namespace_tenant).
+MANAGED_KINDS = (
+    "Namespace",
+    "ServiceAccount",
+    "ResourceQuota",
+    "LimitRange",
+    "NetworkPolicy",
+    "Role",
+    "RoleBinding",
+    "FlowSchema",
+)
+# Kinds whose objects a tier change can drop (prune), and the top-level ones (never adopted, deleted by UID).
+PRUNED_KINDS = ("NetworkPolicy", "ResourceQuota", "FlowSchema")
+TOP_LEVEL_KINDS = ("Namespace", "FlowSchema")
+
+Key = tuple[str, str, str]  # kind, namespace ('' for cluster-scoped), name
+
+
+def key_of(obj: Manifest) -> Key:
+    meta = obj["metadata"]
+    return (str(obj["kind"]), str(meta.get("namespace") or ""), str(meta["name"]))
+
+
+def _tenant_id(obj: Manifest) -> str:
+    return str(((obj.get("metadata") or {}).get("labels") or {}).get(manifests.TENANT_ID_LABEL, ""))
+
+
+@dataclass
+class PassResult:
+    """What one pass over a cluster found and did."""
+
+    cluster: str
+    tenants: int = 0
+    in_sync: int = 0
+    repaired: dict[str, list[str]] = field(default_factory=dict)  # tenant id → what was repaired
+    foreign: dict[str, list[str]] = field(default_factory=dict)  # tenant id → someone else's objects left alone
+    failed: dict[str, str] = field(default_factory=dict)  # tenant id → reason
+    usage: dict[str, dict[str, object]] = field(default_factory=dict)  # tenant id → quota usage that changed
+    busy: int = 0  # held by another worker, or changed since the pass began: left to its own job
+    virtual: int = 0  # reconciled one by one (provisioning.provision)
+    per_tenant: bool = False  # the credential may not list cluster-wide: every tenant reconciled on its own
+    requests: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "cluster": self.cluster,
+            "tenants": self.tenants,
+            "in_sync": self.in_sync,
+            "repaired": sum(len(r) for r in self.repaired.values()),
+            "repaired_tenants": len(self.repaired),
+            "foreign": sum(len(f) for f in self.foreign.values()),
+            "failed": len(self.failed),
+            "busy": self.busy,
+            "virtual": self.virtual,
+            "per_tenant": self.per_tenant,
+            "requests": self.requests,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def live_objects(k: Kube) -> dict[Key, Manifest]:
+    """Every object Berth manages on the cluster, by (kind, namespace, name): one paged list per kind."""
+    selector = ns_backend.MANAGED_BY_SELECTOR
+    return {key_of(obj): obj for kind in MANAGED_KINDS for obj in k.list(kind, label_selector=selector)}
+
+
+def reconcile_cluster(cluster: Cluster) -> PassResult:
+    """One pass over ``cluster``'s ready tenants (see the module's docstring)."""
+    started = time.monotonic()
+    k = kube.for_cluster(cluster)
+    before = k.requests
+    result = PassResult(cluster=cluster.name)
+    ns_backend.cluster_facts(k, fresh=True)  # the renders below use these
+    ns_backend.ensure_guards(k, fresh=True)
+    try:
+        live: dict[Key, Manifest] | None = live_objects(k)
+    except KubeForbidden as exc:
+        # A least-privilege worker holds its rights inside Berth's namespaces only (deploy/helm/berth): no
+        # cluster-wide lists, so each tenant is reconciled on its own (docs/deployment.md: how to allow lists).
+        logger.warning("reconcile pass on %s: %s; reconciling tenant by tenant", cluster.name, exc)
+        live, result.per_tenant = None, True
+    prunable = prunable_by_tenant(live or {})
+    tenants = Tenant.objects.select_related("tier", "cluster", "team").filter(
+        cluster=cluster, status=TenantStatus.READY
+    )
+    for tenant in tenants.order_by("pk"):
+        result.tenants += 1
+        if live is None or tenant.kind != ns_backend.NamespaceBackend.kind:
+            result.virtual += tenant.kind != ns_backend.NamespaceBackend.kind
+            provisioning.provision(str(tenant.pk))
+            continue
+        _reconcile_tenant(tenant, k, live, prunable, result)
+    if result.usage:
+        services.tenants_record_usage(usages=result.usage)
+    result.requests = k.requests - before
+    result.seconds = time.monotonic() - started
+    logger.info("reconcile pass: %s", result.summary())
+    return result
+
+
+def _reconcile_tenant(
+    tenant: Tenant, k: Kube, live: dict[Key, Manifest], prunable: dict[str, list[Manifest]], result: PassResult
+) -> None:
+    backend = ns_backend.NamespaceBackend()
+    desired = backend.render(tenant, k)
+    foreign = _foreign(tenant, desired, live)
+    stale = [obj for obj in desired if key_of(obj) not in foreign and ns_backend.differs(obj, live.get(key_of(obj)))]
+    extra = _unwanted(tenant, desired, prunable.get(str(tenant.pk), []))
+    tid = str(tenant.pk)
+    if foreign:
+        result.foreign[tid] = [f"{kind}/{name}" for kind, _, name in foreign]
+        services.tenant_note_progress(
+            tenant=tenant,
+            note="Left alone, not Berth's: " + ", ".join(result.foreign[tid]) + ". A platform admin must act.",
+        )
+    if not stale and not extra:
+        result.in_sync += 1
+        if tenant.applied_generation != tenant.generation:
+            services.tenant_record_applied(tenant=tenant, generation=tenant.generation, repaired=[])
+        if not foreign:
+            _note_readiness(tenant, live, result)
+        return
+    with provisioning.tenant_lock(tid) as got:
+        # Held by another worker, or changed since this pass read it (a tier change being provisioned): the
+        # tenant's own job applies what it should have now.
+        unchanged = Tenant.objects.filter(pk=tenant.pk, status=TenantStatus.READY, generation=tenant.generation)
+        if not got or not unchanged.exists():
+            result.busy += 1
+            return
+        try:
+            repaired = _repair(tenant, k, desired, stale, extra, live)
+        except NotReadyYet as exc:
+            services.tenant_note_progress(tenant=tenant, note=str(exc))
+            result.failed[tid] = str(exc)
+            return
+        except KubePermanentError as exc:
+            services.tenant_note_progress(tenant=tenant, note=f"Last reconcile failed: {exc}")
+            result.failed[tid] = str(exc)
+            return
+    services.tenant_record_applied(tenant=tenant, generation=tenant.generation, repaired=repaired)
+    result.repaired[tid] = repaired
+
+
+def _foreign(tenant: Tenant, desired: list[Manifest], live: dict[Key, Manifest]) -> set[Key]:
+    """The tenant's top-level names that hold an object Berth did not create for it (never adopted)."""
+    owned = tenant.owned_uids or {}
+    found: set[Key] = set()
+    for obj in desired:
+        key = key_of(obj)
+        there = live.get(key)
+        if key[0] not in TOP_LEVEL_KINDS or there is None:
+            continue
+        recorded = owned.get(ownership.TopLevel(key[0], key[2], key[1] or None).key)
+        if recorded:
+            mine = recorded == there["metadata"].get("uid")
+        else:  # made for this tenant by an attempt that stopped before recording it
+            mine = _tenant_id(there) == str(tenant.pk)
+        if not mine:
+            found.add(key)
+    return found
+
+
+def prunable_by_tenant(live: dict[Key, Manifest]) -> dict[str, list[Manifest]]:
+    """The live objects of the kinds a tier change can drop, by the tenant id they carry (indexed once a pass)."""
+    found: dict[str, list[Manifest]] = defaultdict(list)
+    for (kind, _, _), obj in live.items():
+        if kind in PRUNED_KINDS:
+            found[_tenant_id(obj)].append(obj)
+    return found
+
+
+def _unwanted(tenant: Tenant, desired: list[Manifest], candidates: list[Manifest]) -> list[Manifest]:
+    """This tenant's objects its tier no longer wants (e.g. an ingress policy, a FlowSchema); ``candidates``
+    are the live objects of the pruned kinds that carry the tenant's id."""
+    wanted = {key_of(obj) for obj in desired}
+    owned = tenant.owned_uids or {}
+    unwanted = []
+    for obj in candidates:
+        key = key_of(obj)
+        kind, namespace, name = key
+        if key in wanted:
+            continue
+        if kind == "FlowSchema":
+            # Top-level: only the very object Berth recorded for the tenant.
+            if owned.get(ownership.TopLevel(kind, name).key) != obj["metadata"].get("uid"):
+                continue
+        elif namespace != tenant.namespace:
+            continue
+        unwanted.append(obj)
+    return unwanted
+
+
+def _repair(
+    tenant: Tenant,
+    k: Kube,
+    desired: list[Manifest],
+    stale: list[Manifest],
+    extra: list[Manifest],
+    live: dict[Key, Manifest],
+) -> list[str]:
+    """Apply what is missing or differs (the Namespace first), delete what is unwanted; what was repaired."""
+    repaired: list[str] = []
+    grants = manifests.namespace_grants(tenant, tenant.tier, ns_backend.namespace_grants())
+    missing_grants = [g for g in grants if key_of(g) not in live]
+    if missing_grants:
+        # Berth's own rights inside the namespace: created (POST) before anything is applied there.
+        repaired += ns_backend.grant_berth_access(k, desired[0], missing_grants)
+        stale = [obj for obj in stale if key_of(obj) not in {key_of(g) for g in missing_grants}]
+    repaired += [ns_backend.drift(obj, live.get(key_of(obj))) for obj in stale]
+    k.apply(stale)
+    for obj in extra:
+        kind, namespace, name = key_of(obj)
+        k.delete(kind, name, namespace=namespace or None, uid=str(obj["metadata"].get("uid", "")))
+        repaired.append(f"{kind}/{name} was no longer wanted")
+    return repaired
+
+
+def _note_readiness(tenant: Tenant, live: dict[Key, Manifest], result: PassResult) -> None:
+    """An in-sync tenant whose namespace is going away or whose quota is not enforced gets a visible note; the
+    quota usage of the others is collected, to be recorded in one go."""
+    namespace = live.get(("Namespace", "", tenant.namespace)) or {}
+    quota = live.get(("ResourceQuota", tenant.namespace, "berth-quota")) or {}
+    usage = quota.get("status") or {}
+    if (namespace.get("status") or {}).get("phase", "Active") != "Active" or not usage.get("hard"):
+        services.tenant_note_progress(tenant=tenant, note="In sync; the cluster does not report it ready.")
+        return
+    reading = {"hard": usage.get("hard", {}), "used": usage.get("used", {})}
+    if reading != tenant.quota_usage:
+        result.usage[str(tenant.pk)] = reading
