@@ -7,7 +7,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BERTH_CACHE ?= $(HOME)/.cache/berth
 export BERTH_CACHE
-APT_PACKAGES := postgresql redis-server chromium docker-compose git
+APT_PACKAGES := postgresql redis-server chromium docker-compose git \
+  containerd runc containernetworking-plugins busybox-static iptables conntrack ethtool socat
 PYTEST_ARGS ?=
 
 .PHONY: help deps system-deps python-deps devcluster oidc-deps test test-fast demo cluster oidc bench lint clean
