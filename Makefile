@@ -66,7 +66,7 @@ test: deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: python-deps
-	$(PY) -m pytest -m "not cluster and not worker and not browser" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not cluster and not nodes and not worker and not browser" $(PYTEST_ARGS)
 
 # --- Running -----------------------------------------------------------------
 demo: deps
