@@ -117,7 +117,7 @@ def _running_pods(core: client.CoreV1Api, namespace: str, selector: str, count: 
     return wait_for(check, timeout=90, what=f"{count} running pods {selector} in {namespace}")
 
 
-def _http_get(ip: str, port: int = 8080) -> str:
+def _http_get(ip: str | None, port: int = 8080) -> str:
     with urllib.request.urlopen(f"http://{ip}:{port}/", timeout=5) as response:
         return response.read().decode()
 
@@ -240,6 +240,12 @@ def test_limitrange_defaults_make_a_pod_without_requests_burstable(
     assert pod.status.qos_class == "Burstable"
 
 
+def _wait_running(core: client.CoreV1Api, namespace: str, name: str) -> None:
+    wait_for(
+        lambda: core.read_namespaced_pod(name, namespace).status.phase == "Running", what=f"{namespace}/{name} to run"
+    )
+
+
 def test_logs_and_exec_work_in_the_tenants_namespace_only(
     celery_worker, live_node_cluster, node_control_plane, node_kube_admin, alice, carol, team_a, medium, tmp_path
 ):
@@ -254,10 +260,7 @@ def test_logs_and_exec_work_in_the_tenants_namespace_only(
         assert applied.returncode == 0, applied.stderr
     core = client.CoreV1Api(node_kube_admin)
     for namespace in (mine.namespace, other.namespace):
-        wait_for(
-            lambda ns=namespace: core.read_namespaced_pod("talk", ns).status.phase == "Running",
-            what=f"{namespace}/talk to run",
-        )
+        _wait_running(core, namespace, "talk")
 
     logs = wait_for(
         lambda: (r := kubectl("logs", "talk", kubeconfig=config)).returncode == 0 and r,
