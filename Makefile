@@ -10,6 +10,8 @@ export BERTH_CACHE
 APT_PACKAGES := postgresql redis-server chromium docker-compose git \
   containerd runc containernetworking-plugins busybox-static iptables conntrack ethtool socat
 PYTEST_ARGS ?=
+# Real nodes beside `make cluster`'s control plane: 2 = the shared pool and the dedicated pool, 0 = none.
+NODES ?= 2
 
 .PHONY: help deps system-deps python-deps devcluster oidc-deps test test-fast demo cluster oidc bench lint clean
 
@@ -73,7 +75,7 @@ demo: deps
 	$(PY) -m devcluster.demo
 
 cluster: deps
-	$(PY) -m devcluster.launcher
+	$(PY) -m devcluster.launcher --nodes $(NODES)
 
 oidc: deps
 	$(PY) -m devcluster.oidc

@@ -1,5 +1,8 @@
 """`make demo`: PostgreSQL, Redis, the dev control plane, the OIDC provider, the portal, a worker and beat.
 
+The control plane has kube-scheduler and BERTH_DEMO_NODES real nodes (default 2: the shared pool and the large
+tier's dedicated pool; 0 for none), so the team's pods run and the quota bars show their use.
+
 Everything binds to 127.0.0.1; data (database, OIDC keys) persists under $BERTH_CACHE/demo.
 Ctrl-C stops it all.
 """
@@ -15,6 +18,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from devcluster import servers
+from devcluster.images import WORKLOAD_IMAGE
 from devcluster.launcher import ControlPlane, OIDCIssuer, helm_binary
 from devcluster.oidc import API_RESOURCE, DEMO_PORT, KUBECTL_CLIENT_ID, OidcProvider
 from devcluster.pki import CertificateAuthority
@@ -24,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VCLUSTER_CHART = ROOT / "third_party" / "upstream" / "vcluster-chart-0.30.0"
 CACHE = Path(os.environ.get("BERTH_CACHE", Path.home() / ".cache" / "berth")) / "demo"
 WEB_PORT = int(os.environ.get("BERTH_DEMO_PORT", "8000"))
+NODES = int(os.environ.get("BERTH_DEMO_NODES", "2"))
 LOGINS = [
     ("alice", "owner of team-payments"),
     ("amir", "member of team-payments"),
@@ -83,7 +88,7 @@ def main() -> int:
             OidcProvider(cert_pem=cert, key_pem=key, ca_cert_pem=ca.cert_pem, port=DEMO_PORT, data_dir=CACHE / "oidc")
         )
         plane = stack.enter_context(
-            ControlPlane(ca=ca, oidc_issuers=[OIDCIssuer(url=provider.issuer, audience=KUBECTL_CLIENT_ID)])
+            ControlPlane(ca=ca, oidc_issuers=[OIDCIssuer(url=provider.issuer, audience=KUBECTL_CLIENT_ID)], nodes=NODES)
         )
         helm = helm_binary()
         charts = _package_vcluster_chart(helm)
@@ -97,7 +102,8 @@ def main() -> int:
             "EMAIL_URL": "consolemail://",
             "BERTH_PUBLIC_URL": f"http://127.0.0.1:{WEB_PORT}",
             "BERTH_SWEEP_SECONDS": "30",
-            "BERTH_RECONCILE_SECONDS": "120",
+            # Reconciling also reads quota usage back: the bars follow the team's pods within half a minute.
+            "BERTH_RECONCILE_SECONDS": "30",
             # The real helm (devcluster/build.sh helm) installs vcluster tenants, not whatever helm is on PATH.
             "BERTH_HELM_BINARY": str(helm),
         }
@@ -138,6 +144,7 @@ def main() -> int:
             stack, env, "web", [sys.executable, "manage.py", "runserver", f"127.0.0.1:{WEB_PORT}", "--noreload"]
         )
         servers.wait_port(WEB_PORT, web, timeout=60)
+        node_names = ", ".join(node.name for node in plane.nodes) or "none (BERTH_DEMO_NODES=0)"
         print(
             f"""
 Berth is running ({time.monotonic() - started:.0f}s to start). Open http://127.0.0.1:{WEB_PORT}/
@@ -152,6 +159,7 @@ CLI:            .venv/bin/berth --url http://127.0.0.1:{WEB_PORT} login --oidc -
                   --oidc-ca-file {provider.ca_file} --resource {API_RESOURCE}
 Admin:          http://127.0.0.1:{WEB_PORT}/admin/ (sign in as dave first)
 Dev cluster:    {plane.api_url}  admin kubeconfig: {plane.kubeconfig_path}
+Nodes:          {node_names}; pods run the image {WORKLOAD_IMAGE} (imagePullPolicy: Never)
 vcluster chart: file://{charts} (chart_repo for a cluster offering vcluster; the worker runs {helm})
 Logs:           {CACHE}/{{web,worker,beat}}.log  (mail is printed to web.log and worker.log)
 Ctrl-C stops everything.
