@@ -5,9 +5,11 @@
 
 or from a shell: `python -m devcluster.launcher` (runs until Ctrl-C / SIGTERM).
 
-There is no scheduler and no kubelet, so Pods are admitted and then stay
-Pending. Binaries come from `devcluster/build.sh` (instant once built) or from
-the directory named by BERTH_DEVCLUSTER_BIN. The same script builds `helm` and
+By default there is no scheduler and no kubelet, so Pods are admitted and then
+stay Pending; ``ControlPlane(nodes=2)`` (``--nodes 2``) adds kube-scheduler and
+real nodes (devcluster/nodes.py) on which they run. Binaries come from
+`devcluster/build.sh` (instant once built) or from the directory named by
+BERTH_DEVCLUSTER_BIN. The same script builds `helm` and
 `promtool`: `helm_binary()` and `promtool_binary()` find them.
 """
 
@@ -38,7 +40,7 @@ from devcluster.kubeconfig import kubeconfig, write_kubeconfig, write_private
 from devcluster.nodes import (
     Node,
     NodeSpec,
-    kubelet_chains_present,
+    foreign_kubelet_chains,
     missing_packages,
     pick_subnets,
     remove_kubelet_chains,
@@ -197,7 +199,8 @@ def _https_get(port: int, path: str, context: ssl.SSLContext, timeout: float = 3
 
 
 class ControlPlane:
-    """etcd, kube-apiserver and kube-controller-manager in a temporary directory.
+    """etcd, kube-apiserver and kube-controller-manager in a temporary directory; with ``nodes``, also
+    kube-scheduler and that many nodes of NODE_SPECS (shared pool, then dedicated pool).
 
     The CA exists from construction on, so an OIDC provider can get a serving
     certificate (`cp.ca.issue_serving_cert([...])`) before the API server starts.
@@ -440,7 +443,7 @@ class ControlPlane:
             watched=watched,
             what="kube-scheduler /healthz",
         )
-        self._owns_kubelet_chains = not kubelet_chains_present()
+        self._owns_kubelet_chains = not foreign_kubelet_chains()
         specs = NODE_SPECS[: self.node_count]
         for spec, subnet in zip(specs, pick_subnets(len(specs)), strict=True):
             node = Node(

@@ -367,14 +367,24 @@ KUBELET_CHAINS = (
 
 
 def kubelet_chains_present() -> bool:
-    """Whether a kubelet ran on this machine before (then its chains are not ours to remove)."""
     result = subprocess.run(["iptables", "-t", "mangle", "-S", "KUBE-IPTABLES-HINT"], capture_output=True)
     return result.returncode == 0
 
 
+def running_kubelets() -> list[bytes]:
+    return [c for c in _cmdlines().values() if c.split(b"\0")[0].endswith(b"kubelet")]
+
+
+def foreign_kubelet_chains() -> bool:
+    """Whether the kubelet chains belong to someone else: present while a kubelet not started by a dev control
+    plane runs (dev nodes' kubelets have their root directory in ``<data dir>/nodes/<node>/kubelet``)."""
+    ours = b"/nodes/"
+    return kubelet_chains_present() and any(ours not in cmdline for cmdline in running_kubelets())
+
+
 def remove_kubelet_chains() -> None:
-    """Remove the kubelet's iptables chains, unless another kubelet still runs here."""
-    if any(b"kubelet" in cmdline.split(b"\0")[0] for cmdline in _cmdlines().values()):
+    """Remove the kubelet's iptables chains, unless a kubelet still runs here (another run's, or its own)."""
+    if running_kubelets():
         return
     for tool in ("iptables", "ip6tables"):
         if shutil.which(tool) is None:

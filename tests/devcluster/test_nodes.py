@@ -12,7 +12,7 @@ import pytest
 
 from devcluster.images import WORKLOAD_IMAGE
 from devcluster.launcher import ControlPlane
-from devcluster.nodes import CGROUP_ROOT, kubelet_chains_present
+from devcluster.nodes import CGROUP_ROOT, kubelet_chains_present, running_kubelets
 from tests.plugins.kube import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.nodes]
@@ -65,7 +65,6 @@ def _mounts_under(directory: Path) -> list[str]:
 
 
 def test_a_node_runs_a_pod_and_stopping_leaves_no_process_mount_link_or_cgroup() -> None:
-    chains_before = kubelet_chains_present()
     plane = ControlPlane(name="berth-node-stop", nodes=1).start()
     try:
         (node,) = plane.nodes
@@ -92,4 +91,5 @@ def test_a_node_runs_a_pod_and_stopping_leaves_no_process_mount_link_or_cgroup()
     assert not data_dir.exists()
     assert subprocess.run(["ip", "link", "show", node.bridge], capture_output=True).returncode != 0
     assert not list(CGROUP_ROOT.glob(f"*/{node.cgroup_root.lstrip('/')}"))
-    assert kubelet_chains_present() == chains_before
+    # The kubelet's iptables chains go with the last kubelet (another run's may still be up).
+    assert kubelet_chains_present() == bool(running_kubelets())
