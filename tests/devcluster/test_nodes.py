@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -52,12 +51,23 @@ def _pod(plane: ControlPlane) -> dict | None:
     return json.loads(got.stdout) if got.returncode == 0 else None
 
 
-def _alive(pid: int) -> bool:
+def _process(pid: int) -> tuple[int, str] | None:
+    """(pid, start time) while the process runs, else None. The pair names one process even when the machine's
+    small pid space (32768 here) hands the number to a newcomer; a zombie has ended (this VM's init reaps
+    orphans, such as containerd's killed shims, a little later)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return None
+    return None if fields[0] == "Z" else (pid, fields[19])
+
+
+def _describe(pid: int) -> str:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except FileNotFoundError:
+        return f"{pid} (gone)"
+    return f"{pid}: {cmdline}"
 
 
 def _mounts_under(directory: Path) -> list[str]:
@@ -80,13 +90,14 @@ def test_a_node_runs_a_pod_and_stopping_leaves_no_process_mount_link_or_cgroup()
             assert response.read() == b"berth busybox\n"
         logs = _kubectl(plane, "exec", "web", "--", "hostname")
         assert logs.returncode == 0 and logs.stdout == "web\n", logs.stderr
-        pids = [*plane.pids().values(), *node._shim_pids(), *node._cgroup_pids()]
+        processes = {_process(pid) for pid in [*plane.pids().values(), *node._shim_pids(), *node._cgroup_pids()]}
         data_dir = plane.data_dir
         assert data_dir is not None and _mounts_under(data_dir)
     finally:
         plane.stop()
 
-    assert [pid for pid in pids if _alive(pid)] == []
+    survivors = [p[0] for p in processes if p is not None and _process(p[0]) == p]
+    assert [_describe(pid) for pid in survivors] == []
     assert _mounts_under(data_dir) == []
     assert not data_dir.exists()
     assert subprocess.run(["ip", "link", "show", node.bridge], capture_output=True).returncode != 0
