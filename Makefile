@@ -7,8 +7,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BERTH_CACHE ?= $(HOME)/.cache/berth
 export BERTH_CACHE
-APT_PACKAGES := postgresql redis-server chromium docker-compose git
+APT_PACKAGES := postgresql redis-server chromium docker-compose git \
+  containerd runc containernetworking-plugins busybox-static iptables conntrack ethtool socat
 PYTEST_ARGS ?=
+# Real nodes beside `make cluster`'s control plane: 2 = the shared pool and the dedicated pool, 0 = none.
+NODES ?= 2
 
 .PHONY: help deps system-deps python-deps devcluster oidc-deps test test-fast demo cluster oidc keycloak bench bench-api lint clean
 
@@ -67,14 +70,14 @@ test: deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: python-deps
-	$(PY) -m pytest -m "not cluster and not worker and not browser and not keycloak and not fuzz" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not cluster and not nodes and not worker and not browser and not keycloak and not fuzz" $(PYTEST_ARGS)
 
 # --- Running -----------------------------------------------------------------
 demo: deps
 	$(PY) -m devcluster.demo
 
 cluster: deps
-	$(PY) -m devcluster.launcher
+	$(PY) -m devcluster.launcher --nodes $(NODES)
 
 oidc: deps
 	$(PY) -m devcluster.oidc

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the dev tools from the Go module proxy, each at the release pinned in its own Go module:
 #
-#   build.sh [kubernetes]   kube-apiserver, kube-controller-manager, kubectl, etcd   (gobuild/)
+#   build.sh [kubernetes]   kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, etcd
+#                           (gobuild/)
 #   build.sh helm           helm                                                    (gobuild-helm/)
 #   build.sh promtool       promtool, which tests the chart's alert rules           (gobuild-prometheus/)
 #   build.sh crds           the CRDs of the chart's optional monitoring objects (PrometheusRule, ServiceMonitor)
@@ -62,6 +63,8 @@ build_kubernetes() {
   build gobuild kubernetes "$version" "$ldflags" \
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler \
+    k8s.io/kubernetes/cmd/kubelet \
     k8s.io/kubernetes/cmd/kubectl \
     ./cmd/etcd
 }

@@ -1,5 +1,8 @@
 """`make demo`: PostgreSQL, Redis, the dev control plane, the OIDC provider, the portal, a worker and beat.
 
+The control plane has kube-scheduler and BERTH_DEMO_NODES real nodes (default 2: the shared pool and the large
+tier's dedicated pool; 0 for none), so the team's pods run and the quota bars show their use.
+
 Everything binds to 127.0.0.1; data (database, OIDC keys) persists under $BERTH_CACHE/demo.
 BERTH_DEMO_IDP=keycloak signs in at Keycloak (devcluster/keycloak.py, the realm compose imports) instead of
 the light dev provider. Ctrl-C stops it all.
@@ -16,6 +19,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from devcluster import keycloak, servers
+from devcluster.images import WORKLOAD_IMAGE
 from devcluster.launcher import ControlPlane, OIDCIssuer, helm_binary
 from devcluster.oidc import API_RESOURCE, DEMO_PORT, KUBECTL_CLIENT_ID, OidcProvider
 from devcluster.pki import CertificateAuthority
@@ -27,6 +31,7 @@ CACHE = Path(os.environ.get("BERTH_CACHE", Path.home() / ".cache" / "berth")) / 
 WEB_PORT = int(os.environ.get("BERTH_DEMO_PORT", "8000"))
 # "oidc" (default): the light dev provider (devcluster/oidc.py); "keycloak": Keycloak with the compose realm.
 IDP = os.environ.get("BERTH_DEMO_IDP", "oidc")
+NODES = int(os.environ.get("BERTH_DEMO_NODES", "2"))
 LOGINS = [
     ("alice", "owner of team-payments"),
     ("amir", "member of team-payments"),
@@ -105,7 +110,7 @@ def main() -> int:
             print(f"BERTH_DEMO_IDP={IDP!r}: use 'oidc' (the default) or 'keycloak'", file=sys.stderr)
             return 2
         plane = stack.enter_context(
-            ControlPlane(ca=ca, oidc_issuers=[OIDCIssuer(url=provider.issuer, audience=KUBECTL_CLIENT_ID)])
+            ControlPlane(ca=ca, oidc_issuers=[OIDCIssuer(url=provider.issuer, audience=KUBECTL_CLIENT_ID)], nodes=NODES)
         )
         helm = helm_binary()
         charts = _package_vcluster_chart(helm)
@@ -119,7 +124,8 @@ def main() -> int:
             "EMAIL_URL": "consolemail://",
             "BERTH_PUBLIC_URL": f"http://127.0.0.1:{WEB_PORT}",
             "BERTH_SWEEP_SECONDS": "30",
-            "BERTH_RECONCILE_SECONDS": "120",
+            # Reconciling also reads quota usage back: the bars follow the team's pods within half a minute.
+            "BERTH_RECONCILE_SECONDS": "30",
             # The real helm (devcluster/build.sh helm) installs vcluster tenants, not whatever helm is on PATH.
             "BERTH_HELM_BINARY": str(helm),
         }
@@ -168,6 +174,7 @@ def main() -> int:
         )
         servers.wait_port(WEB_PORT, web, timeout=60)
         idp_name = "Keycloak" if IDP == "keycloak" else "the dev OpenID Connect provider"
+        node_names = ", ".join(node.name for node in plane.nodes) or "none (BERTH_DEMO_NODES=0)"
         print(
             f"""
 Berth is running ({time.monotonic() - started:.0f}s to start). Open http://127.0.0.1:{WEB_PORT}/
@@ -182,6 +189,7 @@ CLI:            .venv/bin/berth --url http://127.0.0.1:{WEB_PORT} login --oidc -
                   --oidc-ca-file {provider.ca_file}{"" if IDP == "keycloak" else f" --resource {API_RESOURCE}"}
 Admin:          http://127.0.0.1:{WEB_PORT}/admin/ (sign in as dave first)
 Dev cluster:    {plane.api_url}  admin kubeconfig: {plane.kubeconfig_path}
+Nodes:          {node_names}; pods run the image {WORKLOAD_IMAGE} (imagePullPolicy: Never)
 vcluster chart: file://{charts} (chart_repo for a cluster offering vcluster; the worker runs {helm})
 Logs:           {CACHE}/{{web,worker-provision,worker-reconcile,beat}}.log  (mail is printed to web and worker logs)
 Ctrl-C stops everything.

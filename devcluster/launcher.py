@@ -5,9 +5,11 @@
 
 or from a shell: `python -m devcluster.launcher` (runs until Ctrl-C / SIGTERM).
 
-There is no scheduler and no kubelet, so Pods are admitted and then stay
-Pending. Binaries come from `devcluster/build.sh` (instant once built) or from
-the directory named by BERTH_DEVCLUSTER_BIN. The same script builds `helm` and
+By default there is no scheduler and no kubelet, so Pods are admitted and then
+stay Pending; ``ControlPlane(nodes=2)`` (``--nodes 2``) adds kube-scheduler and
+real nodes (devcluster/nodes.py) on which they run. Binaries come from
+`devcluster/build.sh` (instant once built) or from the directory named by
+BERTH_DEVCLUSTER_BIN. The same script builds `helm` and
 `promtool`: `helm_binary()` and `promtool_binary()` find them.
 """
 
@@ -35,11 +37,19 @@ from pathlib import Path
 from types import FrameType, TracebackType
 
 from devcluster.kubeconfig import kubeconfig, write_kubeconfig, write_private
+from devcluster.nodes import (
+    Node,
+    NodeSpec,
+    foreign_kubelet_chains,
+    missing_packages,
+    pick_subnets,
+    remove_kubelet_chains,
+)
 from devcluster.pki import CertificateAuthority, new_service_account_key
 from devcluster.process import Component, ComponentFailed, wait_until
 
 BUILD_SCRIPT = Path(__file__).resolve().parent / "build.sh"
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl")
 # build.sh's targets: the binaries each one builds, and the variable naming a directory to use instead.
 TARGETS: dict[str, tuple[tuple[str, ...], str]] = {
     "kubernetes": (BINARIES, "BERTH_DEVCLUSTER_BIN"),
@@ -65,6 +75,18 @@ CONTROLLERS = (
     "clusterrole-aggregation-controller,deployment-controller,replicaset-controller,"
     "service-cidr-controller"
 )
+# With nodes (ControlPlane(nodes=...)): the scheduler, and the controller that marks nodes Ready or not and
+# lifts the node.kubernetes.io/not-ready taint.
+NODE_CONTROLLERS = "node-lifecycle-controller"
+POOL_LABEL = "berth.dev/pool"
+# The shared pool, then the large tier's dedicated pool (its tier selects berth.dev/pool=dedicated).
+NODE_SPECS = (
+    NodeSpec(name="shared-1", labels={POOL_LABEL: "shared"}),
+    NodeSpec(name="dedicated-1", labels={POOL_LABEL: "dedicated"}),
+)
+# Pods of namespaces without a node selector of their own (every tier but the pooled ones) go to the shared
+# pool, so the dedicated pool needs no taint, and the tier stays as seeded (a selector, no toleration).
+CLUSTER_DEFAULT_NODE_SELECTOR = f"{POOL_LABEL}=shared"
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
 IN_CLUSTER_NAMES = (
     "kubernetes",
@@ -74,6 +96,7 @@ IN_CLUSTER_NAMES = (
 )
 ADMIN_USER = "berth-admin"
 FRONT_PROXY_CLIENT = "front-proxy-client"
+KUBELET_CLIENT = "kube-apiserver-kubelet-client"
 START_TIMEOUT = 120.0
 _PORT_ATTEMPTS = 3
 
@@ -176,7 +199,8 @@ def _https_get(port: int, path: str, context: ssl.SSLContext, timeout: float = 3
 
 
 class ControlPlane:
-    """etcd, kube-apiserver and kube-controller-manager in a temporary directory.
+    """etcd, kube-apiserver and kube-controller-manager in a temporary directory; with ``nodes``, also
+    kube-scheduler and that many nodes of NODE_SPECS (shared pool, then dedicated pool).
 
     The CA exists from construction on, so an OIDC provider can get a serving
     certificate (`cp.ca.issue_serving_cert([...])`) before the API server starts.
@@ -193,8 +217,14 @@ class ControlPlane:
         apiserver_port: int | None = None,
         keep_data: bool = False,
         name: str = "berth-devcluster",
+        nodes: int = 0,
     ) -> None:
+        if not 0 <= nodes <= len(NODE_SPECS):
+            raise ControlPlaneError(f"nodes must be between 0 and {len(NODE_SPECS)}")
         self.name = name
+        self.node_count = nodes
+        self.nodes: list[Node] = []
+        self._owns_kubelet_chains = False
         self.ca = ca or CertificateAuthority(f"{name}-ca")
         # Separate on purpose: whoever holds a cert from the request-header CA may
         # assert any identity in X-Remote-User, so it must not be the general CA.
@@ -241,11 +271,14 @@ class ControlPlane:
     def authentication_config_path(self) -> Path:
         return self._dir / "authentication-config.yaml"
 
+    def _all_components(self) -> list[Component]:
+        return [*self._components, *(c for node in self.nodes for c in node.components)]
+
     def pids(self) -> dict[str, int]:
-        return {c.name: c.pid for c in self._components if c.pid is not None}
+        return {c.name: c.pid for c in self._all_components() if c.pid is not None}
 
     def logs(self) -> dict[str, Path]:
-        return {c.name: c.log_path for c in self._components if c.log_path is not None}
+        return {c.name: c.log_path for c in self._all_components() if c.log_path is not None}
 
     def write_kubeconfig(
         self,
@@ -272,7 +305,7 @@ class ControlPlane:
 
     def failed_component(self) -> ComponentFailed | None:
         """Why the control plane broke after start (a component exited), else None."""
-        for component in self._components:
+        for component in self._all_components():
             code = component.exited()
             if code is not None:
                 return ComponentFailed(component, f"{component.name} exited with code {code}")
@@ -322,6 +355,12 @@ class ControlPlane:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def _stop_components(self) -> None:
+        for node in reversed(self.nodes):
+            node.stop()
+        self.nodes = []
+        if self._owns_kubelet_chains:
+            remove_kubelet_chains()
+            self._owns_kubelet_chains = False
         for component in reversed(self._components):
             component.stop()
         self._components = []
@@ -383,6 +422,112 @@ class ControlPlane:
             watched=everything,
             what="the default ServiceAccount",
         )
+        if self.node_count:
+            self._start_nodes(bin_dir, everything)
+
+    def _start_nodes(self, bin_dir: Path, control_plane: list[Component]) -> None:
+        """kube-scheduler, then containerd and a kubelet per node; ready once every node is Ready and untainted."""
+        missing = missing_packages()
+        if missing:
+            raise ControlPlaneError(f"nodes need the Debian packages {' '.join(missing)} (make deps)")
+        write_kubeconfig(
+            self._dir / "scheduler.kubeconfig", self._client_kubeconfig("scheduler", "system:kube-scheduler")
+        )
+        scheduler_port = free_port()
+        scheduler = self._component("kube-scheduler", self._scheduler_argv(bin_dir, scheduler_port))
+        watched = [*control_plane, scheduler]
+        verify_only = ssl.create_default_context(cadata=self.ca_cert_pem)
+        wait_until(
+            lambda: _https_get(scheduler_port, "/healthz", verify_only) == (200, b"ok"),
+            timeout=START_TIMEOUT,
+            watched=watched,
+            what="kube-scheduler /healthz",
+        )
+        self._owns_kubelet_chains = not foreign_kubelet_chains()
+        specs = NODE_SPECS[: self.node_count]
+        for spec, subnet in zip(specs, pick_subnets(len(specs)), strict=True):
+            node = Node(
+                spec=spec,
+                name=spec.name,
+                directory=self._dir / "nodes" / spec.name,
+                subnet=subnet,
+                bin_dir=bin_dir,
+                ca_file=self.ca_file,
+            )
+            self.nodes.append(node)
+            client = self.ca.issue_client_cert(f"system:node:{node.name}", ("system:nodes",))
+            node.write_files(
+                kubeconfig=kubeconfig(
+                    server=self.api_url,
+                    ca_pem=self.ca_cert_pem,
+                    user=f"system:node:{node.name}",
+                    cluster_name=self.name,
+                    client_cert_pem=client[0],
+                    client_key_pem=client[1],
+                ),
+                serving_pair=self.ca.issue_serving_cert([node.node_ip, node.name]),
+                kubelet_port=free_port(),
+            )
+            containerd = node.containerd_component()
+            node.components.append(containerd)
+            containerd.start()
+            node.wait_for_containerd(containerd)
+            kubelet = node.kubelet_component()
+            node.components.append(kubelet)
+            kubelet.start()
+        admin = self._tls_context("admin")
+        wait_until(
+            lambda: self._nodes_ready(admin),
+            timeout=START_TIMEOUT,
+            watched=[*watched, *(c for node in self.nodes for c in node.components)],
+            what="the nodes to be Ready without the not-ready taint",
+            interval=0.5,
+        )
+
+    def _nodes_ready(self, admin: ssl.SSLContext) -> bool:
+        answer = _https_get(self.apiserver_port, "/api/v1/nodes", admin)
+        if not answer or answer[0] != 200:
+            return False
+        ready = set()
+        for item in json.loads(answer[1])["items"]:
+            conditions = {c["type"]: c["status"] for c in item.get("status", {}).get("conditions", [])}
+            taints = {t["key"] for t in item.get("spec", {}).get("taints", [])}
+            if conditions.get("Ready") == "True" and not any(t.startswith("node.kubernetes.io/") for t in taints):
+                ready.add(item["metadata"]["name"])
+        return ready >= {node.name for node in self.nodes}
+
+    def _scheduler_argv(self, bin_dir: Path, port: int) -> list[str]:
+        kubeconfig_file = self._dir / "scheduler.kubeconfig"
+        return [
+            str(bin_dir / "kube-scheduler"),
+            f"--kubeconfig={kubeconfig_file}",
+            f"--authentication-kubeconfig={kubeconfig_file}",
+            f"--authorization-kubeconfig={kubeconfig_file}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={self._dir / 'scheduler-certs'}",
+            f"--tls-cert-file={self._pki_path('controller-manager-serving.crt')}",
+            f"--tls-private-key-file={self._pki_path('controller-manager-serving.key')}",
+            "--leader-elect=false",
+            "--profiling=false",
+        ]
+
+    def _write_admission_config(self) -> Path:
+        path = self._dir / "admission-config.json"
+        config = {
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "AdmissionConfiguration",
+            "plugins": [
+                {
+                    "name": "PodNodeSelector",
+                    "configuration": {
+                        "podNodeSelectorPluginConfig": {"clusterDefaultNodeSelector": CLUSTER_DEFAULT_NODE_SELECTOR}
+                    },
+                }
+            ],
+        }
+        path.write_text(json.dumps(config, indent=2) + "\n")
+        return path
 
     def _component(self, name: str, argv: list[str]) -> Component:
         component = Component(name, argv, self._dir / "logs" / f"{name}.log")
@@ -409,6 +554,10 @@ class ControlPlane:
         self._write_pair("admin", self.ca.issue_client_cert(ADMIN_USER, ("system:masters",)))
         self._write_pair("controller-manager", self.ca.issue_client_cert("system:kube-controller-manager"))
         self._write_pair("controller-manager-serving", self.ca.issue_serving_cert(["127.0.0.1", "localhost"]))
+        if self.node_count:
+            self._write_pair("scheduler", self.ca.issue_client_cert("system:kube-scheduler"))
+            # What the API server shows kubelets when it proxies logs, exec and port-forward.
+            self._write_pair("apiserver-kubelet-client", self.ca.issue_client_cert(KUBELET_CLIENT, ("system:masters",)))
         write_private(self._pki_path("front-proxy-ca.crt"), self._front_proxy_ca.cert_pem)
         self._write_pair("front-proxy-client", self._front_proxy_ca.issue_client_cert(FRONT_PROXY_CLIENT))
         private_pem, public_pem = new_service_account_key()
@@ -515,6 +664,20 @@ class ControlPlane:
             # Endpoints may not point at loopback; with no Pods nobody needs them anyway.
             "--endpoint-reconciler-type=none",
             "--profiling=false",
+            *self._apiserver_node_args(),
+        ]
+
+    def _apiserver_node_args(self) -> list[str]:
+        if not self.node_count:
+            return []
+        pki = self._pki_path
+        return [
+            f"--kubelet-client-certificate={pki('apiserver-kubelet-client.crt')}",
+            f"--kubelet-client-key={pki('apiserver-kubelet-client.key')}",
+            # Each kubelet serves a certificate from this CA for its loopback node IP.
+            f"--kubelet-certificate-authority={self.ca_file}",
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--admission-control-config-file={self._write_admission_config()}",
         ]
 
     def _controller_manager_argv(self, bin_dir: Path, port: int) -> list[str]:
@@ -529,7 +692,7 @@ class ControlPlane:
             f"--cert-dir={self._dir / 'controller-manager-certs'}",
             f"--tls-cert-file={self._pki_path('controller-manager-serving.crt')}",
             f"--tls-private-key-file={self._pki_path('controller-manager-serving.key')}",
-            f"--controllers={CONTROLLERS}",
+            f"--controllers={CONTROLLERS},{NODE_CONTROLLERS}" if self.node_count else f"--controllers={CONTROLLERS}",
             "--leader-elect=false",
             # Each controller acts as its own ServiceAccount with the upstream RBAC roles,
             # as in a kubeadm cluster, so permission mistakes show up here too.
@@ -597,13 +760,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--apiserver-port", type=int, help="fixed API server port (default: any free port)")
     parser.add_argument("--kubeconfig-out", type=Path, help="also copy the admin kubeconfig here")
     parser.add_argument("--keep-data", action="store_true", help="keep the data directory (logs, etcd) on exit")
+    parser.add_argument(
+        "--nodes", type=int, default=0, help="real nodes to start: 1 (shared pool) or 2 (and the dedicated pool)"
+    )
     args = parser.parse_args(argv)
 
     # SIGINT too: shells start background jobs with SIGINT ignored, and Python then never
     # raises KeyboardInterrupt, so `kill -INT` would be silently lost.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _raise_keyboard_interrupt)
-    control_plane = ControlPlane(apiserver_port=args.apiserver_port, keep_data=args.keep_data)
+    control_plane = ControlPlane(apiserver_port=args.apiserver_port, keep_data=args.keep_data, nodes=args.nodes)
     try:
         with control_plane:
             kubeconfig_path = control_plane.kubeconfig_path

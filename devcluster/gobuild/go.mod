@@ -1,4 +1,4 @@
-// Builds upstream kube-apiserver, kube-controller-manager and etcd at one pinned release.
+// Builds upstream kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and etcd at one pinned release.
 module berth.dev/devcluster
 
 go 1.24.0

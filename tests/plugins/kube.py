@@ -29,6 +29,8 @@ from devcluster.launcher import ControlPlane, find_bin_dir
 T = TypeVar("T")
 
 CLUSTER_FIXTURES = {"control_plane", "kube_admin", "kubectl", "unique_ns_name", "make_ns_name", "make_namespace"}
+# Fixtures of the control plane with real nodes (kubelet + containerd): slower, root only, so a marker of its own.
+NODE_FIXTURES = {"node_control_plane", "node_kube_admin", "live_node_cluster"}
 
 KubectlRunner = Callable[..., "subprocess.CompletedProcess[str]"]
 _BIN_DIR = pytest.StashKey["Path | Exception"]()
@@ -39,11 +41,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "cluster: needs the dev control plane (real kube-apiserver, controller-manager, etcd)"
     )
+    config.addinivalue_line(
+        "markers", "nodes: needs the dev control plane with real nodes (kubelet, containerd, runc; runs as root)"
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if NODE_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.nodes)
+        if (CLUSTER_FIXTURES | NODE_FIXTURES) & fixtures:
             item.add_marker(pytest.mark.cluster)
 
 
@@ -103,6 +111,31 @@ def control_plane(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
         yield plane
     finally:
         plane.stop()
+
+
+@pytest.fixture(scope="session")
+def node_control_plane(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
+    """A second control plane, with kube-scheduler and two real nodes: shared-1 (berth.dev/pool=shared) and
+    dedicated-1 (berth.dev/pool=dedicated), each its own containerd, CNI bridge and /24."""
+    found = pytestconfig.stash.get(_BIN_DIR, None)
+    if isinstance(found, Exception):
+        raise found
+    plane = ControlPlane(name="berth-nodes", bin_dir=found, nodes=2)
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def node_kube_admin(node_control_plane: ControlPlane) -> Iterator[ApiClient]:
+    """cluster-admin on the control plane with nodes."""
+    client = kubernetes.config.new_client_from_config(config_file=str(node_control_plane.kubeconfig_path))
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 @pytest.fixture(scope="session")

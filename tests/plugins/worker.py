@@ -86,6 +86,16 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[Component]:
 @pytest.fixture
 def live_cluster(control_plane, kube_admin, small, medium, large) -> Iterator[Cluster]:
     """A registered Cluster on the dev control plane; a unique namespace prefix keeps each test's namespaces apart."""
+    yield from _registered(control_plane, kube_admin, [small, medium, large])
+
+
+@pytest.fixture
+def live_node_cluster(node_control_plane, node_kube_admin, small, medium, large) -> Iterator[Cluster]:
+    """A registered Cluster on the control plane with real nodes (see node_control_plane)."""
+    yield from _registered(node_control_plane, node_kube_admin, [small, medium, large])
+
+
+def _registered(control_plane, kube_admin, tiers) -> Iterator[Cluster]:
     prefix = f"t{secrets.token_hex(2)}-"
     cluster = Cluster.objects.create(
         name=f"dev-{prefix[:-1]}",
@@ -98,7 +108,7 @@ def live_cluster(control_plane, kube_admin, small, medium, large) -> Iterator[Cl
         kinds=["namespace"],
         monitoring_links=[{"name": "Grafana", "url": "https://grafana.example.test/d/ns?var-namespace={namespace}"}],
     )
-    cluster.tiers.set([small, medium, large])
+    cluster.tiers.set(tiers)
     yield cluster
     from kubernetes import client
 
