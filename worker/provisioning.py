@@ -125,8 +125,8 @@ def provision(tenant_id: str, applied_generation: int | None = None) -> Progress
     back.
 
     ``applied_generation`` comes from the step before in the same provisioning run (``Progress``): when the
-    tenant is still provisioning that generation, everything was applied already and this step only looks
-    whether the cluster reports it ready (hand edits in between are the reconcile pass's to repair).
+    tenant is still provisioning that generation and its backend applies everything in one step, this step only
+    looks whether the cluster reports it ready (hand edits in between are the reconcile pass's to repair).
     """
     with tenant_lock(tenant_id) as got:
         if not got:
@@ -150,7 +150,7 @@ def _provision(tenant: Tenant, applied_generation: int | None = None) -> Progres
     try:
         backend = backend_for(tenant)
         k = kube.for_cluster(tenant.cluster)
-        if tenant.status == S.PROVISIONING and applied_generation == generation:
+        if tenant.status == S.PROVISIONING and applied_generation == generation and backend.applied_in_one_step:
             repaired: list[str] = []
         else:
             repaired = _apply(tenant, backend, k)

@@ -182,6 +182,28 @@ def test_the_task_requeues_itself_with_a_countdown_instead_of_waiting(make_tenan
     assert host.writes == writes
 
 
+def test_a_kind_whose_apply_finishes_only_once_its_cluster_is_up_applies_again_when_it_comes_back(
+    make_tenant, host, sent, monkeypatch
+):
+    """A virtual cluster's apply sets up access inside it only once its control plane answers; a step that
+    came back for readiness must apply again, or that set-up never happens and the tenant never gets ready."""
+    tenant = make_tenant()
+    backend = backend_for(tenant)
+    monkeypatch.setattr(type(backend), "applied_in_one_step", False)
+    applies: list[str] = []
+    real_apply = type(backend).apply
+
+    def counted_apply(self, tenant, host, *, detect_drift):
+        applies.append(tenant.name)
+        return real_apply(self, tenant, host, detect_drift=detect_drift)
+
+    monkeypatch.setattr(type(backend), "apply", counted_apply)
+    assert tasks.provision_tenant.apply(args=(str(tenant.pk),), throw=True).get().startswith("not yet")
+    host.observe_quotas()
+    assert tasks.provision_tenant.apply(args=sent[0][1], throw=True).get() == "ready"
+    assert applies == [tenant.name, tenant.name]
+
+
 def test_decommissioning_comes_back_until_everything_is_gone(make_tenant, host, sent):
     tenant = _provisioned_ready(make_tenant, host)
     services.tenant_expire(tenant=tenant)

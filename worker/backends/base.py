@@ -39,6 +39,13 @@ class Backend(Protocol):
     @property
     def kind(self) -> str: ...
 
+    @property
+    def applied_in_one_step(self) -> bool:
+        """Whether one ``apply`` puts everything in place, so a step that only waits for readiness need not
+        apply again. False where ``apply`` can finish only once the cluster has come up (a virtual cluster's
+        own identities are set up inside it once its control plane answers)."""
+        ...
+
     def check_cluster(self, cluster: Any) -> None:
         """Raise ClusterConfigError naming what is wrong with ``cluster``'s settings for this kind."""
         ...

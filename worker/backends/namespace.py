@@ -193,6 +193,7 @@ class NamespaceBackend:
     """A namespace with quota, limits, network policies, RBAC and fairness."""
 
     kind = "namespace"
+    applied_in_one_step = True
 
     def __init__(self, *, team_access: bool = True) -> None:
         # False for the host side of a virtual cluster: no team Roles, ServiceAccounts or bindings on the host.

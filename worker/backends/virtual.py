@@ -171,6 +171,9 @@ class ControlPlane(Protocol[SettingsT]):
 class VirtualClusterBackend(Generic[SettingsT]):
     """A virtual-cluster kind: a host namespace (or none), the kind's control plane, and access inside it."""
 
+    # apply() sets up access inside the virtual cluster only once its control plane is up: every step applies.
+    applied_in_one_step = False
+
     def __init__(
         self,
         *,
