@@ -31,15 +31,15 @@ import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import requests
 
+from devcluster import oidc
 from devcluster.kubeconfig import write_private
 from devcluster.launcher import free_port
 from devcluster.pki import CertificateAuthority
-from devcluster.process import Component, wait_until
+from devcluster.process import Component, Service, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 REALM_FILE = ROOT / "deploy" / "keycloak" / "berth-realm.json"
@@ -178,7 +178,7 @@ def ensure_distribution() -> Path:
 # -- one running Keycloak -----------------------------------------------------------
 
 
-class Keycloak:
+class Keycloak(Service):
     """One running Keycloak with the Berth realm. Use as a context manager, or call start() and stop().
 
     TLS: pass a serving certificate for 127.0.0.1 (cert_pem, key_pem) and the CA that issued it
@@ -219,22 +219,6 @@ class Keycloak:
         self._component: Component | None = None
         self._admin_token: tuple[str, float] | None = None
         self.started_in: float | None = None
-
-    def __enter__(self) -> Keycloak:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self) -> None:
         began = time.monotonic()
@@ -333,22 +317,15 @@ class Keycloak:
 
     def portal_env(self) -> dict[str, str]:
         """The portal's environment variables (portal/settings.py) for signing in here."""
-        discovery = self.discovery()
-        env = {
-            "OIDC_OP_ISSUER": self.issuer,
-            "OIDC_OP_AUTHORIZATION_ENDPOINT": discovery["authorization_endpoint"],
-            "OIDC_OP_TOKEN_ENDPOINT": discovery["token_endpoint"],
-            "OIDC_OP_USER_ENDPOINT": discovery["userinfo_endpoint"],
-            "OIDC_OP_JWKS_ENDPOINT": discovery["jwks_uri"],
-            "OIDC_OP_LOGOUT_ENDPOINT": discovery["end_session_endpoint"],
-            "OIDC_RP_CLIENT_ID": PORTAL_CLIENT_ID,
-            "OIDC_RP_CLIENT_SECRET": PORTAL_CLIENT_SECRET,
-            "OIDC_API_AUDIENCE": API_AUDIENCE,
-            "OIDC_API_CLIENTS": ",".join(API_CLIENTS),
-        }
-        if self.ca_file:
-            env["OIDC_CA_BUNDLE"] = str(self.ca_file)
-        return env
+        return oidc.portal_env(
+            self.issuer,
+            self.discovery(),
+            client_id=PORTAL_CLIENT_ID,
+            client_secret=PORTAL_CLIENT_SECRET,
+            api_audience=API_AUDIENCE,
+            ca_file=self.ca_file,
+            api_clients=API_CLIENTS,
+        )
 
     # -- the admin REST API ----------------------------------------------------------
 

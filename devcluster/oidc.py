@@ -28,14 +28,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import requests
 
 from devcluster.kubeconfig import write_private
 from devcluster.pki import CertificateAuthority
-from devcluster.process import Component, wait_until
+from devcluster.process import Component, Service, wait_until
 
 PROVIDER_DIR = Path(__file__).with_name("oidc")
 DEMO_USERS_FILE = PROVIDER_DIR / "users.example.json"
@@ -106,7 +105,37 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
-class OidcProvider:
+def portal_env(
+    issuer: str,
+    discovery: dict[str, Any],
+    *,
+    client_id: str,
+    client_secret: str,
+    api_audience: str,
+    ca_file: Path | None = None,
+    api_clients: list[str] | None = None,
+) -> dict[str, str]:
+    """The portal's environment variables (portal/settings.py) for signing in at a provider: its endpoints from
+    its discovery document, the portal's client, the API's audience, and what verifies the provider's TLS."""
+    env = {
+        "OIDC_OP_ISSUER": issuer,
+        "OIDC_OP_AUTHORIZATION_ENDPOINT": discovery["authorization_endpoint"],
+        "OIDC_OP_TOKEN_ENDPOINT": discovery["token_endpoint"],
+        "OIDC_OP_USER_ENDPOINT": discovery["userinfo_endpoint"],
+        "OIDC_OP_JWKS_ENDPOINT": discovery["jwks_uri"],
+        "OIDC_OP_LOGOUT_ENDPOINT": discovery["end_session_endpoint"],
+        "OIDC_RP_CLIENT_ID": client_id,
+        "OIDC_RP_CLIENT_SECRET": client_secret,
+        "OIDC_API_AUDIENCE": api_audience,
+    }
+    if ca_file is not None:
+        env["OIDC_CA_BUNDLE"] = str(ca_file)
+    if api_clients:
+        env["OIDC_API_CLIENTS"] = ",".join(api_clients)
+    return env
+
+
+class OidcProvider(Service):
     """One running provider. Use as a context manager, or call start() and stop().
 
     TLS: pass a serving certificate for 127.0.0.1 (cert_pem, key_pem) and the CA
@@ -152,22 +181,6 @@ class OidcProvider:
         self._component: Component | None = None
 
     # -- lifecycle -----------------------------------------------------------
-
-    def __enter__(self) -> OidcProvider:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self) -> None:
         node = shutil.which("node")
@@ -245,19 +258,14 @@ class OidcProvider:
 
     def portal_env(self) -> dict[str, str]:
         """The portal's environment variables (portal/settings.py) for signing in here."""
-        discovery = self.discovery()
-        return {
-            "OIDC_OP_ISSUER": self.issuer,
-            "OIDC_OP_AUTHORIZATION_ENDPOINT": discovery["authorization_endpoint"],
-            "OIDC_OP_TOKEN_ENDPOINT": discovery["token_endpoint"],
-            "OIDC_OP_USER_ENDPOINT": discovery["userinfo_endpoint"],
-            "OIDC_OP_JWKS_ENDPOINT": discovery["jwks_uri"],
-            "OIDC_OP_LOGOUT_ENDPOINT": discovery["end_session_endpoint"],
-            "OIDC_CA_BUNDLE": str(self.ca_file),
-            "OIDC_RP_CLIENT_ID": PORTAL_CLIENT_ID,
-            "OIDC_RP_CLIENT_SECRET": PORTAL_CLIENT_SECRET,
-            "OIDC_API_AUDIENCE": API_AUDIENCE,
-        }
+        return portal_env(
+            self.issuer,
+            self.discovery(),
+            client_id=PORTAL_CLIENT_ID,
+            client_secret=PORTAL_CLIENT_SECRET,
+            api_audience=API_AUDIENCE,
+            ca_file=self.ca_file,
+        )
 
     # -- users ---------------------------------------------------------------
 

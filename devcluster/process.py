@@ -11,6 +11,8 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 _PR_SET_PDEATHSIG = 1
 
@@ -134,6 +136,30 @@ def wait_until(
         if time.monotonic() > deadline:
             raise ComponentFailed(watched[-1], f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
+
+
+class Service:
+    """Something started and stopped as a whole (an identity provider): a context manager that stops what a
+    failed ``start()`` had already started, and everything on exit."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.stop()
 
 
 class ComponentFailed(RuntimeError):
