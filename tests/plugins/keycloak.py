@@ -22,7 +22,7 @@ import pytest
 import requests
 
 from devcluster.keycloak import PORTAL_CLIENT_ID, PORTAL_CLIENT_SECRET, SCOPES, Keycloak
-from tests.plugins.oidc import Authorization, SignInRefused, pkce_pair
+from tests.plugins.oidc import Authorization, SignInRefused, group_changes_for_one_test, pkce_pair
 
 KEYCLOAK_FIXTURES = {"keycloak", "keycloak_tokens", "set_keycloak_groups"}
 # Registered in the realm file for berth-portal (what compose and `make demo` use).
@@ -172,15 +172,7 @@ def keycloak(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Keycloak]:
 @pytest.fixture
 def set_keycloak_groups(keycloak: Keycloak) -> Iterator[Callable[[str, list[str]], None]]:
     """Change a user's groups in Keycloak (admin REST API) for one test; the old groups come back afterwards."""
-    originals: dict[str, list[str]] = {}
-
-    def set_groups(username: str, groups: list[str]) -> None:
-        originals.setdefault(username, keycloak.user_groups(username))
-        keycloak.set_user_groups(username, groups)
-
-    yield set_groups
-    for username, groups in originals.items():
-        keycloak.set_user_groups(username, groups)
+    yield from group_changes_for_one_test(keycloak)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import re
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urljoin, urlsplit
 
 import pytest
@@ -189,6 +189,27 @@ def redeem(
     return response.json()
 
 
+class GroupDirectory(Protocol):
+    """What a provider (the dev provider, Keycloak) offers for a user's groups."""
+
+    def user_groups(self, username: str) -> list[str]: ...
+
+    def set_user_groups(self, username: str, groups: list[str]) -> None: ...
+
+
+def group_changes_for_one_test(provider: GroupDirectory) -> Iterator[Callable[[str, list[str]], None]]:
+    """The body of a fixture yielding set_groups(username, groups); every changed user's groups come back."""
+    originals: dict[str, list[str]] = {}
+
+    def set_groups(username: str, groups: list[str]) -> None:
+        originals.setdefault(username, provider.user_groups(username))
+        provider.set_user_groups(username, groups)
+
+    yield set_groups
+    for username, groups in originals.items():
+        provider.set_user_groups(username, groups)
+
+
 @pytest.fixture(scope="session")
 def oidc_provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OidcProvider]:
     """The demo provider (clients berth-portal, kubectl, berth-cli; users alice, amir, bob, vera, carol, dave, erin).
@@ -202,15 +223,7 @@ def oidc_provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OidcProv
 @pytest.fixture
 def set_oidc_groups(oidc_provider: OidcProvider) -> Iterator[Callable[[str, list[str]], None]]:
     """Change a user's groups at the provider for one test; the old groups come back afterwards."""
-    originals: dict[str, list[str]] = {}
-
-    def set_groups(username: str, groups: list[str]) -> None:
-        originals.setdefault(username, oidc_provider.user_groups(username))
-        oidc_provider.set_user_groups(username, groups)
-
-    yield set_groups
-    for username, groups in originals.items():
-        oidc_provider.set_user_groups(username, groups)
+    yield from group_changes_for_one_test(oidc_provider)
 
 
 @pytest.fixture
