@@ -12,6 +12,7 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -19,6 +20,7 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from devcluster import process
+from devcluster.launcher import OIDCIssuer
 from devcluster.process import Component
 from tenants.models import Cluster, Tenant
 from tests.plugins.kube import wait_for
@@ -117,6 +119,31 @@ def _registered(control_plane, kube_admin, tiers) -> Iterator[Cluster]:
         name = str(ns.metadata.name)
         if name.startswith(prefix):
             core.delete_namespace(name)
+
+
+def oidc_access_cluster(
+    control_plane: Any, *, issuer: str, ca_pem: str, client_id: str, name: str, namespace_prefix: str, tiers: list[Any]
+) -> Iterator[Cluster]:
+    """The body of a fixture: a Cluster in access mode ``oidc`` on the dev control plane, which trusts ``issuer``
+    (audience ``client_id``, groups prefixed ``oidc:``) until the fixture ends."""
+    control_plane.set_oidc_issuers([OIDCIssuer(url=issuer, audience=client_id, ca_pem=ca_pem)])
+    cluster = Cluster.objects.create(
+        name=name,
+        display_name=name,
+        api_url=control_plane.api_url,
+        ca_pem=control_plane.ca_cert_pem,
+        credential_ref=f"kubeconfig:{control_plane.kubeconfig_path}",
+        public_endpoint=control_plane.api_url,
+        namespace_prefix=namespace_prefix,
+        kinds=["namespace"],
+        access_mode="oidc",
+        oidc_issuer_url=issuer,
+        oidc_client_id=client_id,
+        oidc_groups_prefix="oidc:",
+    )
+    cluster.tiers.set(tiers)
+    yield cluster
+    control_plane.set_oidc_issuers([])
 
 
 def wait_status(tenant: Tenant, status: str, timeout: float = 90.0) -> Tenant:

@@ -16,7 +16,7 @@ from devcluster.launcher import OIDCIssuer
 from tenants import services
 from tenants.models import Cluster, Membership, Team, TenantRequest, User
 from tests.plugins.keycloak import redeem_at_keycloak, sign_in_at_keycloak
-from tests.plugins.worker import provision_until_settled
+from tests.plugins.worker import oidc_access_cluster, provision_until_settled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pytest.mark.keycloak]
 
@@ -25,26 +25,15 @@ KUBELOGIN_REDIRECT_URI = "http://localhost:18000"  # registered for `kubectl` in
 
 @pytest.fixture
 def keycloak_cluster(control_plane, keycloak: Keycloak, small, medium, large) -> Iterator[Cluster]:
-    control_plane.set_oidc_issuers(
-        [OIDCIssuer(url=keycloak.issuer, audience=KUBECTL_CLIENT_ID, ca_pem=keycloak.ca_cert_pem)]
-    )
-    cluster = Cluster.objects.create(
+    yield from oidc_access_cluster(
+        control_plane,
+        issuer=keycloak.issuer,
+        ca_pem=keycloak.ca_cert_pem,
+        client_id=KUBECTL_CLIENT_ID,
         name="dev-keycloak",
-        display_name="Dev (Keycloak)",
-        api_url=control_plane.api_url,
-        ca_pem=control_plane.ca_cert_pem,
-        credential_ref=f"kubeconfig:{control_plane.kubeconfig_path}",
-        public_endpoint=control_plane.api_url,
         namespace_prefix="kc-",
-        kinds=["namespace"],
-        access_mode="oidc",
-        oidc_issuer_url=keycloak.issuer,
-        oidc_client_id=KUBECTL_CLIENT_ID,
-        oidc_groups_prefix="oidc:",
+        tiers=[small, medium, large],
     )
-    cluster.tiers.set([small, medium, large])
-    yield cluster
-    control_plane.set_oidc_issuers([])
 
 
 def _id_token(keycloak: Keycloak, username: str) -> str:

@@ -9,12 +9,11 @@ import pytest
 import yaml
 from rest_framework.test import APIClient
 
-from devcluster.launcher import OIDCIssuer
 from devcluster.oidc import KUBECTL_CLIENT_ID
 from tenants import services
 from tenants.models import Cluster, Membership, Team, TenantRequest, User
 from tests.plugins.oidc import redeem, sign_in
-from tests.plugins.worker import provision_until_settled
+from tests.plugins.worker import oidc_access_cluster, provision_until_settled
 from worker import provisioning
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster]
@@ -22,26 +21,15 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster]
 
 @pytest.fixture
 def oidc_cluster(control_plane, oidc_provider, small, medium, large) -> Iterator[Cluster]:
-    control_plane.set_oidc_issuers(
-        [OIDCIssuer(url=oidc_provider.issuer, audience=KUBECTL_CLIENT_ID, ca_pem=oidc_provider.ca_cert_pem)]
-    )
-    cluster = Cluster.objects.create(
+    yield from oidc_access_cluster(
+        control_plane,
+        issuer=oidc_provider.issuer,
+        ca_pem=oidc_provider.ca_cert_pem,
+        client_id=KUBECTL_CLIENT_ID,
         name="dev-oidc",
-        display_name="Dev (OIDC)",
-        api_url=control_plane.api_url,
-        ca_pem=control_plane.ca_cert_pem,
-        credential_ref=f"kubeconfig:{control_plane.kubeconfig_path}",
-        public_endpoint=control_plane.api_url,
         namespace_prefix="oidc-",
-        kinds=["namespace"],
-        access_mode="oidc",
-        oidc_issuer_url=oidc_provider.issuer,
-        oidc_client_id=KUBECTL_CLIENT_ID,
-        oidc_groups_prefix="oidc:",
+        tiers=[small, medium, large],
     )
-    cluster.tiers.set([small, medium, large])
-    yield cluster
-    control_plane.set_oidc_issuers([])
 
 
 def _id_token(provider, username: str) -> str:
