@@ -146,33 +146,18 @@ def first_provision_requests(ctx: dict, samples: int) -> tuple[list[int], int]:
     """Requests per first provision (every step until ready), after one warm-up tenant; objects per tenant."""
     from unittest import mock
 
-    from tenants import dispatch, services
-    from tenants.models import Tenant, TenantRequest
-    from worker import kube, provisioning
+    from tenants import dispatch
+    from tenants.models import Tenant
+    from worker import kube
     from worker.backends.namespace import NamespaceBackend
 
     counts, objects = [], 0
     k = kube.for_cluster(ctx["cluster"])
     with mock.patch.object(dispatch, "send", lambda task, *args, **kw: True):  # the workers never hear of them
         for i in range(samples + 1):
-            req = services.request_submit(
-                actor=ctx["requester"],
-                action=TenantRequest.Action.CREATE,
-                team=ctx["team"],
-                tier=ctx["tier"],
-                cluster=ctx["cluster"],
-                name=f"rq-{i:02d}",
-                purpose="request count",
-            )
-            req = services.request_approve(tenant_request=req, actor=ctx["approver"], comment="bench")
-            tid, applied = str(req.tenant_id), None
+            tid = base.approve_in_process(ctx, f"rq-{i:02d}")
             before = k.requests
-            for _ in range(100):  # as the worker's re-queues would run it
-                progress = provisioning.provision(tid, applied)
-                if progress.requeue_after is None:
-                    break
-                applied = progress.applied_generation
-                time.sleep(0.05)
+            progress, _ = base.provision_in_process(tid)
             if progress.outcome != "ready":
                 raise RuntimeError(f"in-process provision ended {progress}")
             if i:
