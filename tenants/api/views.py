@@ -12,28 +12,19 @@ from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request as ApiRequest
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from tenants import models, selectors, services
 from tenants.api import serializers as s
 from tenants.api.authentication import OidcBearerAuthentication
 from tenants.api.filters import AuditEventFilter, RequestFilter, TenantFilter
+from tenants.api.throttling import SharedRateThrottle, WriteThrottle
 from tenants.audit import AuditContext
 from tenants.csv_export import audit_csv_response
 from tenants.models import ApiToken
 from tenants.services.credentials import LIFETIME_FLOOR_SECONDS
 
 _IDEMPOTENCY_KEY = re.compile(r"[!-~]{1,64}")
-
-
-class WriteThrottle(ScopedRateThrottle):
-    """Throttle writes only; reads stay cheap for dashboards and CI polling."""
-
-    def allow_request(self, request, view) -> bool:
-        if request.method in ("GET", "HEAD", "OPTIONS"):
-            return True
-        return super().allow_request(request, view)
 
 
 def actor_of(request: ApiRequest) -> models.User:
@@ -270,7 +261,7 @@ def kubeconfig_response(text: str, filename: str) -> HttpResponse:
 
 
 class MergedKubeconfigView(OneValueEach, APIView):
-    throttle_classes = [ScopedRateThrottle]
+    throttle_classes = [SharedRateThrottle]
     throttle_scope = "writes"
 
     @extend_schema(

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from tenants import audit, dispatch, services
-from tenants.api.views import WriteThrottle
+from tenants.api.throttling import WriteThrottle
 from tenants.models import AuditEvent, Team, Tenant, TenantRequest, TenantStatus
 
 pytestmark = pytest.mark.django_db
