@@ -259,12 +259,16 @@ CELERY_TASK_ROUTES = {
     ),
     "worker.events.*": {"queue": "events"},
 }
+BERTH_RECONCILE_SECONDS = env.float("BERTH_RECONCILE_SECONDS", default=300.0)
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": dispatch.SWEEP, "schedule": env.float("BERTH_SWEEP_SECONDS", default=60.0)},
-    "reconcile": {"task": dispatch.RECONCILE, "schedule": env.float("BERTH_RECONCILE_SECONDS", default=300.0)},
+    "reconcile": {"task": dispatch.RECONCILE, "schedule": BERTH_RECONCILE_SECONDS},
     "recheck-identities": {"task": dispatch.RECHECK_IDENTITIES, "schedule": 60.0},
     "sweep-webhooks": {"task": dispatch.SWEEP_WEBHOOKS, "schedule": 60.0},
 }
+# A quota reading goes into the usage history covering the time since the tenant's previous one, at most this
+# long: a longer silence (workers down) is unknown time, not usage (tenants.services.usage).
+BERTH_USAGE_MAX_GAP_SECONDS = env.float("BERTH_USAGE_MAX_GAP_SECONDS", default=2 * BERTH_RECONCILE_SECONDS)
 # Approved or working tenants untouched for this long are re-sent by the sweep.
 BERTH_STUCK_AFTER_SECONDS = env.int("BERTH_STUCK_AFTER_SECONDS", default=90)
 # A tenant not ready (or not deleted) this long after provisioning (or decommissioning) started is marked

@@ -34,7 +34,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import REGISTRY, Collector
 
 from tenants.models import Tenant, TenantRequest, TenantStatus
-from tenants.views.quota import parse_quantity
+from tenants.quantities import parse_quantity
 
 logger = logging.getLogger(__name__)
 S = TenantStatus

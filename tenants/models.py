@@ -340,6 +340,8 @@ class Tenant(models.Model):
     # Read back from the cluster by the worker; never fetched while rendering a page.
     quota_usage = models.JSONField(default=dict, blank=True)
     quota_usage_at = models.DateTimeField(null=True, blank=True)
+    # When the last reading went into the usage history (TenantUsageDay): the next one covers the time since.
+    usage_sampled_at = models.DateTimeField(null=True, blank=True, editable=False)
     isolation_report = models.JSONField(default=dict, blank=True)
     isolation_report_at = models.DateTimeField(null=True, blank=True)
     generation = models.PositiveIntegerField(
@@ -374,6 +376,75 @@ class Tenant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.cluster.name})"
+
+
+class TenantSleepPeriod(models.Model):
+    """One stretch during which a tenant slept (its workloads scaled to zero); open (no end) while it sleeps.
+
+    What showback and the tenant's history read: a tenant's sleep is the union of its periods.
+    """
+
+    class Reason(models.TextChoices):
+        OWNER = "owner", "Owner"
+        SCHEDULE = "schedule", "Schedule"
+        IDLE = "idle", "Idle"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="sleep_periods")
+    reason = models.CharField(max_length=10, choices=Reason.choices)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["tenant", "started_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant"], condition=Q(ended_at__isnull=True), name="tenant_sleep_one_open_period"
+            ),
+            models.CheckConstraint(
+                condition=Q(ended_at__isnull=True) | Q(ended_at__gte=models.F("started_at")),
+                name="tenant_sleep_ends_after_it_starts",
+            ),
+            models.CheckConstraint(condition=Q(reason__in=["owner", "schedule", "idle"]), name="tenant_sleep_reason"),
+        ]
+        indexes = [models.Index(fields=["tenant", "started_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id} asleep {self.started_at:%Y-%m-%d %H:%M}–{self.ended_at or ''}"
+
+
+class TenantUsageDay(models.Model):
+    """One UTC day of a tenant's quota usage in a few numbers: the compact history right-sizing and usage-based
+    showback read (tenants.services.usage writes it from each reading the worker takes).
+
+    ``usage`` maps each quota resource (``requests.cpu``, ``limits.memory``, ``requests.storage``, ``pods``…)
+    to ``{"used_seconds": Σ used × seconds, "max": the highest reading, "hard": the quota at the last
+    reading}``, in base units (cores, bytes, counts). ``seconds`` is how much of the day the readings cover,
+    so ``used_seconds / seconds`` is the day's time-weighted average. ``team`` and ``tier`` are the tenant's
+    at the day's last reading (a transfer or tier change mid-day counts from the next reading on).
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="usage_days")
+    day = models.DateField()
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="+")
+    tier = models.ForeignKey(Tier, on_delete=models.PROTECT, related_name="+")
+    seconds = models.FloatField(default=0.0)
+    samples = models.PositiveIntegerField(default=0)
+    usage = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["tenant", "day"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "day"], name="tenant_usage_one_row_per_day")]
+        indexes = [models.Index(fields=["team", "day"])]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id} {self.day}"
+
+    def average(self, resource: str) -> float | None:
+        """The day's time-weighted average of ``resource``; None when no reading covered any time."""
+        entry = self.usage.get(resource)
+        if not entry or self.seconds <= 0:
+            return None
+        return float(entry["used_seconds"]) / self.seconds
 
 
 class TenantRequest(models.Model):

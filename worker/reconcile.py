@@ -69,6 +69,7 @@ class PassResult:
     foreign: dict[str, list[str]] = field(default_factory=dict)  # tenant id → someone else's objects left alone
     failed: dict[str, str] = field(default_factory=dict)  # tenant id → reason
     usage: dict[str, dict[str, object]] = field(default_factory=dict)  # tenant id → quota usage that changed
+    readings: dict[str, dict[str, object]] = field(default_factory=dict)  # tenant id → every usage read
     busy: int = 0  # held by another worker, or changed since the pass began: left to its own job
     virtual: int = 0  # reconciled one by one (provisioning.provision)
     per_tenant: bool = False  # the credential may not list cluster-wide: every tenant reconciled on its own
@@ -124,8 +125,8 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
             provisioning.provision(str(tenant.pk))
             continue
         _reconcile_tenant(tenant, k, live, prunable, result)
-    if result.usage:
-        services.tenants_record_usage(usages=result.usage)
+    if result.readings:
+        services.tenants_record_usage(usages=result.usage, readings=result.readings)
     result.requests = k.requests - before
     result.seconds = time.monotonic() - started
     logger.info("reconcile pass: %s", result.summary())
@@ -259,5 +260,6 @@ def _note_readiness(tenant: Tenant, live: dict[Key, Manifest], result: PassResul
         services.tenant_note_progress(tenant=tenant, note="In sync; the cluster does not report it ready.")
         return
     reading = {"hard": usage.get("hard", {}), "used": usage.get("used", {})}
+    result.readings[str(tenant.pk)] = reading
     if reading != tenant.quota_usage:
         result.usage[str(tenant.pk)] = reading

@@ -27,24 +27,23 @@ class SharedRateThrottle(ScopedRateThrottle):
             return True
         self.rate = self.get_rate()
         self.num_requests, self.duration = self.parse_rate(self.rate)
-        if self.rate is None:
-            return True
         key = self.get_cache_key(request, view)
-        if key is None:
+        if self.num_requests is None or self.duration is None or key is None:
             return True
+        self.limit, self.seconds = self.num_requests, self.duration
         now = self.timer()
-        window = int(now // self.duration)
-        self.elapsed = (now % self.duration) / self.duration
+        window = int(now // self.seconds)
+        self.elapsed = (now % self.seconds) / self.seconds
         current_key = f"{key}:{window}"
         # Kept for two windows: while it is "current" and while it weighs as "previous".
-        self.cache.add(current_key, 0, timeout=2 * self.duration)
+        self.cache.add(current_key, 0, timeout=2 * self.seconds)
         try:
             count = int(self.cache.incr(current_key))
         except ValueError:  # evicted between add and incr: count afresh
-            self.cache.set(current_key, 1, timeout=2 * self.duration)
+            self.cache.set(current_key, 1, timeout=2 * self.seconds)
             count = 1
         self.previous = int(self.cache.get(f"{key}:{window - 1}") or 0)
-        if self.previous * (1 - self.elapsed) + count <= self.num_requests:
+        if self.previous * (1 - self.elapsed) + count <= self.limit:
             return True
         # Refused: give the increment back, so refused requests never spend the budget.
         self.cache.decr(current_key)
@@ -53,16 +52,16 @@ class SharedRateThrottle(ScopedRateThrottle):
 
     def wait(self) -> float | None:
         """Seconds until one more request fits the sliding window (for Retry-After)."""
-        left_in_window = (1 - self.elapsed) * self.duration
-        if self.current + 1 > self.num_requests:
+        left_in_window = (1 - self.elapsed) * self.seconds
+        if self.current + 1 > self.limit:
             # This window alone is full: wait for the next one, where it weighs as "previous".
             if self.current == 0:
                 return left_in_window
-            next_elapsed = max(0.0, 1 - (self.num_requests - 1) / self.current)
-            return left_in_window + next_elapsed * self.duration
+            next_elapsed = max(0.0, 1 - (self.limit - 1) / self.current)
+            return left_in_window + next_elapsed * self.seconds
         # The previous window's weight has to shrink until the request fits.
-        needed_elapsed = 1 - (self.num_requests - self.current - 1) / self.previous if self.previous else 0.0
-        return max(0.0, math.ceil((needed_elapsed - self.elapsed) * self.duration * 1000) / 1000)
+        needed_elapsed = 1 - (self.limit - self.current - 1) / self.previous if self.previous else 0.0
+        return max(0.0, math.ceil((needed_elapsed - self.elapsed) * self.seconds * 1000) / 1000)
 
 
 class WriteThrottle(SharedRateThrottle):

@@ -8,6 +8,7 @@ One module per noun; callers import from here (``from tenants import services``)
 - ``tenants`` and ``tiers``: what owners and admins do to tenants directly; tier edits;
 - ``credentials``: kubeconfigs and their lifetime bounds;
 - ``users`` and ``api_tokens``: sign-in mirroring and portal API tokens;
+- ``usage``: the compact per-day history of each tenant's quota usage, from the worker's readings;
 - ``webhooks``: endpoints platform admins register, and delivering events to them in order.
 """
 
@@ -61,6 +62,7 @@ from tenants.services.tenants import (
     tenant_retry,
 )
 from tenants.services.tiers import tier_reapply, tier_update
+from tenants.services.usage import usage_record_readings
 from tenants.services.users import (
     auth_record,
     identity_is_fresh,
@@ -125,6 +127,7 @@ __all__ = [
     "tenant_request_isolation_check",
     "tenant_retry",
     "tenants_record_usage",
+    "usage_record_readings",
     "team_slug",
     "tier_reapply",
     "tier_update",

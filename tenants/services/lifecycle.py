@@ -17,6 +17,7 @@ from tenants import audit, dispatch, metrics, notifications
 from tenants.audit import SYSTEM, AuditContext
 from tenants.errors import InvalidTransition
 from tenants.models import Tenant, TenantRequest, TenantStatus, User
+from tenants.services.usage import usage_record_readings
 
 S = TenantStatus
 TRANSITIONS: dict[str, set[str]] = {
@@ -207,15 +208,20 @@ def tenant_note_progress(*, tenant: Tenant, note: str) -> None:
 
 
 def tenant_record_usage(*, tenant: Tenant, usage: dict[str, Any]) -> None:
-    """Quota usage read back from the cluster: an observation, not a state change, so not audited."""
-    Tenant.objects.filter(pk=tenant.pk).update(quota_usage=usage, quota_usage_at=timezone.now())
+    """Quota usage read back from the cluster: an observation, not a state change, so not audited; it also
+    goes into the usage history."""
+    now = timezone.now()
+    Tenant.objects.filter(pk=tenant.pk).update(quota_usage=usage, quota_usage_at=now)
+    usage_record_readings(readings={str(tenant.pk): usage}, at=now)
 
 
-def tenants_record_usage(*, usages: dict[str, dict[str, Any]]) -> None:
-    """Quota usage of many tenants read back in one reconcile pass: one query, not one per tenant."""
+def tenants_record_usage(*, usages: dict[str, dict[str, Any]], readings: dict[str, dict[str, Any]]) -> None:
+    """Quota usage of many tenants read back in one reconcile pass: ``usages`` (the ones that changed) are
+    stored in one query, not one per tenant; ``readings`` (every tenant read) go into the usage history."""
     now = timezone.now()
     rows = [Tenant(pk=pk, quota_usage=usage, quota_usage_at=now) for pk, usage in usages.items()]
     Tenant.objects.bulk_update(rows, ["quota_usage", "quota_usage_at"], batch_size=500)
+    usage_record_readings(readings=readings, at=now)
 
 
 @transaction.atomic
