@@ -7,7 +7,7 @@ Berth did not create are never changed. The same against the dev control plane: 
 from __future__ import annotations
 
 from tenants import dispatch
-from tenants.models import AuditEvent, Cluster, Tenant
+from tenants.models import AuditEvent, Cluster, Tenant, TenantUsageDay
 from tests.worker.conftest import MakeTenant, provisioned_ready
 from tests.worker.fake_kube import FakeKube
 from worker import manifests, provisioning, reconcile, tasks
@@ -195,3 +195,16 @@ def test_quota_usage_read_in_the_pass_is_recorded_in_one_go(make_tenant, host, c
     a.refresh_from_db()
     b.refresh_from_db()
     assert a.quota_usage["used"] == {"pods": "3"} and b.quota_usage["used"] == {}
+
+
+def test_every_pass_adds_each_tenants_reading_to_its_usage_history_even_when_unchanged(make_tenant, host, cluster):
+    a, b = _ready_tenants(make_tenant, host, 2)
+    host.objects[("ResourceQuota", a.namespace, "berth-quota")]["status"]["used"] = {"pods": "3"}
+    # Provisioning read each tenant's usage once already.
+    before = dict(TenantUsageDay.objects.values_list("tenant_id", "samples"))
+    _pass(cluster, host)
+    _pass(cluster, host)  # nothing changed: the quota usage is not rewritten, but the history is sampled
+    days = {row.tenant_id: row for row in TenantUsageDay.objects.all()}
+    assert set(days) == {a.pk, b.pk}
+    assert days[a.pk].samples - before.get(a.pk, 0) == days[b.pk].samples - before.get(b.pk, 0) == 2
+    assert days[a.pk].usage["pods"]["max"] == 3.0 and days[b.pk].usage["pods"]["max"] == 0.0
