@@ -229,3 +229,49 @@ def test_only_platform_admins_set_prices(clock, alice, carol, cluster):
                 storage_gib_month=D("1"),
             )
     assert not ClusterPrice.objects.exists()
+
+
+# --- the admin ------------------------------------------------------------------------------------------------
+
+
+def price_form(cluster, day: dt.date, cpu: str = "0.05") -> dict:
+    return {
+        "cluster": cluster.pk,
+        "effective_from": day.isoformat(),
+        "currency": "EUR",
+        "cpu_core_hour": cpu,
+        "memory_gib_hour": "0.005",
+        "storage_gib_month": "0.1",
+        "_save": "Save",
+    }
+
+
+def test_prices_added_in_the_admin_go_through_the_service_and_are_audited(client, clock, dave, cluster):
+    clock.set(at(10, 9))
+    client.force_login(dave)
+    assert client.get("/admin/tenants/clusterprice/add/").status_code == 200
+    response = client.post("/admin/tenants/clusterprice/add/", price_form(cluster, dt.date(2026, 3, 12)))
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    price = ClusterPrice.objects.get()
+    assert (price.effective_from, price.cpu_core_hour, price.created_by) == (dt.date(2026, 3, 12), D("0.05"), dave)
+    event = AuditEvent.objects.get(action="cluster.prices")
+    assert event.actor == dave and event.before == {} and event.after["cpu_core_hour"] == "0.05"
+    assert client.get(f"/admin/tenants/cluster/{cluster.pk}/change/").status_code == 200  # with its history
+
+
+def test_the_admin_refuses_a_past_day_at_the_field_and_never_edits_a_price_in_effect(client, clock, eur, dave, cluster):
+    clock.set(at(10, 9))
+    client.force_login(dave)
+    response = client.post("/admin/tenants/clusterprice/add/", price_form(cluster, dt.date(2026, 3, 9), cpu="-1"))
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert "past days keep the prices they had" in errors["effective_from"][0]
+    assert "cpu_core_hour" in errors
+    assert ClusterPrice.objects.count() == 1
+    # The price in effect since 1 March opens read-only: it is what March's figures were computed with.
+    page = client.get(f"/admin/tenants/clusterprice/{eur.pk}/change/")
+    assert page.status_code == 200 and page.context["has_change_permission"] is False
+    client.post(f"/admin/tenants/clusterprice/{eur.pk}/change/", price_form(cluster, MARCH, cpu="9"))
+    assert ClusterPrice.objects.get(pk=eur.pk).cpu_core_hour == D("0.04")
+    assert client.post(f"/admin/tenants/clusterprice/{eur.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert ClusterPrice.objects.filter(pk=eur.pk).exists()
