@@ -376,7 +376,8 @@ def _reports(
         reports[month] = CostReport(
             month=month,
             period_start=showback.midnight(month),
-            period_end=min(showback.midnight(showback.next_month(month)), now),
+            # A month not begun yet has an empty period: it starts and ends at its first instant.
+            period_end=max(showback.midnight(month), min(showback.midnight(showback.next_month(month)), now)),
             rows=rows,
             totals=showback.totals(month_lines),
         )

@@ -42,26 +42,21 @@ COST_PLACES = Decimal("0.01")
 QUANTITY_PLACES = Decimal("0.0001")
 HOUR_PLACES = Decimal("0.01")
 _PRECISION = Context(prec=50)
-_MONTH = re.compile(r"([0-9]{4})-(0[1-9]|1[0-2])")
-MONTH_PATTERN = r"^[0-9]{4}-(0[1-9]|1[0-2])$"
-FIRST_YEAR = 2000
+# Months from 2000-01 to 2999-12: every month the pattern allows is answered (one not begun has no costs yet).
+_MONTH = re.compile(r"(2[0-9]{3})-(0[1-9]|1[0-2])")
+MONTH_PATTERN = r"^2[0-9]{3}-(0[1-9]|1[0-2])$"
 
 
 class MonthError(ValueError):
-    """A month parameter that is not a month Berth can answer for."""
+    """A month parameter that is not a month."""
 
 
-def parse_month(value: str, *, today: dt.date) -> dt.date:
-    """``YYYY-MM`` as the first day of that month; refused when malformed or after ``today``'s month."""
+def parse_month(value: str) -> dt.date:
+    """``YYYY-MM`` (2000-01 to 2999-12) as the first day of that month; MonthError when it is not one."""
     match = _MONTH.fullmatch(value or "")
     if match is None:
-        raise MonthError("A month as YYYY-MM, e.g. 2026-03.")
-    if int(match.group(1)) < FIRST_YEAR:
-        raise MonthError(f"A month from {FIRST_YEAR}-01 on.")
-    month = dt.date(int(match.group(1)), int(match.group(2)), 1)
-    if month > today.replace(day=1):
-        raise MonthError("This month has not begun yet.")
-    return month
+        raise MonthError("A month as YYYY-MM from 2000-01 to 2999-12, e.g. 2026-03.")
+    return dt.date(int(match.group(1)), int(match.group(2)), 1)
 
 
 def month_label(month: dt.date) -> str:

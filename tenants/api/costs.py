@@ -78,7 +78,7 @@ MONTH_PARAMETER = OpenApiParameter(
     "month",
     {"type": "string", "pattern": showback.MONTH_PATTERN},
     required=False,
-    description="The UTC month, YYYY-MM (default: this month, so far). A month not yet begun is refused.",
+    description="The UTC month, YYYY-MM (default: this month, so far). A month not begun yet has no costs.",
 )
 SLUG_PARAMETER = OpenApiParameter(
     "slug", {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$"}, OpenApiParameter.PATH, description="The team's slug."
@@ -97,11 +97,10 @@ TENANT_COSTS = (
 def month_of(request: ApiRequest, now: dt.datetime) -> dt.date:
     """The ``month`` query parameter (default this month); a field error when it is not one."""
     value = request.query_params.get("month")
-    today = now.astimezone(dt.UTC).date()
     if value is None:
-        return today.replace(day=1)
+        return now.astimezone(dt.UTC).date().replace(day=1)
     try:
-        return showback.parse_month(value, today=today)
+        return showback.parse_month(value)
     except showback.MonthError as exc:
         raise field_error("month", str(exc)) from exc
 

@@ -32,7 +32,7 @@ def costs_context(request: AuthedRequest, reports_for: Reports, export_url: str)
     today = now.astimezone(dt.UTC).date()
     value = request.GET.get("month")
     try:
-        month = showback.parse_month(value, today=today) if value is not None else today.replace(day=1)
+        month = showback.parse_month(value) if value is not None else today.replace(day=1)
     except showback.MonthError as exc:
         raise BadRequest(f"month: {exc}") from exc
     months = [month]

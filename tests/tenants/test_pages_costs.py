@@ -49,7 +49,7 @@ def test_platform_admins_see_any_team_page(client, dave, web):  # noqa: F811
     assert page(client, dave, reverse("team-detail", args=["team-a"])).status_code == 200
 
 
-@pytest.mark.parametrize("month", ["2026-13", "soon", "2026-05"])
+@pytest.mark.parametrize("month", ["2026-13", "soon", "1999-12"])
 def test_a_month_that_is_none_is_a_bad_request(client, alice, web, month):  # noqa: F811
     assert page(client, alice, reverse("team-detail", args=["team-a"]), month=month).status_code == 400
     assert page(client, alice, reverse("tenant-detail", args=[web.pk]), month=month).status_code == 400
