@@ -62,8 +62,19 @@ def test_the_tenant_page_shows_its_costs(client, alice, web):  # noqa: F811
     assert 'href="/teams/team-a/"' in html
 
 
-def test_the_dashboard_links_to_the_team_page(client, alice, web):  # noqa: F811
-    assert 'href="/teams/team-a/"' in page(client, alice, reverse("dashboard")).content.decode()
+def test_the_dashboard_and_the_navigation_link_to_the_team_page(client, alice, web):  # noqa: F811
+    html = page(client, alice, reverse("dashboard")).content.decode()
+    assert html.count('href="/teams/team-a/"') >= 3  # nav, card, link
+    html = page(client, alice, reverse("team-detail", args=["team-a"])).content.decode()
+    assert '<a href="/teams/team-a/" aria-current="page">Team &amp; costs</a>' in html
+
+
+def test_someone_in_two_teams_can_switch_between_their_pages(client, alice, team_b, web):  # noqa: F811
+    from tenants.models import Membership
+
+    Membership.objects.create(user=alice, team=team_b, role=Membership.Role.VIEWER)
+    html = page(client, alice, reverse("team-detail", args=["team-a"])).content.decode()
+    assert '<strong>Team A</strong> · <a href="/teams/team-b/">Team B</a>' in html
 
 
 def test_the_team_page_takes_a_bounded_number_of_queries(client, alice, web, django_assert_max_num_queries):  # noqa: F811
