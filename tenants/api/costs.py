@@ -12,7 +12,7 @@ from typing import Any
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request as ApiRequest
 from rest_framework.response import Response
@@ -27,6 +27,11 @@ from tenants.models import Team, Tenant
 
 def _decimal(places: int, **kwargs: Any) -> serializers.DecimalField:
     return serializers.DecimalField(max_digits=24, decimal_places=places, **kwargs)
+
+
+@extend_schema_field({"type": "string", "pattern": "^[A-Z]{3}$", "description": "ISO 4217, e.g. EUR."})
+class CurrencyField(serializers.CharField):
+    pass
 
 
 class FiguresSerializer(serializers.Serializer):
@@ -44,7 +49,7 @@ class CostLineSerializer(serializers.Serializer):
     tenant_name = serializers.CharField(source="tenant.name")
     cluster = serializers.CharField(source="tenant.cluster.name")
     team = serializers.CharField(source="team.slug", help_text="The team that held the tenant on these days.")
-    currency = serializers.CharField(source="line.currency", min_length=3, max_length=3)
+    currency = CurrencyField(source="line.currency")
     live_hours = _decimal(2, source="line.live_hours")
     asleep_hours = _decimal(
         2, source="line.asleep_hours", help_text="Of the live hours, how many it slept (no CPU or memory cost)."
@@ -54,7 +59,7 @@ class CostLineSerializer(serializers.Serializer):
 
 
 class CostTotalSerializer(serializers.Serializer):
-    currency = serializers.CharField(min_length=3, max_length=3)
+    currency = CurrencyField()
     allocation = FiguresSerializer()
     usage = FiguresSerializer()
 
@@ -67,9 +72,11 @@ class CostReportSerializer(serializers.Serializer):
     lines = CostLineSerializer(source="rows", many=True)
     totals = CostTotalSerializer(many=True, help_text="The lines summed per currency.")
 
+    @extend_schema_field({"type": "string", "pattern": showback.MONTH_PATTERN})
     def get_month(self, report: selectors.CostReport) -> str:
         return showback.month_label(report.month)
 
+    @extend_schema_field({"type": "integer", "enum": [showback.HOURS_PER_MONTH]})
     def get_hours_per_month(self, report: selectors.CostReport) -> int:
         return showback.HOURS_PER_MONTH
 

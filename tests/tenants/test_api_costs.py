@@ -186,3 +186,6 @@ def test_the_schema_describes_the_costs_exactly(api, erin):
         "usage",
     }
     assert components["Figures"]["properties"]["cpu"]["format"] == "decimal"
+    assert components["CostLine"]["properties"]["currency"]["pattern"] == "^[A-Z]{3}$"
+    assert components["CostReport"]["properties"]["month"]["pattern"] == "^2[0-9]{3}-(0[1-9]|1[0-2])$"
+    assert components["HoursPerMonthEnum"]["enum"] == [730]
