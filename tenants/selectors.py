@@ -287,7 +287,7 @@ def _tier_history(tenant: Tenant, approved: list[TenantRequest]) -> list[tuple[d
 
 
 def _histories(tenants: list[Tenant], start: dt.date, end: dt.date) -> list[showback.TenantHistory]:
-    """Everything showback needs about ``tenants`` for the UTC days [start, end): seven queries in all."""
+    """Everything showback needs about ``tenants`` for the UTC days [start, end): eight queries in all."""
     ids = [t.pk for t in tenants]
     start_at, end_at = showback.midnight(start), showback.midnight(end)
     first_ready = dict(
@@ -325,6 +325,12 @@ def _histories(tenants: list[Tenant], start: dt.date, end: dt.date) -> list[show
         .distinct("tenant_id")
         .values_list("tenant_id", "team_id")
     )
+    team_after = dict(
+        TenantUsageDay.objects.filter(tenant__in=ids, day__gte=end)
+        .order_by("tenant_id", "day")
+        .distinct("tenant_id")
+        .values_list("tenant_id", "team_id")
+    )
     prices: dict[int, list[tuple[dt.date, showback.Prices]]] = defaultdict(list)
     for price in ClusterPrice.objects.filter(cluster__in={t.cluster_id for t in tenants}, effective_from__lt=end):
         prices[price.cluster_id].append(
@@ -344,6 +350,7 @@ def _histories(tenants: list[Tenant], start: dt.date, end: dt.date) -> list[show
             prices=prices[t.cluster_id],
             days=days[t.pk],
             team_before=team_before.get(t.pk),
+            team_after=team_after.get(t.pk),
         )
         for t in tenants
     ]
@@ -386,12 +393,8 @@ def _reports(
 
 def team_costs(*, team: Team, months: list[dt.date], now: dt.datetime) -> dict[dt.date, CostReport]:
     """``team``'s costs per month: every tenant it held on any of those days (the caller checked visibility)."""
-    end = showback.next_month(max(months)) if months else dt.date.min
-    tenants = list(
-        Tenant.objects.filter(Q(team=team) | Q(usage_days__team=team, usage_days__day__lt=end))
-        .distinct()
-        .select_related("cluster")
-    )
+    # Any tenant it holds or ever held: a day without a usage row may take its team from a row months away.
+    tenants = list(Tenant.objects.filter(Q(team=team) | Q(usage_days__team=team)).distinct().select_related("cluster"))
     return _reports(tenants, months=months, now=now, team=team)
 
 

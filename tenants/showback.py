@@ -116,8 +116,9 @@ class TenantHistory:
 
     ``tiers`` are (from when, quota) in time order; the first holds from the beginning. ``sleeps`` are
     (start, end or None while asleep). ``prices`` are (effective day, prices) of the tenant's cluster, any
-    order. ``days`` are the tenant's usage rows by UTC day; ``team_before`` is the team of its latest row
-    before the period they cover (None if none); ``team`` its team now.
+    order. ``days`` are the tenant's usage rows by UTC day over some period; ``team_before`` and ``team_after``
+    are the teams of its latest row before that period and of its earliest row after it (None if none), so a
+    day's team never depends on which period was loaded; ``team`` is its team now.
     """
 
     tenant: object
@@ -129,6 +130,7 @@ class TenantHistory:
     prices: Sequence[tuple[dt.date, Prices]] = ()
     days: Mapping[dt.date, UsageDay] = field(default_factory=dict)
     team_before: int | None = None
+    team_after: int | None = None
 
 
 # --- Outputs ----------------------------------------------------------------------------------------------------
@@ -254,7 +256,9 @@ def _team_on(day: dt.date, history: TenantHistory) -> int:
     if history.team_before is not None:
         return history.team_before
     later = [d for d in history.days if d > day]
-    return history.days[min(later)].team if later else history.team
+    if later:
+        return history.days[min(later)].team
+    return history.team_after if history.team_after is not None else history.team
 
 
 @dataclass

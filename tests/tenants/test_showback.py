@@ -173,6 +173,16 @@ def test_days_before_the_first_row_take_the_team_of_the_month_before_or_else_the
     assert {line.team for line in tenant_month(history(team=3), month=MARCH, now=APRIL_5)} == {3}
 
 
+def test_with_no_row_in_the_month_the_team_comes_from_the_rows_around_it_whatever_was_loaded():
+    # Loaded alone, March has no row: its days go to the team of the first row after it (April's), as they
+    # would had April been loaded with it; without any row at all, to the tenant's team now.
+    lines = tenant_month(history(team=3, team_after=2), month=MARCH, now=APRIL_5)
+    assert {line.team for line in lines} == {2}
+    with_april = history(team=3, days={dt.date(2026, 4, 2): UsageDay(team=2)})
+    assert {line.team for line in tenant_month(with_april, month=MARCH, now=APRIL_5)} == {2}
+    assert {line.team for line in tenant_month(history(team=3, team_before=1), month=MARCH, now=APRIL_5)} == {1}
+
+
 def test_a_currency_change_gives_one_line_per_currency_and_totals_never_mix_them():
     usd = Prices("USD", cpu_core_hour=D("0.05"), memory_gib_hour=D("0.006"), storage_gib_month=D("0.12"))
     prices = [(dt.date(2026, 1, 1), EUR), (dt.date(2026, 3, 20), usd)]

@@ -137,6 +137,17 @@ def test_a_transfer_splits_the_month_between_the_teams_by_day(clock, web, team_b
     assert [r.team.slug for r in tenant_rows] == ["team-a", "team-b"]
 
 
+def test_a_month_reads_the_same_alone_or_with_the_months_around_it(clock, web, team_b):
+    # No row in March; April's first row says team-b held it, though it is team-a's now (moved back since).
+    TenantUsageDay.objects.create(tenant=web, day=dt.date(2026, 4, 2), team=team_b, tier=web.tier)
+    clock.set(at(5, month=4))
+    alone = selectors.team_costs(team=team_b, months=[MARCH], now=clock.now)[MARCH]
+    together = selectors.team_costs(team=team_b, months=[MARCH, dt.date(2026, 4, 1)], now=clock.now)[MARCH]
+    assert [r.line for r in alone.rows] == [r.line for r in together.rows]
+    assert [(r.team.slug, r.line.live_hours) for r in alone.rows] == [("team-b", D("522.00"))]
+    assert selectors.team_costs(team=web.team, months=[MARCH], now=clock.now)[MARCH].rows == []
+
+
 def test_a_teams_report_takes_a_few_queries_whatever_the_number_of_tenants(
     clock, eur, ready_tenant, team_a, django_assert_max_num_queries
 ):
