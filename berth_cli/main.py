@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import click
 
@@ -280,6 +281,47 @@ def audit(
         action=action,
     )
     show(rows, fmt, AUDIT_COLUMNS, empty="No audit events in that window.")
+
+
+# --- Showback ------------------------------------------------------------------------------------------
+
+COST_COLUMNS: list[Column] = [
+    ("TENANT", field("tenant_name")),
+    ("CLUSTER", field("cluster")),
+    ("TEAM", field("team")),
+    ("LIVE H", field("live_hours")),
+    ("ASLEEP H", field("asleep_hours")),
+    ("ALLOCATION", lambda line: f"{line['currency']} {line['allocation']['total']}"),
+    ("USAGE", lambda line: f"{line['currency']} {line['usage']['total']}"),
+]
+
+
+@cli.command()
+@click.option("--team", help="A team's costs: every tenant it held during the month.")
+@click.option("--tenant", "tenant_ref", help="One tenant's costs (id, name or cluster/name).")
+@click.option("--month", help="The UTC month, YYYY-MM [default: this month so far].")
+@output_option
+@pass_session
+def costs(session: Session, team: str | None, tenant_ref: str | None, month: str | None, fmt: str) -> None:
+    """Showback: what a team's or a tenant's tenants cost in a month, allocation- and usage-based."""
+    if (team is None) == (tenant_ref is None):
+        raise CliError("give --team or --tenant", Exit.USAGE)
+    if tenant_ref is not None:
+        tenant = find_tenant(session.api, tenant_ref, live_only=False)
+        report = session.api.get(object_path("tenants", tenant["id"], "costs"), month=month)
+    else:
+        report = session.api.get(f"/api/v1/teams/{quote(team or '', safe='')}/costs/", month=month)
+    if fmt != "table":
+        dump(report, fmt)
+        return
+    if not report["lines"]:
+        click.echo(f"No costs in {report['month']}.", err=True)
+        return
+    totals = [
+        {"tenant_name": "TOTAL", "currency": t["currency"], "allocation": t["allocation"], "usage": t["usage"]}
+        for t in report["totals"]
+    ]
+    table([*report["lines"], *totals], COST_COLUMNS)
 
 
 # --- Requests ------------------------------------------------------------------------------------------

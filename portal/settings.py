@@ -269,6 +269,8 @@ CELERY_BEAT_SCHEDULE = {
 # A quota reading goes into the usage history covering the time since the tenant's previous one, at most this
 # long: a longer silence (workers down) is unknown time, not usage (tenants.services.usage).
 BERTH_USAGE_MAX_GAP_SECONDS = env.float("BERTH_USAGE_MAX_GAP_SECONDS", default=2 * BERTH_RECONCILE_SECONDS)
+# Showback (tenants.showback): the currency cluster prices are set in unless an admin names another.
+BERTH_CURRENCY = env.str("BERTH_CURRENCY", default="EUR")
 # Approved or working tenants untouched for this long are re-sent by the sweep.
 BERTH_STUCK_AFTER_SECONDS = env.int("BERTH_STUCK_AFTER_SECONDS", default=90)
 # A tenant not ready (or not deleted) this long after provisioning (or decommissioning) started is marked

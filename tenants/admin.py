@@ -18,6 +18,7 @@ from tenants.models import (
     ApiToken,
     AuditEvent,
     Cluster,
+    ClusterPrice,
     EventType,
     Membership,
     Team,
@@ -29,6 +30,7 @@ from tenants.models import (
     WebhookEndpoint,
 )
 from tenants.sealing import unseal
+from tenants.services.prices import today_utc
 
 
 @admin.register(User)
@@ -99,16 +101,104 @@ class TierAdmin(admin.ModelAdmin):
         self.message_user(request, "Tier saved; live tenants on it will be re-applied.", messages.INFO)
 
 
+class ClusterPriceInline(admin.TabularInline):
+    """The cluster's price history, read-only: prices are set on the Cluster prices page (audited)."""
+
+    model = ClusterPrice
+    extra = 0
+    can_delete = False
+    fields = readonly_fields = (
+        "effective_from",
+        "currency",
+        "cpu_core_hour",
+        "memory_gib_hour",
+        "storage_gib_month",
+        "created_by",
+    )
+    verbose_name_plural = "Prices (history; set new ones under Cluster prices)"
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
     list_display = ["name", "display_name", "api_url", "public_endpoint", "access_mode", "is_active"]
     readonly_fields = ["physical_id"]
     filter_horizontal = ["tiers"]
+    inlines = [ClusterPriceInline]
 
     def save_model(self, request, obj, form, change) -> None:
         super().save_model(request, obj, form, change)
         # Which API server this record points at decides which other records share its namespaces.
         services.cluster_identify(cluster=obj)
+
+
+# --- Cluster prices (showback) ----------------------------------------------------------
+
+
+class ClusterPriceForm(forms.ModelForm):
+    class Meta:
+        model = ClusterPrice
+        fields = ["cluster", "effective_from", "currency", "cpu_core_hour", "memory_gib_hour", "storage_gib_month"]
+
+    def clean(self) -> dict:
+        data = super().clean() or {}
+        errors = services.cluster_price_errors(
+            effective_from=data.get("effective_from"),
+            currency=data.get("currency", ""),
+            prices={name: data.get(name) for name in ("cpu_core_hour", "memory_gib_hour", "storage_gib_month")},
+        )
+        for name, message in errors.items():
+            if name not in self.errors:
+                self.add_error(name, message)
+        return data
+
+
+@admin.register(ClusterPrice)
+class ClusterPriceAdmin(admin.ModelAdmin):
+    """New prices take effect today or later; a row already in effect is never edited (past months keep it)."""
+
+    form = ClusterPriceForm
+    list_display = [
+        "cluster",
+        "effective_from",
+        "currency",
+        "cpu_core_hour",
+        "memory_gib_hour",
+        "storage_gib_month",
+        "created_by",
+        "created_at",
+    ]
+    list_filter = ["cluster", "currency"]
+    date_hierarchy = "effective_from"
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        in_effect = obj is not None and obj.effective_from < today_utc()
+        return super().has_change_permission(request, obj) and not in_effect
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def get_readonly_fields(self, request, obj=None) -> list[str]:
+        # A row's cluster and day are its identity: another day is another row.
+        return ["cluster", "effective_from"] if obj is not None else []
+
+    def save_model(self, request, obj, form, change) -> None:
+        data = form.cleaned_data
+        saved = services.cluster_set_prices(
+            cluster=obj.cluster,
+            actor=_actor(request),
+            effective_from=obj.effective_from,
+            currency=data["currency"],
+            cpu_core_hour=data["cpu_core_hour"],
+            memory_gib_hour=data["memory_gib_hour"],
+            storage_gib_month=data["storage_gib_month"],
+            ctx=AuditContext.from_http(request),
+        )
+        obj.pk = saved.pk
+        obj._state.adding = False
+        obj.refresh_from_db()
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -1,4 +1,4 @@
-"""CSV export of audit events, shared by the API and the audit page."""
+"""CSV exports shared by the API and the pages: audit events, and showback's cost lines."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from collections.abc import Iterable, Iterator
 
 from django.http import StreamingHttpResponse
 
+from tenants import showback
 from tenants.models import AuditEvent
+from tenants.selectors import CostReport
 
 COLUMNS = [
     "at",
@@ -69,4 +71,52 @@ def audit_csv_response(events: Iterable[AuditEvent]) -> StreamingHttpResponse:
         (writer.writerow(row) for row in _rows(events)), content_type="text/csv; charset=utf-8"
     )
     response["Content-Disposition"] = 'attachment; filename="berth-audit.csv"'
+    return response
+
+
+# --- Showback: one row per cost line (tenants.selectors.CostReport); the totals are the sums of these rows ------
+
+FIGURES = ["cpu_core_hours", "memory_gib_hours", "storage_gib_months", "cpu", "memory", "storage", "total"]
+COST_COLUMNS = [
+    "month",
+    "tenant_id",
+    "tenant",
+    "cluster",
+    "team",
+    "currency",
+    "live_hours",
+    "asleep_hours",
+    *(f"allocation_{name}" for name in FIGURES),
+    *(f"usage_{name}" for name in FIGURES),
+]
+
+
+def _cost_rows(report: CostReport) -> Iterator[list[str]]:
+    yield COST_COLUMNS
+    month = showback.month_label(report.month)
+    for row in report.rows:
+        line = row.line
+        figures = [str(getattr(f, name)) for f in (line.allocation, line.usage) for name in FIGURES]
+        yield [
+            _safe(str(v))
+            for v in (
+                month,
+                row.tenant.pk,
+                row.tenant.name,
+                row.tenant.cluster.name,
+                row.team.slug,
+                line.currency,
+                line.live_hours,
+                line.asleep_hours,
+                *figures,
+            )
+        ]
+
+
+def costs_csv_response(report: CostReport, filename: str) -> StreamingHttpResponse:
+    writer = csv.writer(_Echo())
+    response = StreamingHttpResponse(
+        (writer.writerow(row) for row in _cost_rows(report)), content_type="text/csv; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response

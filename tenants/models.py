@@ -296,6 +296,53 @@ class Cluster(models.Model):
             )
 
 
+def _platform_currency() -> str:
+    from django.conf import settings
+
+    return str(settings.BERTH_CURRENCY)
+
+
+class ClusterPrice(models.Model):
+    """What one cluster's resources cost from ``effective_from`` (00:00 UTC that day) until the next price.
+
+    Prices are never rewritten once in effect: a change is a new row, so past months keep the prices they
+    had (tenants.services.prices). Storage is priced per GiB-month, a month being 730 hours (8760 / 12);
+    showback (tenants.showback) reads these.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="prices")
+    effective_from = models.DateField(help_text="The UTC day from whose start (00:00 UTC) these prices apply.")
+    currency = models.CharField(max_length=3, default=_platform_currency, help_text="ISO 4217 code, e.g. EUR.")
+    cpu_core_hour = models.DecimalField(
+        max_digits=14, decimal_places=6, validators=[MinValueValidator(0)], help_text="Per CPU core (request) hour."
+    )
+    memory_gib_hour = models.DecimalField(
+        max_digits=14, decimal_places=6, validators=[MinValueValidator(0)], help_text="Per GiB of memory hour."
+    )
+    storage_gib_month = models.DecimalField(
+        max_digits=14,
+        decimal_places=6,
+        validators=[MinValueValidator(0)],
+        help_text="Per GiB of storage month (730 hours).",
+    )
+    created_by = models.ForeignKey(User, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["cluster", "effective_from"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "effective_from"], name="cluster_price_one_per_day"),
+            models.CheckConstraint(
+                condition=Q(cpu_core_hour__gte=0) & Q(memory_gib_hour__gte=0) & Q(storage_gib_month__gte=0),
+                name="cluster_price_not_negative",
+            ),
+            models.CheckConstraint(condition=Q(currency__regex=r"^[A-Z]{3}$"), name="cluster_price_currency_code"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id} from {self.effective_from}: {self.currency}"
+
+
 class TenantStatus(models.TextChoices):
     REQUESTED = "requested", "Requested"
     APPROVED = "approved", "Approved"

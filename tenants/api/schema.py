@@ -100,7 +100,7 @@ _EXTRA_STATUSES = {
 
 def error_statuses(*, operation_id: str, method: str, path: str, has_body: bool) -> set[str]:
     statuses = {"400", "401", "429"} | _EXTRA_STATUSES.get(operation_id, set())
-    if "{id}" in path:
+    if "{id}" in path or "{slug}" in path:
         statuses.add("404")
     if method == "post":
         statuses.add("403")

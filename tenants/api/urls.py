@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from tenants.api import schema, views  # noqa: F401  (schema: registers the auth extensions)
+from tenants.api import costs, schema, views  # noqa: F401  (schema: registers the auth extensions)
 
 router = DefaultRouter(trailing_slash=True)
 router.register("teams", views.TeamViewSet, basename="api-team")
@@ -15,5 +15,10 @@ router.register("tokens", views.ApiTokenViewSet, basename="api-token")
 urlpatterns = [
     path("me/", views.MeView.as_view(), name="api-me"),
     path("kubeconfig/", views.MergedKubeconfigView.as_view(), name="api-kubeconfig"),
+    # Showback (tenants/api/costs.py)
+    path("teams/<slug:slug>/costs/", costs.TeamCostsView.as_view(), name="api-team-costs"),
+    path("teams/<slug:slug>/costs/export/", costs.TeamCostsExportView.as_view(), name="api-team-costs-export"),
+    path("tenants/<uuid:id>/costs/", costs.TenantCostsView.as_view(), name="api-tenant-costs"),
+    path("tenants/<uuid:id>/costs/export/", costs.TenantCostsExportView.as_view(), name="api-tenant-costs-export"),
     *router.urls,
 ]

@@ -9,7 +9,8 @@ One module per noun; callers import from here (``from tenants import services``)
 - ``credentials``: kubeconfigs and their lifetime bounds;
 - ``users`` and ``api_tokens``: sign-in mirroring and portal API tokens;
 - ``usage``: the compact per-day history of each tenant's quota usage, from the worker's readings;
-- ``webhooks``: endpoints platform admins register, and delivering events to them in order.
+- ``webhooks``: endpoints platform admins register, and delivering events to them in order;
+- ``prices``: what each cluster's resources cost, for showback (never rewritten once in effect).
 """
 
 from tenants.errors import Forbidden, InvalidTransition
@@ -46,6 +47,7 @@ from tenants.services.lifecycle import (
     transition,
 )
 from tenants.services.permissions import is_writer, kubeconfig_role, require_platform_admin
+from tenants.services.prices import cluster_price_errors, cluster_set_prices
 from tenants.services.tenant_requests import (
     expiry_check,
     expiry_end_of_day,
@@ -99,6 +101,8 @@ __all__ = [
     "auth_record",
     "budget_check",
     "cluster_identify",
+    "cluster_price_errors",
+    "cluster_set_prices",
     "cluster_record_identity",
     "credential_lifetime",
     "credential_lifetime_default",

@@ -15,6 +15,7 @@ from tenants.errors import ClusterUnavailable, InvalidTransition
 from tenants.forms import TENANT_REQUEST_FORMS, ChangeTierForm, DecommissionForm, IdempotentForm, KubeconfigForm
 from tenants.models import Membership, Tenant, TenantRequest, TenantStatus
 from tenants.views.common import MOVING_STATUSES, POLL_TRIGGER, AuthedRequest, call, deny
+from tenants.views.costs import tenant_costs_context
 from tenants.views.quota import usage_rows
 
 S = TenantStatus
@@ -83,6 +84,7 @@ def _detail_context(request: AuthedRequest, tenant: Tenant, bound: IdempotentFor
         "monitoring_links": selectors.monitoring_links(tenant=tenant),
         "kubeconfig_form": KubeconfigForm(tier=tenant.tier) if permissions["can_get_kubeconfig"] else None,
         "events": selectors.audit_events_visible_to(user=user).filter(object_id=str(tenant.pk))[:RECENT_EVENTS],
+        "costs": tenant_costs_context(request, tenant),
     }
 
 

@@ -2,7 +2,16 @@
 
 from django.urls import path
 
-from tenants.views import approvals, audit_pages, auth_pages, dashboard, request_pages, tenant_pages, token_pages
+from tenants.views import (
+    approvals,
+    audit_pages,
+    auth_pages,
+    costs,
+    dashboard,
+    request_pages,
+    tenant_pages,
+    token_pages,
+)
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -27,4 +36,5 @@ urlpatterns = [
     path("audit/export/", audit_pages.audit_export, name="audit-export"),
     path("tokens/", token_pages.tokens, name="tokens"),
     path("tokens/<int:pk>/revoke/", token_pages.token_revoke, name="token-revoke"),
+    path("teams/<slug:slug>/", costs.team_detail, name="team-detail"),
 ]
