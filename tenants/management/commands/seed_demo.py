@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from decimal import Decimal
+
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
+from django.utils import timezone
 
 from tenants import services
-from tenants.models import Cluster, Team, Tier
+from tenants.models import Cluster, ClusterPrice, Team, Tier
 
 TEAMS = [
     ("team-payments", "Payments", "payments@example.test"),
@@ -26,6 +30,13 @@ MONITORING = [
         "url": "https://grafana.example.test/explore?left=%7B%22queries%22:%5B%7B%22expr%22:%22%7Bnamespace%3D%5C%22{namespace}%5C%22%7D%22%7D%5D%7D",
     },
 ]
+# Showback prices of the demo clusters (per CPU core-hour, memory GiB-hour, storage GiB-month), in effect
+# since the first of the month the demo was seeded in, so the team and tenant pages show the month so far.
+DEMO_PRICES = {
+    "cpu_core_hour": Decimal("0.0400"),
+    "memory_gib_hour": Decimal("0.0050"),
+    "storage_gib_month": Decimal("0.1000"),
+}
 
 
 class Command(BaseCommand):
@@ -78,4 +89,7 @@ class Command(BaseCommand):
         for cluster in clusters:
             cluster.tiers.set(Tier.objects.filter(is_active=True))
             services.cluster_identify(cluster=cluster)
+            # Seed data, not an admin's change (cluster_set_prices refuses past days): written directly.
+            first_of_month = timezone.now().astimezone(dt.UTC).date().replace(day=1)
+            ClusterPrice.objects.get_or_create(cluster=cluster, effective_from=first_of_month, defaults=DEMO_PRICES)
         self.stdout.write(f"Seeded {len(TEAMS)} teams and {len(clusters)} clusters.")
