@@ -167,6 +167,11 @@ class Tier(models.Model):
     default_expiry_days = models.PositiveIntegerField(default=30, validators=[MinValueValidator(1)])
     max_expiry_days = models.PositiveIntegerField(default=90, validators=[MinValueValidator(1)])
     auto_approve = models.BooleanField(default=False)
+    auto_approve_downgrades = models.BooleanField(
+        default=False,
+        help_text="Approve a move from this tier to a smaller one that grants nothing more (right-sizing) "
+        "without an approver.",
+    )
     is_active = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
 

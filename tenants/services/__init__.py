@@ -9,6 +9,7 @@ One module per noun; callers import from here (``from tenants import services``)
 - ``credentials``: kubeconfigs and their lifetime bounds;
 - ``users`` and ``api_tokens``: sign-in mirroring and portal API tokens;
 - ``usage``: the compact per-day history of each tenant's quota usage, from the worker's readings;
+- ``rightsizing``: a tier suggestion from that history, and an owner accepting it (a change_tier request);
 - ``webhooks``: endpoints platform admins register, and delivering events to them in order.
 """
 
@@ -61,6 +62,7 @@ from tenants.services.tenants import (
     tenant_request_isolation_check,
     tenant_retry,
 )
+from tenants.services.rightsizing import rightsizing_accept, rightsizing_assess
 from tenants.services.tiers import tier_reapply, tier_update
 from tenants.services.usage import usage_record_readings
 from tenants.services.users import (
@@ -140,6 +142,8 @@ __all__ = [
     "user_sync_from_claims",
     "users_recheck_due",
     "require_platform_admin",
+    "rightsizing_accept",
+    "rightsizing_assess",
     "webhook_deliver",
     "webhook_endpoint_create",
     "webhook_endpoint_delete",
