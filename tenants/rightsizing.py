@@ -283,7 +283,9 @@ def _upsize(evidence: Sequence[Evidence], current: Tier, offered: Sequence[Tier]
     return target, reason, ()
 
 
-def _downsize(evidence: Sequence[Evidence], coverage: float, current: Tier, offered: Sequence[Tier], policy: Policy):
+def _downsize(
+    evidence: Sequence[Evidence], coverage: float, current: Tier, offered: Sequence[Tier], policy: Policy
+) -> Found:
     if coverage < policy.min_coverage:
         return None, "", (f"Too little history: readings cover {coverage:.0%} of the last {policy.days} days.",)
     drivers = [e for e in evidence if e.resource in DRIVERS and e.average_share is not None]
