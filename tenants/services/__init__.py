@@ -47,6 +47,7 @@ from tenants.services.lifecycle import (
     transition,
 )
 from tenants.services.permissions import is_writer, kubeconfig_role, require_platform_admin
+from tenants.services.rightsizing import rightsizing_accept, rightsizing_assess
 from tenants.services.tenant_requests import (
     expiry_check,
     expiry_end_of_day,
@@ -62,7 +63,6 @@ from tenants.services.tenants import (
     tenant_request_isolation_check,
     tenant_retry,
 )
-from tenants.services.rightsizing import rightsizing_accept, rightsizing_assess
 from tenants.services.tiers import tier_reapply, tier_update
 from tenants.services.usage import usage_record_readings
 from tenants.services.users import (

@@ -188,19 +188,16 @@ def request_submit(
     audit.record(actor=actor, action="request.submit", obj=req, team=req.team, after=_snapshot(req), ctx=ctx)
     if req.action != Action.DELETE and req.tier.auto_approve:
         return _approve(req=req, actor=None, comment=f"Auto-approved by tier {req.tier.name}.", ctx=ctx, auto=True)
-    if _downgrade_approves_itself(req):
+    if req.action == Action.CHANGE_TIER and downgrade_approves_itself(current=req.tenant.tier, target=req.tier):
         comment = f"Auto-approved: a downgrade from tier {req.tenant.tier.name}, which lets downgrades through."
         return _approve(req=req, actor=None, comment=comment, ctx=ctx, auto=True)
     notifications.request_submitted(req)
     return req
 
 
-def _downgrade_approves_itself(req: TenantRequest) -> bool:
-    """A change to a smaller tier that grants nothing more, from a tier that approves such downgrades itself."""
-    if req.action != Action.CHANGE_TIER:
-        return False
-    current = req.tenant.tier
-    return current.auto_approve_downgrades and is_downgrade(req.tier, current)
+def downgrade_approves_itself(*, current: Tier, target: Tier) -> bool:
+    """A move to a smaller tier that grants nothing more, from a tier that lets such downgrades through."""
+    return current.auto_approve_downgrades and is_downgrade(target, current)
 
 
 def _submit_create(

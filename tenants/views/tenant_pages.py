@@ -16,6 +16,7 @@ from tenants.forms import TENANT_REQUEST_FORMS, ChangeTierForm, DecommissionForm
 from tenants.models import Membership, Tenant, TenantRequest, TenantStatus
 from tenants.views.common import MOVING_STATUSES, POLL_TRIGGER, AuthedRequest, call, deny
 from tenants.views.quota import usage_rows
+from tenants.views.rightsizing_pages import rightsizing_context
 
 S = TenantStatus
 DECOMMISSIONABLE = frozenset({S.APPROVED, S.PROVISIONING, S.READY, S.FAILED})
@@ -34,6 +35,7 @@ def _permissions(request: AuthedRequest, tenant: Tenant, pending: TenantRequest 
     owner = user.is_platform_admin or role == Membership.Role.OWNER
     writer = owner or role == Membership.Role.MEMBER
     return {
+        "is_owner": owner,
         "can_change": writer and tenant.status == S.READY and pending is None,
         "can_request_delete": writer and not owner and tenant.status in (S.READY, S.FAILED) and pending is None,
         "can_decommission": owner and tenant.status in DECOMMISSIONABLE,
@@ -83,6 +85,7 @@ def _detail_context(request: AuthedRequest, tenant: Tenant, bound: IdempotentFor
         "monitoring_links": selectors.monitoring_links(tenant=tenant),
         "kubeconfig_form": KubeconfigForm(tier=tenant.tier) if permissions["can_get_kubeconfig"] else None,
         "events": selectors.audit_events_visible_to(user=user).filter(object_id=str(tenant.pk))[:RECENT_EVENTS],
+        **rightsizing_context(tenant=tenant, is_owner=permissions["is_owner"], can_change=permissions["can_change"]),
     }
 
 
