@@ -347,6 +347,8 @@ class Tenant(models.Model):
     quota_usage_at = models.DateTimeField(null=True, blank=True)
     # When the last reading went into the usage history (TenantUsageDay): the next one covers the time since.
     usage_sampled_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # A right-sizing suggestion an owner dismissed: {"direction", "tier", "until" (ISO date)}; {} when none.
+    rightsizing_dismissed = models.JSONField(default=dict, blank=True, editable=False)
     isolation_report = models.JSONField(default=dict, blank=True)
     isolation_report_at = models.DateTimeField(null=True, blank=True)
     generation = models.PositiveIntegerField(

@@ -80,6 +80,10 @@ class RightsizingAcceptSerializer(s.Input):
     )
 
 
+class RightsizingDismissSerializer(RightsizingAcceptSerializer):
+    """Which suggestion the owner dismisses: its fingerprint. Unknown fields are refused."""
+
+
 class TenantRightsizingViewSet(BerthViewSet):
     """/tenants/{id}/rightsizing/: beside TenantViewSet, on the same tenants, scoped the same way."""
 
@@ -135,3 +139,20 @@ class TenantRightsizingViewSet(BerthViewSet):
             ctx=self.ctx(),
         )
         return Response(s.RequestSerializer(req).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        description="Dismiss the suggestion shown (team owners and platform admins): that change is not suggested "
+        "again for as many days as the rule reads; a different suggestion shows at once. Answers the right-sizing "
+        "as it is now. 409 when the suggestion changed since it was shown.",
+        request=RightsizingDismissSerializer,
+        responses=RightsizingSerializer,
+    )
+    @action(detail=True, methods=["post"], url_path="rightsizing/dismiss")
+    def rightsizing_dismiss(self, request: ApiRequest, pk=None) -> Response:
+        tenant = self.get_object()  # 404 for what is not the caller's, before anything about the body
+        body = RightsizingDismissSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        found = services.rightsizing_dismiss(
+            tenant=tenant, actor=actor_of(request), fingerprint=body.validated_data["fingerprint"], ctx=self.ctx()
+        )
+        return Response(RightsizingSerializer(rightsizing_data(tenant, found)).data)

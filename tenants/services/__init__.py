@@ -9,7 +9,7 @@ One module per noun; callers import from here (``from tenants import services``)
 - ``credentials``: kubeconfigs and their lifetime bounds;
 - ``users`` and ``api_tokens``: sign-in mirroring and portal API tokens;
 - ``usage``: the compact per-day history of each tenant's quota usage, from the worker's readings;
-- ``rightsizing``: a tier suggestion from that history, and an owner accepting it (a change_tier request);
+- ``rightsizing``: a tier suggestion from that history; an owner accepts it (a change_tier request) or dismisses it;
 - ``webhooks``: endpoints platform admins register, and delivering events to them in order.
 """
 
@@ -47,7 +47,7 @@ from tenants.services.lifecycle import (
     transition,
 )
 from tenants.services.permissions import is_writer, kubeconfig_role, require_platform_admin
-from tenants.services.rightsizing import rightsizing_accept, rightsizing_assess
+from tenants.services.rightsizing import rightsizing_accept, rightsizing_assess, rightsizing_dismiss
 from tenants.services.tenant_requests import (
     expiry_check,
     expiry_end_of_day,
@@ -144,6 +144,7 @@ __all__ = [
     "require_platform_admin",
     "rightsizing_accept",
     "rightsizing_assess",
+    "rightsizing_dismiss",
     "webhook_deliver",
     "webhook_endpoint_create",
     "webhook_endpoint_delete",

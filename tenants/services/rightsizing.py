@@ -9,6 +9,7 @@ caller sends its fingerprint back, and a history or tier that changed since answ
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 from django.db import transaction
 from django.utils import timezone
@@ -22,6 +23,7 @@ from tenants.services.permissions import require_owner_or_admin
 from tenants.services.tenant_requests import request_submit
 
 ACCEPT_ACTION = "tenant.rightsizing_accept"
+DISMISS_ACTION = "tenant.rightsizing_dismiss"
 PURPOSE_PREFIX = "Right-sizing suggestion: "
 
 
@@ -45,12 +47,24 @@ def _asleep_by_day(tenant: Tenant, start: dt.date, end: dt.date) -> dict[dt.date
     return asleep
 
 
-def rightsizing_assess(*, tenant: Tenant, today: dt.date | None = None) -> Assessment:
-    """The rule (tenants.rightsizing) over ``tenant``'s history on its current tier, against the tiers its cluster
-    offers. A read: nothing is recorded.
-    """
+def _dismissed(tenant: Tenant, found: Assessment, today: dt.date) -> str:
+    """Why ``found``'s suggestion is not shown (an owner dismissed this very change, until a later day), or ''."""
+    dismissed = tenant.rightsizing_dismissed or {}
+    if found.target is None or (dismissed.get("direction"), dismissed.get("tier")) != (
+        found.direction,
+        found.target.name,
+    ):
+        return ""
+    until = dt.date.fromisoformat(dismissed["until"])
+    if today > until:
+        return ""
+    return f"The suggestion of tier {found.target.display_name} was dismissed until {until.isoformat()}."
+
+
+def _assess(tenant: Tenant, today: dt.date) -> Assessment:
+    """What the rule finds, whether or not an owner dismissed it."""
     policy = Policy.from_settings()
-    start, end = policy.window(today or timezone.now().date())
+    start, end = policy.window(today)
     rows = TenantUsageDay.objects.filter(tenant=tenant, tier_id=tenant.tier_id, day__range=(start, end))
     asleep = _asleep_by_day(tenant, start, end)
     days = [
@@ -58,14 +72,30 @@ def rightsizing_assess(*, tenant: Tenant, today: dt.date | None = None) -> Asses
         for r in rows
     ]
     offered = list(tenant.cluster.tiers.filter(is_active=True))
-    return assess(
-        subject=str(tenant.pk),
-        days=days,
-        current=tenant.tier,
-        offered=offered,
-        policy=policy,
-        today=today or timezone.now().date(),
-    )
+    return assess(subject=str(tenant.pk), days=days, current=tenant.tier, offered=offered, policy=policy, today=today)
+
+
+def rightsizing_assess(*, tenant: Tenant, today: dt.date | None = None) -> Assessment:
+    """The rule (tenants.rightsizing) over ``tenant``'s history on its current tier, against the tiers its cluster
+    offers; a suggestion an owner dismissed is left out (with a note saying so). A read: nothing is recorded.
+    """
+    today = today or timezone.now().date()
+    found = _assess(tenant, today)
+    why = _dismissed(tenant, found, today)
+    if why:
+        return replace(found, direction=None, target=None, reason="", fingerprint="", notes=(why,))
+    return found
+
+
+def _shown(*, tenant: Tenant, fingerprint: str) -> Assessment:
+    """The suggestion the caller was shown, as it stands now; 409 when it is gone or not the same any more."""
+    found = rightsizing_assess(tenant=tenant)
+    if found.target is None or found.fingerprint != fingerprint:
+        raise InvalidTransition(
+            "This suggestion is out of date: the tenant's tier or usage history changed since it was shown. "
+            "Look at the current suggestion and accept that one if it still makes sense."
+        )
+    return found
 
 
 def _replayed(
@@ -118,12 +148,8 @@ def rightsizing_accept(
         )
         if earlier is not None:
             return earlier
-    found = rightsizing_assess(tenant=tenant)
-    if found.target is None or found.fingerprint != fingerprint:
-        raise InvalidTransition(
-            "This suggestion is out of date: the tenant's tier or usage history changed since it was shown. "
-            "Look at the current suggestion and accept that one if it still makes sense."
-        )
+    found = _shown(tenant=tenant, fingerprint=fingerprint)
+    assert found.target is not None  # _shown refuses an assessment without one
     before_tier = tenant.tier
     req = request_submit(
         actor=actor,
@@ -155,4 +181,31 @@ def rightsizing_accept(
     return req
 
 
-__all__ = ["ACCEPT_ACTION", "rightsizing_accept", "rightsizing_assess"]
+@transaction.atomic
+def rightsizing_dismiss(*, tenant: Tenant, actor: User, fingerprint: str, ctx: AuditContext = SYSTEM) -> Assessment:
+    """Hide the suggestion shown (``fingerprint``) for a window's length: owners and admins only, audited.
+
+    Only that change is hidden: a suggestion of another tier or direction shows at once. 409 when stale.
+    """
+    require_owner_or_admin(actor=actor, team=tenant.team, doing="dismiss a right-sizing suggestion")
+    tenant = Tenant.objects.select_for_update().select_related("tier", "team", "cluster").get(pk=tenant.pk)
+    found = _shown(tenant=tenant, fingerprint=fingerprint)
+    assert found.target is not None and found.direction is not None
+    until = timezone.now().date() + dt.timedelta(days=found.days)
+    dismissed = {"direction": found.direction, "tier": found.target.name, "until": until.isoformat()}
+    before = tenant.rightsizing_dismissed or {}
+    Tenant.objects.filter(pk=tenant.pk).update(rightsizing_dismissed=dismissed)
+    tenant.rightsizing_dismissed = dismissed
+    audit.record(
+        actor=actor,
+        action=DISMISS_ACTION,
+        obj=tenant,
+        team=tenant.team,
+        before={"dismissed": before},
+        after={"dismissed": dismissed, "reason": found.reason, "fingerprint": fingerprint},
+        ctx=ctx,
+    )
+    return rightsizing_assess(tenant=tenant)
+
+
+__all__ = ["ACCEPT_ACTION", "DISMISS_ACTION", "rightsizing_accept", "rightsizing_assess", "rightsizing_dismiss"]

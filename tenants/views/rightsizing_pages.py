@@ -89,3 +89,27 @@ def tenant_rightsizing_accept(request: AuthedRequest, pk) -> HttpResponse:
             request, f"Your request to move {tenant.name} to tier {req.tier.display_name} was sent to the approvers."
         )
     return redirect("request-detail", pk=req.pk)
+
+
+@login_required
+@require_POST
+def tenant_rightsizing_dismiss(request: AuthedRequest, pk) -> HttpResponse:
+    """Hide the suggestion shown for a window's length (services.rightsizing_dismiss)."""
+    tenant = get_object_or_404(selectors.tenants_visible_to(user=request.user), pk=pk)
+    form = RightsizingAcceptForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "That suggestion could not be read; look at the current one and try again.")
+        return redirect("tenant-detail", pk=tenant.pk)
+    try:
+        found = call(
+            request,
+            services.rightsizing_dismiss,
+            tenant=tenant,
+            actor=request.user,
+            fingerprint=form.cleaned_data["fingerprint"],
+        )
+    except InvalidTransition as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, " ".join(found.notes) or "Suggestion dismissed.")
+    return redirect("tenant-detail", pk=tenant.pk)

@@ -36,6 +36,11 @@ urlpatterns = [
         rightsizing_pages.tenant_rightsizing_accept,
         name="tenant-rightsizing-accept",
     ),
+    path(
+        "tenants/<uuid:pk>/rightsizing/dismiss/",
+        rightsizing_pages.tenant_rightsizing_dismiss,
+        name="tenant-rightsizing-dismiss",
+    ),
     path("approvals/", approvals.approvals, name="approvals"),
     path("audit/", audit_pages.audit, name="audit"),
     path("audit/export/", audit_pages.audit_export, name="audit-export"),

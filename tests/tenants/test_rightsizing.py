@@ -11,7 +11,7 @@ from tenants import services
 from tenants.errors import Forbidden, InvalidTransition
 from tenants.models import AuditEvent, Tenant, TenantRequest, TenantSleepPeriod, TenantUsageDay, Tier
 from tenants.rightsizing import TIER_QUOTA, tier_quota
-from tenants.services.rightsizing import ACCEPT_ACTION
+from tenants.services.rightsizing import ACCEPT_ACTION, DISMISS_ACTION
 
 API = "/api/v1"
 CPU_AND_MEMORY = ("requests.cpu", "limits.cpu", "requests.memory", "limits.memory")
@@ -268,3 +268,39 @@ def test_a_pending_request_makes_accepting_409(api, alice, web, small):
         f"{API}/tenants/{web.pk}/rightsizing/accept/", {"fingerprint": fingerprint}, format="json"
     )
     assert response.status_code == 409 and "pending" in response.json()["detail"]
+
+
+# --- dismissing -----------------------------------------------------------------------------------------------
+
+
+def test_a_dismissed_suggestion_stays_hidden_for_a_window_and_is_audited(web, alice, dispatched):
+    found = services.rightsizing_assess(tenant=web)
+    after = services.rightsizing_dismiss(tenant=web, actor=alice, fingerprint=found.fingerprint)
+    until = timezone.now().date() + dt.timedelta(days=14)
+    assert after.target is None and after.notes == (f"The suggestion of tier Small was dismissed until {until}.",)
+    row = AuditEvent.objects.get(action=DISMISS_ACTION)
+    assert row.actor == alice and row.after["dismissed"] == {"direction": "down", "tier": "small", "until": str(until)}
+    # Accepting what was dismissed is accepting what is no longer shown.
+    with pytest.raises(InvalidTransition):
+        services.rightsizing_accept(tenant=web, actor=alice, fingerprint=found.fingerprint)
+    # Once the dismissal has run out, it shows again; a different suggestion shows at once.
+    yesterday = timezone.now().date() - dt.timedelta(days=1)
+    Tenant.objects.filter(pk=web.pk).update(rightsizing_dismissed={**row.after["dismissed"], "until": str(yesterday)})
+    tenant = Tenant.objects.get(pk=web.pk)
+    assert services.rightsizing_assess(tenant=tenant).fingerprint == found.fingerprint
+    Tenant.objects.filter(pk=web.pk).update(rightsizing_dismissed=row.after["dismissed"])
+    tenant = Tenant.objects.get(pk=web.pk)
+    record_history(tenant, average=0.6, peak=0.95)
+    assert services.rightsizing_assess(tenant=tenant).target.name == "large"
+
+
+def test_dismissing_over_the_api(api, alice, amir, bob, web):
+    fingerprint = services.rightsizing_assess(tenant=web).fingerprint
+    url = f"{API}/tenants/{web.pk}/rightsizing/dismiss/"
+    assert api(bob).post(url, {"fingerprint": fingerprint}, format="json").status_code == 404
+    assert api(amir).post(url, {"fingerprint": fingerprint}, format="json").status_code == 403
+    assert api(alice).post(url, {"fingerprint": "b" * 64}, format="json").status_code == 409
+    response = api(alice).post(url, {"fingerprint": fingerprint}, format="json")
+    assert response.status_code == 200 and response.json()["suggestion"] is None
+    assert "dismissed until" in response.json()["notes"][0]
+    assert api(alice).post(url, {"fingerprint": fingerprint}, format="json").status_code == 409  # nothing to dismiss

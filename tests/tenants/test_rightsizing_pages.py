@@ -93,3 +93,13 @@ def test_a_member_posting_anyway_gets_403_and_another_team_404(client, amir, bob
     client.force_login(bob)
     assert client.post(url, {"fingerprint": fingerprint, "idempotency_key": "k" * 32}).status_code == 404
     assert not TenantRequest.objects.filter(action="change_tier").exists()
+
+
+def test_dismissing_on_the_page_hides_the_suggestion(client, alice, web):
+    client.force_login(alice)
+    data = form_of(page(client, web))
+    response = client.post(reverse("tenant-rightsizing-dismiss", args=[web.pk]), data, follow=True)
+    html = response.content.decode()
+    assert response.redirect_chain[-1][0] == reverse("tenant-detail", args=[web.pk])
+    assert "The suggestion of tier Small was dismissed until" in html
+    assert 'id="accept-rightsizing"' not in html and 'id="dismiss-rightsizing"' not in html
