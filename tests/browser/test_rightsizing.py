@@ -9,13 +9,15 @@ from playwright.sync_api import expect
 
 from tenants.models import AuditEvent, Team, Tenant, TenantRequest, TenantStatus, Tier, User
 from tenants.services.rightsizing import ACCEPT_ACTION
-from tests.browser.support import Portal, screenshot
+from tests.browser.support import Portal, axe_violations, blocking, describe_violations, screenshot
 from tests.tenants.test_rightsizing import record_history
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_alice_accepts_the_suggested_downgrade_and_it_is_approved_by_the_tier(portal: Portal, cluster, dispatched):
+def test_alice_accepts_the_suggested_downgrade_and_it_is_approved_by_the_tier(
+    portal: Portal, cluster, dispatched, axe_installed
+):
     page = portal.page_as("alice")  # her first sign-in makes her owner of team-payments
     team = Team.objects.get(slug="team-payments")
     large, medium = Tier.objects.get(name="large"), Tier.objects.get(name="medium")
@@ -39,6 +41,12 @@ def test_alice_accepts_the_suggested_downgrade_and_it_is_approved_by_the_tier(po
     expect(card).to_contain_text("approved automatically")
     card.scroll_into_view_if_needed()
     screenshot(page, "tenant-rightsizing")
+    # The card with its evidence table and both buttons, checked by axe-core (in a browser that lets it run).
+    checker = portal.page_as("alice", bypass_csp=True)
+    checker.goto(portal.at(f"/tenants/{tenant.pk}/"))
+    expect(checker.locator("#dismiss-rightsizing")).to_be_visible()
+    found = blocking(axe_violations(checker))
+    assert not found, describe_violations("tenant detail with a right-sizing suggestion", found)
 
     card.get_by_role("button", name="Move to Medium").click()
 
