@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
+from typing import Any
 
 import pytest
 
@@ -166,7 +167,7 @@ def test_a_downgrade_is_smaller_in_quota_and_grants_nothing_more():
     assert is_smaller(SMALL, MEDIUM) and is_downgrade(SMALL, MEDIUM) and is_downgrade(MEDIUM, LARGE)
     assert not is_smaller(MEDIUM, MEDIUM) and not is_downgrade(LARGE, MEDIUM)
     assert not is_smaller(tier("small", max_pods=500), MEDIUM)  # more of one quota: not smaller
-    for looser in [
+    loosenings: list[dict[str, Any]] = [
         {"pod_security_level": "baseline"},
         {"network_profile": "open-egress"},
         {"allow_external_ips": True},
@@ -174,7 +175,8 @@ def test_a_downgrade_is_smaller_in_quota_and_grants_nothing_more():
         {"node_selector": {"berth.dev/pool": "gpu"}},
         {"tolerations": [{"key": "gpu", "operator": "Exists"}]},
         {"max_credential_lifetime_seconds": 24 * 3600},
-    ]:
+    ]
+    for looser in loosenings:
         assert not is_downgrade(tier("small", **looser), MEDIUM), looser
     restricted = tier("medium", allowed_storage_classes=["standard"])
     assert not is_downgrade(SMALL, restricted)  # small allows any storage class
