@@ -17,7 +17,15 @@ from django.utils import timezone
 from tenants import audit
 from tenants.audit import SYSTEM, AuditContext
 from tenants.errors import IdempotencyConflict, InvalidTransition
-from tenants.models import AuditEvent, Tenant, TenantRequest, TenantSleepPeriod, TenantUsageDay, User
+from tenants.models import (
+    AuditEvent,
+    Tenant,
+    TenantRequest,
+    TenantSleepPeriod,
+    TenantStatus,
+    TenantUsageDay,
+    User,
+)
 from tenants.rightsizing import DAY_SECONDS, Assessment, Day, Policy, assess
 from tenants.services.permissions import require_owner_or_admin
 from tenants.services.tenant_requests import request_submit
@@ -82,6 +90,8 @@ def rightsizing_assess(*, tenant: Tenant, today: dt.date | None = None) -> Asses
     today = today or timezone.now().date()
     found = _assess(tenant, today)
     why = _dismissed(tenant, found, today)
+    if found.target is not None and tenant.status != TenantStatus.READY:
+        why = f"A tenant that is {tenant.get_status_display().lower()} cannot change tier."
     if why:
         return replace(found, direction=None, target=None, reason="", fingerprint="", notes=(why,))
     return found

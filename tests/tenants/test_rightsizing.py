@@ -304,3 +304,38 @@ def test_dismissing_over_the_api(api, alice, amir, bob, web):
     assert response.status_code == 200 and response.json()["suggestion"] is None
     assert "dismissed until" in response.json()["notes"][0]
     assert api(alice).post(url, {"fingerprint": fingerprint}, format="json").status_code == 409  # nothing to dismiss
+
+
+def test_a_tenant_that_is_not_ready_gets_evidence_but_no_suggestion(web):
+    Tenant.objects.filter(pk=web.pk).update(status="failed")
+    found = services.rightsizing_assess(tenant=Tenant.objects.get(pk=web.pk))
+    assert found.target is None and found.notes == ("A tenant that is failed cannot change tier.",)
+    assert found.evidence
+
+
+def test_the_history_the_worker_records_is_what_the_rule_reads(ready_tenant, settings):
+    """Hourly readings through usage_record_readings for two weeks: 0.5 of 4 CPUs requested, 0.8 at the daily peak."""
+    settings.BERTH_USAGE_MAX_GAP_SECONDS = 3600
+    tenant = ready_tenant()
+    hard = {"requests.cpu": "4", "limits.cpu": "8", "requests.memory": "8Gi", "limits.memory": "16Gi", "pods": "100"}
+    start = dt.datetime.combine(timezone.now().date() - dt.timedelta(days=14), dt.time(), tzinfo=dt.UTC)
+    for hour in range(14 * 24 + 1):
+        peak = hour % 24 == 12
+        used = {
+            "requests.cpu": "800m" if peak else "500m",
+            "limits.cpu": "1500m" if peak else "1",
+            "requests.memory": "1Gi",
+            "limits.memory": "2Gi",
+            "pods": "3",
+        }
+        services.usage_record_readings(
+            readings={str(tenant.pk): {"hard": hard, "used": used}}, at=start + dt.timedelta(hours=hour)
+        )
+    found = services.rightsizing_assess(tenant=Tenant.objects.get(pk=tenant.pk))
+    assert found.coverage == 1.0
+    cpu = next(e for e in found.evidence if e.resource == "requests.cpu")
+    # Each reading covers the hour before it: 23 hours at 0.5 and 1 hour at 0.8 cores (the reading at 12:00) a day.
+    assert cpu.average == pytest.approx((23 * 0.5 + 0.8) / 24) and cpu.peak == 0.8 and cpu.quota == 4.0
+    assert found.target is not None, found.notes
+    assert (found.direction, found.target.name) == ("down", "small")
+    assert "CPU requested 13% on average, peak 20%" in found.reason
