@@ -339,3 +339,24 @@ def test_the_history_the_worker_records_is_what_the_rule_reads(ready_tenant, set
     assert found.target is not None, found.notes
     assert (found.direction, found.target.name) == ("down", "small")
     assert "CPU requested 13% on average, peak 20%" in found.reason
+
+
+def test_a_smaller_tier_that_grants_more_is_not_let_through(ready_tenant, roomy, alice, large, cluster):
+    """An owner cannot use a tier's auto-approved downgrades to reach looser isolation without an approver."""
+    tenant = ready_tenant(tier=large)
+    Tier.objects.filter(pk=large.pk).update(auto_approve_downgrades=True)
+    privileged = Tier.objects.create(
+        name="tiny-privileged",
+        display_name="Tiny (privileged)",
+        cpu_request_millis=100,
+        cpu_limit_millis=200,
+        memory_request_mib=128,
+        memory_limit_mib=256,
+        pod_security_level="privileged",
+    )
+    cluster.tiers.add(privileged)
+    req = services.request_submit(
+        actor=alice, action="change_tier", tenant=Tenant.objects.get(pk=tenant.pk), tier=privileged
+    )
+    assert req.status == TenantRequest.Status.PENDING and not req.auto_approved
+    assert Tenant.objects.get(pk=tenant.pk).tier == large
