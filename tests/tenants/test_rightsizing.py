@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+import yaml
 from django.utils import timezone
 
 from tenants import services
@@ -360,3 +361,32 @@ def test_a_smaller_tier_that_grants_more_is_not_let_through(ready_tenant, roomy,
     )
     assert req.status == TenantRequest.Status.PENDING and not req.auto_approved
     assert Tenant.objects.get(pk=tenant.pk).tier == large
+
+
+def test_the_schema_says_exactly_what_the_endpoints_answer(api, erin):
+    schema = yaml.safe_load(api(erin).get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi").content)
+    base = "/api/v1/tenants/{id}/rightsizing/"
+    get = schema["paths"][base]["get"]
+    accept = schema["paths"][base + "accept/"]["post"]
+    dismiss = schema["paths"][base + "dismiss/"]["post"]
+    assert set(get["responses"]) == {"200", "400", "401", "404", "429"}
+    assert set(accept["responses"]) == {"201", "400", "401", "403", "404", "409", "415", "429"}
+    assert set(dismiss["responses"]) == {"200", "400", "401", "403", "404", "409", "415", "429"}
+    ref = {"$ref": "#/components/schemas/Rightsizing"}
+    assert get["responses"]["200"]["content"]["application/json"]["schema"] == ref
+    assert dismiss["responses"]["200"]["content"]["application/json"]["schema"] == ref
+    assert accept["responses"]["201"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Request"
+    }
+    components = schema["components"]["schemas"]
+    body = components["RightsizingAcceptRequest"]
+    assert body["required"] == ["fingerprint"] and body["additionalProperties"] is False
+    assert body["properties"]["fingerprint"]["pattern"] == "^[0-9a-f]{64}$"
+    rightsizing = components["Rightsizing"]["properties"]
+    assert rightsizing["suggestion"]["nullable"] is True
+    assert (rightsizing["coverage"]["minimum"], rightsizing["coverage"]["maximum"]) == (0, 1)
+    assert components["RightsizingEvidence"]["properties"]["average_share"]["nullable"] is True
+    suggestion = components["RightsizingSuggestion"]["properties"]
+    assert components[suggestion["direction"]["$ref"].rsplit("/", 1)[1]]["enum"] == ["down", "up"]
+    links = schema["paths"]["/api/v1/tenants/{id}/"]["get"]["responses"]["200"]["links"]
+    assert links["GetRightsizing"]["operationId"] == "v1_tenants_rightsizing_retrieve"
