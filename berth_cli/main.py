@@ -501,6 +501,93 @@ def kubeconfig(
     click.echo(f"Context {printable(context)} merged into {merge_into}.", err=True)
 
 
+# --- Right-sizing -----------------------------------------------------------------------------------------
+
+RIGHTSIZING_COLUMNS: list[Column] = [
+    ("RESOURCE", field("resource")),
+    ("AVERAGE", lambda e: _share(e.get("average_share"))),
+    ("PEAK", lambda e: _share(e.get("peak_share"))),
+    ("DAYS NEAR LIMIT", field("near_limit_days")),
+]
+_FINGERPRINT_PREFIX = re.compile(r"[0-9a-f]{8,64}")
+
+
+def _share(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+@cli.command("rightsizing")
+@click.argument("tenant_ref", metavar="TENANT")
+@click.option("--team", help="The tenant's team, when its name is not unique.")
+@click.option("--accept", "accept", metavar="FINGERPRINT", help="Accept the suggestion shown (its fingerprint).")
+@click.option("--dismiss", "dismiss", metavar="FINGERPRINT", help="Dismiss the suggestion shown (its fingerprint).")
+@click.option("--idempotency-key", default="", help="--accept: re-running with the same key returns the first request.")
+@output_option
+@pass_session
+def rightsizing(
+    session: Session,
+    tenant_ref: str,
+    team: str | None,
+    accept: str | None,
+    dismiss: str | None,
+    idempotency_key: str,
+    fmt: str,
+) -> None:
+    """TENANT's tier suggestion with its evidence; --accept files it as a change-tier request (team owners).
+
+    FINGERPRINT is the one printed with the suggestion (at least its first 8 characters): a suggestion that
+    changed since (new history, another tier) is refused (exit 7), never filed unseen.
+    """
+    if accept and dismiss:
+        raise CliError("give --accept or --dismiss, not both", Exit.USAGE)
+    tenant = find_tenant(session.api, tenant_ref, team=team)
+    path = object_path("tenants", tenant["id"], "rightsizing")
+    found: dict[str, Any] = session.api.get(path)
+    chosen = accept or dismiss
+    if chosen is None:
+        _show_rightsizing(found, fmt)
+        return
+    if not _FINGERPRINT_PREFIX.fullmatch(chosen):
+        raise CliError("a fingerprint is 8 to 64 lower-case hex digits", Exit.USAGE)
+    current = (found.get("suggestion") or {}).get("fingerprint", "")
+    if current.startswith(chosen):
+        fingerprint = current
+    elif len(chosen) == 64:
+        fingerprint = chosen  # the portal judges it: 409 when it is not the current suggestion's
+    else:
+        raise CliError(
+            "this suggestion is out of date: the tenant's tier or usage history changed since it was shown; "
+            "run `berth rightsizing` again",
+            Exit.CONFLICT,
+        )
+    if accept:
+        made = session.api.post(path + "accept/", {"fingerprint": fingerprint}, idempotency_key=idempotency_key)
+        show_request(made, fmt)
+    else:
+        _show_rightsizing(session.api.post(path + "dismiss/", {"fingerprint": fingerprint}), fmt)
+
+
+def _show_rightsizing(found: dict[str, Any], fmt: str) -> None:
+    if fmt != "table":
+        dump(found, fmt)
+        return
+    suggestion = found.get("suggestion")
+    covered = _share(found.get("coverage"))
+    click.echo(
+        f"Tier {printable(found.get('tier'))}, {found.get('window_start')} to {found.get('window_end')}, "
+        f"{covered} covered."
+    )
+    if found.get("evidence"):
+        table(found["evidence"], RIGHTSIZING_COLUMNS)
+    if suggestion:
+        click.echo(
+            f"Suggested: {printable(suggestion['tier'])} ({suggestion['direction']}). {printable(suggestion['reason'])}"
+        )
+        click.echo(f"Fingerprint: {suggestion['fingerprint']}")
+    else:
+        click.echo(" ".join(printable(note) for note in found.get("notes", [])) or "No change suggested.")
+
+
 # --- Tenants as code --------------------------------------------------------------------------------------
 
 

@@ -271,6 +271,16 @@ CELERY_BEAT_SCHEDULE = {
 BERTH_USAGE_MAX_GAP_SECONDS = env.float("BERTH_USAGE_MAX_GAP_SECONDS", default=2 * BERTH_RECONCILE_SECONDS)
 # Showback (tenants.showback): the currency cluster prices are set in unless an admin names another.
 BERTH_CURRENCY = env.str("BERTH_CURRENCY", default="EUR")
+# Right-sizing (tenants/rightsizing.py, docs/rightsizing.md): over the last BERTH_RIGHTSIZE_DAYS complete days on
+# its tier, a tenant whose CPU, memory and storage all averaged under UNDER_SHARE of the quota (with readings
+# covering at least MIN_COVERAGE of the window) is offered the smallest tier holding its peaks × HEADROOM; one
+# whose peak reached NEAR_SHARE of a quota on NEAR_DAYS days or more is offered the next tier up.
+BERTH_RIGHTSIZE_DAYS = env.int("BERTH_RIGHTSIZE_DAYS", default=14)
+BERTH_RIGHTSIZE_UNDER_SHARE = env.float("BERTH_RIGHTSIZE_UNDER_SHARE", default=0.3)
+BERTH_RIGHTSIZE_MIN_COVERAGE = env.float("BERTH_RIGHTSIZE_MIN_COVERAGE", default=0.8)
+BERTH_RIGHTSIZE_NEAR_SHARE = env.float("BERTH_RIGHTSIZE_NEAR_SHARE", default=0.9)
+BERTH_RIGHTSIZE_NEAR_DAYS = env.int("BERTH_RIGHTSIZE_NEAR_DAYS", default=2)
+BERTH_RIGHTSIZE_HEADROOM = env.float("BERTH_RIGHTSIZE_HEADROOM", default=1.25)
 # Approved or working tenants untouched for this long are re-sent by the sweep.
 BERTH_STUCK_AFTER_SECONDS = env.int("BERTH_STUCK_AFTER_SECONDS", default=90)
 # A tenant not ready (or not deleted) this long after provisioning (or decommissioning) started is marked

@@ -82,9 +82,10 @@ class TierAdmin(admin.ModelAdmin):
         "storage_gib",
         "pod_security_level",
         "auto_approve",
+        "auto_approve_downgrades",
         "is_active",
     ]
-    list_filter = ["is_active", "auto_approve", "pod_security_level"]
+    list_filter = ["is_active", "auto_approve", "auto_approve_downgrades", "pod_security_level"]
 
     def save_model(self, request, obj, form, change) -> None:
         if not change:

@@ -167,6 +167,11 @@ class Tier(models.Model):
     default_expiry_days = models.PositiveIntegerField(default=30, validators=[MinValueValidator(1)])
     max_expiry_days = models.PositiveIntegerField(default=90, validators=[MinValueValidator(1)])
     auto_approve = models.BooleanField(default=False)
+    auto_approve_downgrades = models.BooleanField(
+        default=False,
+        help_text="Approve a move from this tier to a smaller one that grants nothing more (right-sizing) "
+        "without an approver.",
+    )
     is_active = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -389,6 +394,8 @@ class Tenant(models.Model):
     quota_usage_at = models.DateTimeField(null=True, blank=True)
     # When the last reading went into the usage history (TenantUsageDay): the next one covers the time since.
     usage_sampled_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # A right-sizing suggestion an owner dismissed: {"direction", "tier", "until" (ISO date)}; {} when none.
+    rightsizing_dismissed = models.JSONField(default=dict, blank=True, editable=False)
     isolation_report = models.JSONField(default=dict, blank=True)
     isolation_report_at = models.DateTimeField(null=True, blank=True)
     generation = models.PositiveIntegerField(

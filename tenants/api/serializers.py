@@ -87,6 +87,7 @@ class TierSerializer(serializers.ModelSerializer):
             "default_expiry_days",
             "max_expiry_days",
             "auto_approve",
+            "auto_approve_downgrades",
             "clusters",
         ]
 

@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from tenants.api import costs, schema, views  # noqa: F401  (schema: registers the auth extensions)
+from tenants.api import costs, rightsizing_views, schema, views  # noqa: F401  (schema: registers the auth extensions)
 
 router = DefaultRouter(trailing_slash=True)
 router.register("teams", views.TeamViewSet, basename="api-team")
@@ -9,6 +9,7 @@ router.register("tiers", views.TierViewSet, basename="api-tier")
 router.register("clusters", views.ClusterViewSet, basename="api-cluster")
 router.register("requests", views.RequestViewSet, basename="api-request")
 router.register("tenants", views.TenantViewSet, basename="api-tenant")
+router.register("tenants", rightsizing_views.TenantRightsizingViewSet, basename="api-tenant-rightsizing")
 router.register("audit-events", views.AuditEventViewSet, basename="api-audit-event")
 router.register("tokens", views.ApiTokenViewSet, basename="api-token")
 

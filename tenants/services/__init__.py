@@ -9,8 +9,9 @@ One module per noun; callers import from here (``from tenants import services``)
 - ``credentials``: kubeconfigs and their lifetime bounds;
 - ``users`` and ``api_tokens``: sign-in mirroring and portal API tokens;
 - ``usage``: the compact per-day history of each tenant's quota usage, from the worker's readings;
-- ``webhooks``: endpoints platform admins register, and delivering events to them in order;
-- ``prices``: what each cluster's resources cost, for showback (never rewritten once in effect).
+- ``rightsizing``: a tier suggestion from that history; an owner accepts it (a change_tier request) or dismisses it;
+- ``prices``: what each cluster's resources cost, for showback (never rewritten once in effect);
+- ``webhooks``: endpoints platform admins register, and delivering events to them in order.
 """
 
 from tenants.errors import Forbidden, InvalidTransition
@@ -48,6 +49,7 @@ from tenants.services.lifecycle import (
 )
 from tenants.services.permissions import is_writer, kubeconfig_role, require_platform_admin
 from tenants.services.prices import cluster_price_errors, cluster_set_prices
+from tenants.services.rightsizing import rightsizing_accept, rightsizing_assess, rightsizing_dismiss
 from tenants.services.tenant_requests import (
     expiry_check,
     expiry_end_of_day,
@@ -144,6 +146,9 @@ __all__ = [
     "user_sync_from_claims",
     "users_recheck_due",
     "require_platform_admin",
+    "rightsizing_accept",
+    "rightsizing_assess",
+    "rightsizing_dismiss",
     "webhook_deliver",
     "webhook_endpoint_create",
     "webhook_endpoint_delete",

@@ -22,6 +22,7 @@ from tenants.audit import SYSTEM, AuditContext
 from tenants.errors import Forbidden, IdempotencyConflict, InvalidTransition
 from tenants.hooks import ClusterLookup
 from tenants.models import Allocation, Cluster, Team, Tenant, TenantKind, TenantRequest, Tier, User
+from tenants.rightsizing import is_downgrade
 from tenants.services.budget import budget_check
 from tenants.services.clusters import cluster_record_identity
 from tenants.services.lifecycle import S, decide, start_decommission, tenant_snapshot, transition
@@ -187,8 +188,16 @@ def request_submit(
     audit.record(actor=actor, action="request.submit", obj=req, team=req.team, after=_snapshot(req), ctx=ctx)
     if req.action != Action.DELETE and req.tier.auto_approve:
         return _approve(req=req, actor=None, comment=f"Auto-approved by tier {req.tier.name}.", ctx=ctx, auto=True)
+    if req.action == Action.CHANGE_TIER and downgrade_approves_itself(current=req.tenant.tier, target=req.tier):
+        comment = f"Auto-approved: a downgrade from tier {req.tenant.tier.name}, which lets downgrades through."
+        return _approve(req=req, actor=None, comment=comment, ctx=ctx, auto=True)
     notifications.request_submitted(req)
     return req
+
+
+def downgrade_approves_itself(*, current: Tier, target: Tier) -> bool:
+    """A move to a smaller tier that grants nothing more, from a tier that lets such downgrades through."""
+    return current.auto_approve_downgrades and is_downgrade(target, current)
 
 
 def _submit_create(

@@ -17,6 +17,7 @@ from tenants.models import Membership, Tenant, TenantRequest, TenantStatus
 from tenants.views.common import MOVING_STATUSES, POLL_TRIGGER, AuthedRequest, call, deny
 from tenants.views.costs import tenant_costs_context
 from tenants.views.quota import usage_rows
+from tenants.views.rightsizing_pages import rightsizing_context
 
 S = TenantStatus
 DECOMMISSIONABLE = frozenset({S.APPROVED, S.PROVISIONING, S.READY, S.FAILED})
@@ -35,6 +36,7 @@ def _permissions(request: AuthedRequest, tenant: Tenant, pending: TenantRequest 
     owner = user.is_platform_admin or role == Membership.Role.OWNER
     writer = owner or role == Membership.Role.MEMBER
     return {
+        "is_owner": owner,
         "can_change": writer and tenant.status == S.READY and pending is None,
         "can_request_delete": writer and not owner and tenant.status in (S.READY, S.FAILED) and pending is None,
         "can_decommission": owner and tenant.status in DECOMMISSIONABLE,
@@ -85,6 +87,7 @@ def _detail_context(request: AuthedRequest, tenant: Tenant, bound: IdempotentFor
         "kubeconfig_form": KubeconfigForm(tier=tenant.tier) if permissions["can_get_kubeconfig"] else None,
         "events": selectors.audit_events_visible_to(user=user).filter(object_id=str(tenant.pk))[:RECENT_EVENTS],
         "costs": tenant_costs_context(request, tenant),
+        **rightsizing_context(tenant=tenant, is_owner=permissions["is_owner"], can_change=permissions["can_change"]),
     }
 
 

@@ -9,6 +9,7 @@ from tenants.views import (
     costs,
     dashboard,
     request_pages,
+    rightsizing_pages,
     tenant_pages,
     token_pages,
 )
@@ -31,6 +32,16 @@ urlpatterns = [
     path("tenants/<uuid:pk>/kubeconfig/", tenant_pages.tenant_kubeconfig, name="tenant-kubeconfig"),
     path("tenants/<uuid:pk>/retry/", tenant_pages.tenant_retry, name="tenant-retry"),
     path("tenants/<uuid:pk>/isolation-check/", tenant_pages.tenant_isolation_check, name="tenant-isolation-check"),
+    path(
+        "tenants/<uuid:pk>/rightsizing/accept/",
+        rightsizing_pages.tenant_rightsizing_accept,
+        name="tenant-rightsizing-accept",
+    ),
+    path(
+        "tenants/<uuid:pk>/rightsizing/dismiss/",
+        rightsizing_pages.tenant_rightsizing_dismiss,
+        name="tenant-rightsizing-dismiss",
+    ),
     path("approvals/", approvals.approvals, name="approvals"),
     path("audit/", audit_pages.audit, name="audit"),
     path("audit/export/", audit_pages.audit_export, name="audit-export"),
