@@ -9,7 +9,8 @@ One module per noun; callers import from here (``from tenants import services``)
 - ``credentials``: kubeconfigs and their lifetime bounds;
 - ``users`` and ``api_tokens``: sign-in mirroring and portal API tokens;
 - ``usage``: the compact per-day history of each tenant's quota usage, from the worker's readings;
-- ``webhooks``: endpoints platform admins register, and delivering events to them in order.
+- ``webhooks``: endpoints platform admins register, and delivering events to them in order;
+- ``sleep``: sleep and wake (owners, schedules in the team's time zone, idle periods), and what the worker reports.
 """
 
 from tenants.errors import Forbidden, InvalidTransition
@@ -46,6 +47,17 @@ from tenants.services.lifecycle import (
     transition,
 )
 from tenants.services.permissions import is_writer, kubeconfig_role, require_platform_admin
+from tenants.services.sleep import (
+    schedule_json,
+    sleep_refusal,
+    sleep_state,
+    tenant_record_sleep_applied,
+    tenant_set_sleep_schedule,
+    tenant_sleep,
+    tenant_touch_activity,
+    tenant_wake,
+    tenants_sleep_sweep,
+)
 from tenants.services.tenant_requests import (
     expiry_check,
     expiry_end_of_day,
@@ -148,4 +160,14 @@ __all__ = [
     "webhook_endpoint_update",
     "webhook_endpoint_validate",
     "webhooks_sweep",
+    # sleep
+    "schedule_json",
+    "sleep_refusal",
+    "sleep_state",
+    "tenant_record_sleep_applied",
+    "tenant_set_sleep_schedule",
+    "tenant_sleep",
+    "tenant_touch_activity",
+    "tenant_wake",
+    "tenants_sleep_sweep",
 ]
