@@ -130,6 +130,8 @@ _TENANT_LINKS = {
     "IssueKubeconfig": _link("v1_tenants_kubeconfig_create", "$response.body#/id", "A kubeconfig for it."),
     "RetryTenant": _link("v1_tenants_retry_create", "$response.body#/id", "Retry a failed tenant."),
     "CheckIsolation": _link("v1_tenants_isolation_check_create", "$response.body#/id", "Re-check isolation."),
+    "SleepTenant": _link("v1_tenants_sleep_create", "$response.body#/id", "Put it to sleep."),
+    "WakeTenant": _link("v1_tenants_wake_create", "$response.body#/id", "Wake it."),
 }
 _LINKS = {
     ("v1_requests_create", "201"): _REQUEST_LINKS,

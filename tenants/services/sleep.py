@@ -37,6 +37,10 @@ from tenants.services.budget import budget_check
 from tenants.services.permissions import require_owner_or_admin
 
 Reason = TenantSleepPeriod.Reason
+# Where a schedule can still matter: not once the tenant is leaving or gone.
+SCHEDULABLE = frozenset(
+    {TenantStatus.REQUESTED, TenantStatus.APPROVED, TenantStatus.PROVISIONING, TenantStatus.READY, TenantStatus.FAILED}
+)
 
 # Kinds whose backend can scale the tenant's workloads to zero and back; why the others cannot (docs/sleep.md).
 SLEEP_KINDS = frozenset({TenantKind.NAMESPACE})
@@ -188,6 +192,8 @@ def tenant_set_sleep_schedule(
 ) -> Tenant:
     """Set (or with no start, end and weekends, clear) the tenant's weekly sleep schedule; owners and admins."""
     require_owner_or_admin(actor=actor, team=tenant.team, doing="change a tenant's sleep schedule")
+    if tenant.status not in SCHEDULABLE:
+        raise InvalidTransition(f"A tenant that is {tenant.status} has no sleep schedule to change.")
     if (start is None) != (end is None):
         missing = "end" if end is None else "start"
         raise ValidationError({missing: "Give both a start and an end for the nightly sleep, or neither."})
