@@ -259,6 +259,7 @@ def test_an_idle_tenant_falls_asleep_and_activity_restarts_the_clock(tenant, ali
     sleepy.sleep_after_idle_hours = 12
     sleepy.save()
     ready_at = Tenant.objects.get(pk=tenant.pk).ready_at
+    assert ready_at is not None
     assert services.tenants_sleep_sweep(now=ready_at + dt.timedelta(hours=11))["slept"] == 0
     services.tenant_touch_activity(tenant=tenant, at=ready_at + dt.timedelta(hours=11))
     assert services.tenants_sleep_sweep(now=ready_at + dt.timedelta(hours=13))["slept"] == 0
@@ -282,7 +283,7 @@ def test_a_usage_change_and_a_kubeconfig_are_activity(tenant, alice, worker_hook
     assert Tenant.objects.get(pk=tenant.pk).last_activity_at is not None
 
 
-# --- API ---------------------------------------------------------------------------------------------------------------
+# --- API -----------------------------------------------------------------------------------------------------------
 
 
 def test_api_sleep_and_wake_answer_202_with_the_state(api, tenant, alice):
