@@ -79,9 +79,9 @@ def state(api: client.ApiClient, namespace: str) -> dict[str, tuple[Any, str | N
         for obj in items:
             note = (obj.metadata.annotations or {}).get(REPLICAS_ANNOTATION)
             found[f"{kind}/{obj.metadata.name}"] = (obj.spec.replicas, note)
-    for obj in batch.list_namespaced_cron_job(namespace).items:
-        note = (obj.metadata.annotations or {}).get(SUSPEND_ANNOTATION)
-        found[f"CronJob/{obj.metadata.name}"] = (bool(obj.spec.suspend), note)
+    for cron in batch.list_namespaced_cron_job(namespace).items:
+        note = (cron.metadata.annotations or {}).get(SUSPEND_ANNOTATION)
+        found[f"CronJob/{cron.metadata.name}"] = (bool(cron.spec.suspend), note)
     return found
 
 

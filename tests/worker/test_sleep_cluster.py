@@ -13,7 +13,7 @@ from kubernetes import client
 
 from tenants import services
 from tenants.models import AuditEvent, Tenant, TenantRequest, TenantSleepPeriod
-from tests.plugins.kube import wait_for
+from tests.plugins.kube import manifest, wait_for
 from tests.plugins.worker import fetch_kubeconfig, wait_status
 from tests.worker.sleep_workloads import apply_as, cronjob, deployment, pods_of, state, statefulset, wait_pods
 from worker import provisioning, reconcile
@@ -64,7 +64,7 @@ def test_sleep_scales_to_zero_reconcile_keeps_it_asleep_and_wake_restores_exactl
     wait_pods(kube_admin, ns, "web", 3)
     # Someone else's namespace with a Deployment: never touched, whatever happens to the tenant.
     other = make_namespace("other")
-    client.AppsV1Api(kube_admin).create_namespaced_deployment(other, deployment("bystander", 2))
+    client.AppsV1Api(kube_admin).create_namespaced_deployment(other, manifest(deployment("bystander", 2)))
     bystander_before = state(kube_admin, other)
     before = state(kube_admin, ns)
     assert before == {
