@@ -56,7 +56,7 @@ class TeamSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Team
-        fields = ["slug", "name", "oidc_group", "budget"]
+        fields = ["slug", "name", "oidc_group", "budget", "time_zone"]
 
     def get_budget(self, team: Team) -> dict:
         return selectors.team_budget(team=team)
@@ -92,6 +92,9 @@ class TierSerializer(serializers.ModelSerializer):
             "default_expiry_days",
             "max_expiry_days",
             "auto_approve",
+            "sleep_allowed",
+            "sleep_budget",
+            "sleep_after_idle_hours",
             "clusters",
         ]
 

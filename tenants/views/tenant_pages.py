@@ -16,6 +16,7 @@ from tenants.forms import TENANT_REQUEST_FORMS, ChangeTierForm, DecommissionForm
 from tenants.models import Membership, Tenant, TenantRequest, TenantStatus
 from tenants.views.common import MOVING_STATUSES, POLL_TRIGGER, AuthedRequest, call, deny
 from tenants.views.quota import usage_rows
+from tenants.views.sleep_pages import sleep_context
 
 S = TenantStatus
 DECOMMISSIONABLE = frozenset({S.APPROVED, S.PROVISIONING, S.READY, S.FAILED})
@@ -83,6 +84,7 @@ def _detail_context(request: AuthedRequest, tenant: Tenant, bound: IdempotentFor
         "monitoring_links": selectors.monitoring_links(tenant=tenant),
         "kubeconfig_form": KubeconfigForm(tier=tenant.tier) if permissions["can_get_kubeconfig"] else None,
         "events": selectors.audit_events_visible_to(user=user).filter(object_id=str(tenant.pk))[:RECENT_EVENTS],
+        **sleep_context(request, tenant),
     }
 
 

@@ -2,7 +2,16 @@
 
 from django.urls import path
 
-from tenants.views import approvals, audit_pages, auth_pages, dashboard, request_pages, tenant_pages, token_pages
+from tenants.views import (
+    approvals,
+    audit_pages,
+    auth_pages,
+    dashboard,
+    request_pages,
+    sleep_pages,
+    tenant_pages,
+    token_pages,
+)
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -22,6 +31,9 @@ urlpatterns = [
     path("tenants/<uuid:pk>/kubeconfig/", tenant_pages.tenant_kubeconfig, name="tenant-kubeconfig"),
     path("tenants/<uuid:pk>/retry/", tenant_pages.tenant_retry, name="tenant-retry"),
     path("tenants/<uuid:pk>/isolation-check/", tenant_pages.tenant_isolation_check, name="tenant-isolation-check"),
+    path("tenants/<uuid:pk>/sleep/", sleep_pages.tenant_sleep, name="tenant-sleep"),
+    path("tenants/<uuid:pk>/wake/", sleep_pages.tenant_wake, name="tenant-wake"),
+    path("tenants/<uuid:pk>/sleep-schedule/", sleep_pages.tenant_sleep_schedule, name="tenant-sleep-schedule"),
     path("approvals/", approvals.approvals, name="approvals"),
     path("audit/", audit_pages.audit, name="audit"),
     path("audit/export/", audit_pages.audit_export, name="audit-export"),

@@ -359,3 +359,49 @@ def test_schema_documents_sleep_endpoints_exactly(api, erin):
     assert tenant["asleep_since"]["nullable"] is True
     schedule = schema["components"]["schemas"]["SleepScheduleInputRequest"]["properties"]
     assert schedule["start"]["pattern"] == "^([01][0-9]|2[0-3]):[0-5][0-9]$" and schedule["start"]["nullable"]
+
+
+# --- the tenant page ---------------------------------------------------------------------------------------------
+
+
+def test_page_shows_state_buttons_and_schedule_and_they_work(client, tenant, alice):
+    from django.urls import reverse
+
+    client.force_login(alice)
+    page = client.get(reverse("tenant-detail", args=[tenant.pk])).content.decode()
+    assert 'id="sleep-state"' in page and "Awake" in page and 'id="sleep-now"' in page
+    assert "Save schedule" in page and "(times in UTC)" in page
+    done = client.post(reverse("tenant-sleep", args=[tenant.pk]), follow=True).content.decode()
+    assert "is going to sleep" in done and "Falling asleep" in done and 'id="wake-now"' in done
+    saved = client.post(
+        reverse("tenant-sleep-schedule", args=[tenant.pk]), {"start": "19:00", "end": "07:00", "weekends": "on"}
+    )
+    assert saved.status_code == 302
+    t = Tenant.objects.get(pk=tenant.pk)
+    assert (t.sleep_schedule_start, t.sleep_schedule_end, t.sleep_weekends) == (dt.time(19), dt.time(7), True)
+    bad = client.post(reverse("tenant-sleep-schedule", args=[tenant.pk]), {"start": "19:00"}, follow=True)
+    assert "Schedule not saved" in bad.content.decode()
+    woke = client.post(reverse("tenant-wake", args=[tenant.pk]), follow=True).content.decode()
+    assert "is waking up" in woke and "Waking up" in woke
+
+
+def test_page_offers_no_buttons_to_a_member_and_refuses_their_post(client, tenant, amir, bob):
+    from django.urls import reverse
+
+    client.force_login(amir)
+    page = client.get(reverse("tenant-detail", args=[tenant.pk])).content.decode()
+    assert 'id="sleep-state"' in page and 'id="sleep-now"' not in page and "Save schedule" not in page
+    assert client.post(reverse("tenant-sleep", args=[tenant.pk])).status_code == 403
+    client.force_login(bob)
+    assert client.post(reverse("tenant-sleep", args=[tenant.pk])).status_code == 404
+    assert client.post(reverse("tenant-wake", args=[tenant.pk])).status_code == 404
+    assert not Tenant.objects.get(pk=tenant.pk).sleeping
+
+
+def test_page_says_why_a_vcluster_cannot_sleep(client, make_tenant, alice, team_a, sleepy):
+    from django.urls import reverse
+
+    tenant = make_tenant(team=team_a, created_by=alice, kind="vcluster", tier=sleepy)
+    client.force_login(alice)
+    page = client.get(reverse("tenant-detail", args=[tenant.pk])).content.decode()
+    assert 'id="sleep-now"' not in page and "vcluster tenants cannot sleep" in page
