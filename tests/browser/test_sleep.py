@@ -57,6 +57,7 @@ def test_alice_puts_her_tenant_to_sleep_sets_a_schedule_and_wakes_it(
     expect(card).to_contain_text("put to sleep by an owner")
     screenshot(alice, "tenant-asleep")
 
+    card.locator("summary").filter(has_text="Schedule").click()  # the schedule form is folded until opened
     card.get_by_label("Sleep from").fill("19:00")
     card.get_by_label("Wake at").fill("07:00")
     card.get_by_label("Asleep all weekend (Saturday and Sunday)").check()
