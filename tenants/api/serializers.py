@@ -228,11 +228,10 @@ SLEEP_STATES = ["awake", "falling_asleep", "asleep", "waking"]
 
 
 class ClockTimeField(serializers.CharField):
-    """A wall-clock time ``HH:MM`` (24 hours), or null; a time of day, not a point in time, so no offset."""
+    """A wall-clock time ``HH:MM`` (24 hours); a time of day, not a point in time, so no offset."""
 
     def __init__(self, **kwargs):
         super().__init__(
-            allow_null=True,
             max_length=5,
             min_length=5,
             validators=[RegexValidator(HH_MM, "A time of day as HH:MM (00:00 to 23:59).")],
@@ -252,17 +251,50 @@ class ClockTimeField(serializers.CharField):
         return value.strftime("%H:%M") if isinstance(value, dt.time) else value
 
 
+class NightsInputSerializer(serializers.Serializer):
+    """Asleep every night from ``start`` to ``end``; an end before the start wraps past midnight."""
+
+    start = ClockTimeField(help_text="Nightly sleep begins (team's time zone).")
+    end = ClockTimeField(help_text="Nightly sleep ends (team's time zone); not the start.")
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = sorted(str(key) for key in data if key not in self.fields)
+            if unknown:
+                raise serializers.ValidationError({key: ["Unknown field."] for key in unknown})
+        return super().to_internal_value(data)
+
+    def validate(self, attrs):
+        if attrs["start"] == attrs["end"]:
+            raise serializers.ValidationError({"end": ["The end must differ from the start."]})
+        return attrs
+
+
 class SleepScheduleInputSerializer(Input):
-    start = ClockTimeField(required=False, default=None, help_text="Nightly sleep begins (team's time zone).")
-    end = ClockTimeField(required=False, default=None, help_text="Nightly sleep ends (team's time zone).")
+    nights = NightsInputSerializer(
+        required=False, allow_null=True, default=None, help_text="The nightly sleep; null: none."
+    )
     weekends = serializers.BooleanField(required=False, default=False, help_text="Asleep all Saturday and Sunday.")
+
+    def validate(self, attrs):
+        attrs = super().validate(attrs)
+        nights = attrs.pop("nights", None) or {}
+        return {**attrs, "start": nights.get("start"), "end": nights.get("end")}
+
+
+class NightsSerializer(serializers.Serializer):
+    start = ClockTimeField(source="sleep_schedule_start", read_only=True)
+    end = ClockTimeField(source="sleep_schedule_end", read_only=True)
 
 
 class SleepScheduleSerializer(serializers.Serializer):
-    start = ClockTimeField(source="sleep_schedule_start", read_only=True)
-    end = ClockTimeField(source="sleep_schedule_end", read_only=True)
+    nights = serializers.SerializerMethodField()
     weekends = serializers.BooleanField(source="sleep_weekends", read_only=True)
     time_zone = serializers.CharField(source="team.time_zone", read_only=True)
+
+    @extend_schema_field(NightsSerializer(allow_null=True))
+    def get_nights(self, tenant: Tenant) -> dict | None:
+        return NightsSerializer(tenant).data if tenant.sleep_schedule_start is not None else None
 
 
 class TenantSerializer(serializers.ModelSerializer):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
+from rest_framework.parsers import JSONParser
 from rest_framework.request import Request as ApiRequest
 from rest_framework.response import Response
 
@@ -51,10 +52,11 @@ class TenantSleepActions:
         request=s.SleepScheduleInputSerializer,
         responses=s.TenantSerializer,
         description="Set the weekly sleep schedule, read in the team's time zone: asleep every night from "
-        "`start` to `end` (an end before the start wraps past midnight) and, with `weekends`, all of Saturday "
-        "and Sunday. Null start and end: no nightly sleep. 409 when the tenant is being removed.",
+        "`nights.start` to `nights.end` (an end before the start wraps past midnight; the same time is refused) "
+        "and, with `weekends`, all of Saturday and Sunday. `nights` null: no nightly sleep. JSON only. 409 when "
+        "the tenant is being removed, or a schedule is set where the tier or the kind cannot sleep.",
     )
-    @action(detail=True, methods=["post"], url_path="sleep-schedule")
+    @action(detail=True, methods=["post"], url_path="sleep-schedule", parser_classes=[JSONParser])
     def sleep_schedule(self, request: ApiRequest, pk=None) -> Response:
         from tenants.api.views import actor_of
 

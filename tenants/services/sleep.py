@@ -198,11 +198,11 @@ def tenant_set_sleep_schedule(
         missing = "end" if end is None else "start"
         raise ValidationError({missing: "Give both a start and an end for the nightly sleep, or neither."})
     if start is not None and start == end:
-        raise ValidationError({"end": "The end must differ from the start."})
+        raise ValidationError({"end": "The end must differ from the start."})  # a day has no such window
     if (start is not None or weekends) and not tenant.tier.sleep_allowed:
-        raise ValidationError({"start": f"Tier {tenant.tier.name} does not allow sleeping."})
+        raise InvalidTransition(f"Tier {tenant.tier.name} does not allow sleeping.")
     if (start is not None or weekends) and tenant.kind not in SLEEP_KINDS:
-        raise ValidationError({"start": WHY_NOT.get(tenant.kind, f"{tenant.kind} tenants cannot sleep.")})
+        raise InvalidTransition(WHY_NOT.get(tenant.kind, f"{tenant.kind} tenants cannot sleep."))
     before = schedule_json(tenant)
     Tenant.objects.filter(pk=tenant.pk).update(
         sleep_schedule_start=start, sleep_schedule_end=end, sleep_weekends=weekends

@@ -312,34 +312,50 @@ def test_api_sleep_on_a_vcluster_is_409_with_why(api, make_tenant, alice, team_a
 
 def test_api_sleep_schedule(api, tenant, alice):
     url = f"{API}/{tenant.pk}/sleep-schedule/"
-    ok = api(alice).post(url, {"start": "19:30", "end": "07:00", "weekends": True}, format="json")
+    ok = api(alice).post(url, {"nights": {"start": "19:30", "end": "07:00"}, "weekends": True}, format="json")
     assert ok.status_code == 200, ok.content
-    assert ok.json()["sleep_schedule"] == {"start": "19:30", "end": "07:00", "weekends": True, "time_zone": "UTC"}
-    for body, field in [
-        ({"start": "25:00", "end": "07:00"}, "start"),
-        ({"start": "7:00", "end": "08:00"}, "start"),
-        ({"start": 1900, "end": "07:00"}, "start"),
-        ({"start": "19:00"}, "end"),
-        ({"start": "19:00", "end": "19:00"}, "end"),
-        ({"start": "19:00:00+01:00", "end": "07:00"}, "start"),
-        ({"weekends": "sometimes"}, "weekends"),
-        ({"nights": True}, "nights"),
+    assert ok.json()["sleep_schedule"] == {
+        "nights": {"start": "19:30", "end": "07:00"},
+        "weekends": True,
+        "time_zone": "UTC",
+    }
+    for body, path in [
+        ({"nights": {"start": "25:00", "end": "07:00"}}, ("nights", "start")),
+        ({"nights": {"start": "7:00", "end": "08:00"}}, ("nights", "start")),
+        ({"nights": {"start": 1900, "end": "07:00"}}, ("nights", "start")),
+        ({"nights": {"start": "19:00"}}, ("nights", "end")),
+        ({"nights": {"start": "19:00", "end": None}}, ("nights", "end")),
+        ({"nights": {"start": "19:00", "end": "19:00"}}, ("nights", "end")),
+        ({"nights": {"start": "19:00:00+01:00", "end": "07:00"}}, ("nights", "start")),
+        ({"nights": {"start": "19:00", "end": "07:00", "tz": "x"}}, ("nights", "tz")),
+        ({"nights": "19-07"}, ("nights",)),
+        ({"weekends": "sometimes"}, ("weekends",)),
+        ({"start": "19:00"}, ("start",)),
     ]:
         response = api(alice).post(url, body, format="json")
         assert response.status_code == 400, (body, response.content)
-        assert field in response.json(), (body, response.json())
-    cleared = api(alice).post(url, {"start": None, "end": None, "weekends": False}, format="json")
-    assert cleared.json()["sleep_schedule"]["start"] is None
-    form = api(alice).post(url, "start=&end=&weekends=true", content_type="application/x-www-form-urlencoded")
-    assert form.status_code == 200 and form.json()["sleep_schedule"]["weekends"] is True
+        errors = response.json()
+        for key in path:
+            assert key in errors, (body, errors)
+            errors = errors[key]
+    form = api(alice).post(url, "weekends=true", content_type="application/x-www-form-urlencoded")
+    assert form.status_code == 415
+    cleared = api(alice).post(url, {"nights": None, "weekends": False}, format="json")
+    assert cleared.json()["sleep_schedule"] == {"nights": None, "weekends": False, "time_zone": "UTC"}
     Tenant.objects.filter(pk=tenant.pk).update(status="deleted")
     assert api(alice).post(url, {"weekends": False}, format="json").status_code == 409
+
+
+def test_api_a_schedule_where_the_tier_cannot_sleep_is_409(api, ready_tenant, alice, small):
+    tenant = ready_tenant(name="ci", tier=small)
+    response = api(alice).post(f"{API}/{tenant.pk}/sleep-schedule/", {"weekends": True}, format="json")
+    assert response.status_code == 409 and "does not allow sleeping" in response.json()["detail"]
 
 
 def test_tenant_serializer_shows_sleep_for_a_tenant_that_never_slept(api, tenant, alice):
     body = api(alice).get(f"{API}/{tenant.pk}/").json()
     assert body["sleep_state"] == "awake" and body["sleep_reason"] is None and body["asleep_since"] is None
-    assert body["sleep_schedule"] == {"start": None, "end": None, "weekends": False, "time_zone": "UTC"}
+    assert body["sleep_schedule"] == {"nights": None, "weekends": False, "time_zone": "UTC"}
 
 
 def test_schema_documents_sleep_endpoints_exactly(api, erin):
@@ -357,8 +373,17 @@ def test_schema_documents_sleep_endpoints_exactly(api, erin):
     assert tenant["sleep_reason"]["nullable"] is True
     assert components["SleepReasonEnum"]["enum"] == ["owner", "schedule", "idle"]
     assert tenant["asleep_since"]["nullable"] is True
-    schedule = schema["components"]["schemas"]["SleepScheduleInputRequest"]["properties"]
-    assert schedule["start"]["pattern"] == "^([01][0-9]|2[0-3]):[0-5][0-9]$" and schedule["start"]["nullable"]
+    schedule = components["SleepScheduleInputRequest"]
+    assert schedule["properties"]["nights"]["nullable"] is True and schedule["additionalProperties"] is False
+    nights = components["NightsInputRequest"]
+    assert nights["required"] == ["end", "start"] and nights["additionalProperties"] is False
+    assert nights["properties"]["start"]["pattern"] == "^([01][0-9]|2[0-3]):[0-5][0-9]$"
+    assert "nullable" not in nights["properties"]["start"]
+    operation = schema["paths"]["/api/v1/tenants/{id}/sleep-schedule/"]["post"]
+    assert list(operation["requestBody"]["content"]) == ["application/json"]
+    assert set(operation["responses"]) == {"200", "400", "401", "403", "404", "409", "415", "429"}
+    output = components["SleepSchedule"]["properties"]
+    assert output["nights"]["nullable"] is True
 
 
 # --- the tenant page ---------------------------------------------------------------------------------------------
