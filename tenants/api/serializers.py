@@ -251,8 +251,32 @@ class ClockTimeField(serializers.CharField):
         return value.strftime("%H:%M") if isinstance(value, dt.time) else value
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """JSON true or false only: DRF's BooleanField would also take 0, 1, "yes" and "on" for a boolean."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
 class NightsInputSerializer(serializers.Serializer):
-    """Asleep every night from ``start`` to ``end``; an end before the start wraps past midnight."""
+    """Asleep every night from ``start`` to ``end``; an end before the start wraps past midnight.
+
+    Its errors come as ``"field: message"`` strings under ``nights``, as the API's field errors are lists of
+    text (FieldErrors), never nested objects.
+    """
+
+    def run_validation(self, data=serializers.empty):
+        try:
+            return super().run_validation(data)
+        except serializers.ValidationError as exc:
+            detail = exc.detail
+            if isinstance(detail, dict):
+                raise serializers.ValidationError(
+                    [f"{key}: {message}" for key, messages in detail.items() for message in messages]
+                ) from None
+            raise
 
     start = ClockTimeField(help_text="Nightly sleep begins (team's time zone).")
     end = ClockTimeField(help_text="Nightly sleep ends (team's time zone); not the start.")
@@ -274,7 +298,7 @@ class SleepScheduleInputSerializer(Input):
     nights = NightsInputSerializer(
         required=False, allow_null=True, default=None, help_text="The nightly sleep; null: none."
     )
-    weekends = serializers.BooleanField(required=False, default=False, help_text="Asleep all Saturday and Sunday.")
+    weekends = StrictBooleanField(required=False, default=False, help_text="Asleep all Saturday and Sunday.")
 
     def validate(self, attrs):
         attrs = super().validate(attrs)

@@ -319,25 +319,26 @@ def test_api_sleep_schedule(api, tenant, alice):
         "weekends": True,
         "time_zone": "UTC",
     }
-    for body, path in [
-        ({"nights": {"start": "25:00", "end": "07:00"}}, ("nights", "start")),
-        ({"nights": {"start": "7:00", "end": "08:00"}}, ("nights", "start")),
-        ({"nights": {"start": 1900, "end": "07:00"}}, ("nights", "start")),
-        ({"nights": {"start": "19:00"}}, ("nights", "end")),
-        ({"nights": {"start": "19:00", "end": None}}, ("nights", "end")),
-        ({"nights": {"start": "19:00", "end": "19:00"}}, ("nights", "end")),
-        ({"nights": {"start": "19:00:00+01:00", "end": "07:00"}}, ("nights", "start")),
-        ({"nights": {"start": "19:00", "end": "07:00", "tz": "x"}}, ("nights", "tz")),
-        ({"nights": "19-07"}, ("nights",)),
-        ({"weekends": "sometimes"}, ("weekends",)),
-        ({"start": "19:00"}, ("start",)),
+    for body, field, text in [
+        ({"nights": {"start": "25:00", "end": "07:00"}}, "nights", "start: A time of day as HH:MM"),
+        ({"nights": {"start": "7:00", "end": "08:00"}}, "nights", "start: "),
+        ({"nights": {"start": 1900, "end": "07:00"}}, "nights", "start: Not a valid string."),
+        ({"nights": {"start": "19:00"}}, "nights", "end: This field is required."),
+        ({"nights": {"start": "19:00", "end": None}}, "nights", "end: This field may not be null."),
+        ({"nights": {"start": "19:00", "end": "19:00"}}, "nights", "end: The end must differ from the start."),
+        ({"nights": {"start": "19:00:00+01:00", "end": "07:00"}}, "nights", "start: "),
+        ({"nights": {"start": "19:00", "end": "07:00", "tz": "x"}}, "nights", "tz: Unknown field."),
+        ({"nights": "19-07"}, "nights", ""),
+        ({"weekends": "sometimes"}, "weekends", ""),
+        ({"weekends": 0}, "weekends", "Must be a valid boolean."),
+        ({"weekends": "true"}, "weekends", ""),
+        ({"start": "19:00"}, "start", "Unknown field."),
     ]:
         response = api(alice).post(url, body, format="json")
         assert response.status_code == 400, (body, response.content)
         errors = response.json()
-        for key in path:
-            assert key in errors, (body, errors)
-            errors = errors[key]
+        assert isinstance(errors[field], list) and all(isinstance(m, str) for m in errors[field]), errors
+        assert any(m.startswith(text) for m in errors[field]), (body, errors)
     form = api(alice).post(url, "weekends=true", content_type="application/x-www-form-urlencoded")
     assert form.status_code == 415
     cleared = api(alice).post(url, {"nights": None, "weekends": False}, format="json")
