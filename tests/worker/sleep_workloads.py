@@ -11,28 +11,42 @@ from kubernetes import client
 from tests.plugins.kube import wait_for
 from worker.sleep import REPLICAS_ANNOTATION, SUSPEND_ANNOTATION
 
-RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}}
 RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def _pod_template(app: str) -> dict[str, Any]:
+def _pod_template(app: str, *, image: str = "busybox", command: list[str] | None = None) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "c",
+        "image": image,
+        "command": command or ["sleep", "1d"],
+        "securityContext": RESTRICTED_CONTAINER,
+    }
+    if image != "busybox":
+        container["imagePullPolicy"] = "Never"  # the dev nodes' images are imported, never pulled
     return {
         "metadata": {"labels": {"app": app}},
-        "spec": {
-            "securityContext": RESTRICTED_POD,
-            "containers": [
-                {"name": "c", "image": "busybox", "command": ["sleep", "1d"], "securityContext": RESTRICTED_CONTAINER}
-            ],
-        },
+        "spec": {"securityContext": RESTRICTED_POD, "terminationGracePeriodSeconds": 5, "containers": [container]},
     }
 
 
-def deployment(name: str, replicas: int, *, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def deployment(
+    name: str,
+    replicas: int,
+    *,
+    annotations: dict[str, str] | None = None,
+    image: str = "busybox",
+    command: list[str] | None = None,
+) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": name, "annotations": annotations or {}},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": _pod_template(name)},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": _pod_template(name, image=image, command=command),
+        },
     }
 
 

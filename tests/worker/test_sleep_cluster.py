@@ -8,9 +8,13 @@ process, as the worker runs them.
 
 from __future__ import annotations
 
+import subprocess
+import urllib.request
+
 import pytest
 from kubernetes import client
 
+from devcluster.images import WORKLOAD_IMAGE
 from tenants import services
 from tenants.models import AuditEvent, Tenant, TenantRequest, TenantSleepPeriod
 from tests.plugins.kube import manifest, wait_for
@@ -120,3 +124,47 @@ def test_sleep_scales_to_zero_reconcile_keeps_it_asleep_and_wake_restores_exactl
     assert {"tenant.slept", "tenant.woke"} <= set(actions)
     period = TenantSleepPeriod.objects.get(tenant=tenant)
     assert period.reason == "owner" and period.ended_at is not None
+
+
+@pytest.mark.nodes
+def test_on_real_nodes_running_pods_stop_while_asleep_and_serve_again_after_wake(
+    celery_worker, live_node_cluster, node_control_plane, node_kube_admin, alice, carol, team_a, sleepy, tmp_path
+):
+    tenant = _ready(alice=alice, carol=carol, team_a=team_a, tier=sleepy, cluster=live_node_cluster, name="napper")
+    ns = tenant.namespace
+    config, _ = fetch_kubeconfig(alice, tenant, tmp_path)
+
+    def kubectl(*args: str, kubeconfig: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        command = [str(node_control_plane.kubectl), f"--kubeconfig={kubeconfig}", *args]
+        return subprocess.run(command, input=input, capture_output=True, text=True, timeout=60, check=False)
+
+    httpd = ["httpd", "-f", "-p", "8080", "-h", "/www"]
+    apply_as(kubectl, config, deployment("web", 2, image=WORKLOAD_IMAGE, command=httpd))
+    core = client.CoreV1Api(node_kube_admin)
+
+    def running(count: int) -> list[client.V1Pod]:
+        def check() -> list[client.V1Pod] | None:
+            pods = [p for p in pods_of(node_kube_admin, ns, "web") if p.status.phase == "Running"]
+            ready = [p for p in pods if all(c.ready for c in p.status.container_statuses or [])]
+            return ready if len(ready) == count else None
+
+        return wait_for(check, timeout=120, what=f"{count} running pods in {ns}")
+
+    for pod in running(2):
+        with urllib.request.urlopen(f"http://{pod.status.pod_ip}:8080/", timeout=5) as answer:
+            assert answer.read() == b"berth busybox\n"
+
+    services.tenant_sleep(tenant=tenant, actor=alice)
+    _wait_state(tenant, "asleep")
+    # Not one pod left, not even a terminating one: the containers stopped on the node.
+    wait_for(
+        lambda: core.list_namespaced_pod(ns, label_selector="app=web").items == [] or None,
+        timeout=90,
+        what=f"every pod of {ns} gone",
+    )
+
+    services.tenant_wake(tenant=Tenant.objects.get(pk=tenant.pk), actor=alice)
+    _wait_state(tenant, "awake")
+    for pod in running(2):
+        with urllib.request.urlopen(f"http://{pod.status.pod_ip}:8080/", timeout=5) as answer:
+            assert answer.read() == b"berth busybox\n"
