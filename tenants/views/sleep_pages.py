@@ -6,8 +6,8 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, redirect
-from django.views.decorators.http import require_POST
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
 
 from tenants import selectors, services
 from tenants.errors import InvalidTransition
@@ -26,8 +26,10 @@ def sleep_context(request: AuthedRequest, tenant: Tenant, form: SleepScheduleFor
     owner = user.is_platform_admin or selectors.team_role_of(user=user, team=tenant.team) == Membership.Role.OWNER
     refusal = services.sleep_refusal(tenant)
     schedule = services.schedule_json(tenant)
+    state = services.sleep_state(tenant)
     return {
-        "sleep_state": services.sleep_state(tenant),
+        "sleep_state": state,
+        "sleep_moving": state in ("falling_asleep", "waking") and tenant.status == "ready",
         "sleep_refusal": refusal,
         "sleep_schedule": schedule,
         "can_sleep": owner and not refusal and not tenant.sleeping,
@@ -42,6 +44,14 @@ def sleep_context(request: AuthedRequest, tenant: Tenant, form: SleepScheduleFor
             }
         ),
     }
+
+
+@login_required
+@require_GET
+def tenant_sleep_card(request: AuthedRequest, pk) -> HttpResponse:
+    """The Sleep card alone: polled while the worker scales the tenant down or back up."""
+    tenant = _visible_tenant(request, pk)
+    return render(request, "includes/tenant_sleep.html", {"tenant": tenant, **sleep_context(request, tenant)})
 
 
 @login_required

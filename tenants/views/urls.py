@@ -32,6 +32,7 @@ urlpatterns = [
     path("tenants/<uuid:pk>/retry/", tenant_pages.tenant_retry, name="tenant-retry"),
     path("tenants/<uuid:pk>/isolation-check/", tenant_pages.tenant_isolation_check, name="tenant-isolation-check"),
     path("tenants/<uuid:pk>/sleep/", sleep_pages.tenant_sleep, name="tenant-sleep"),
+    path("tenants/<uuid:pk>/sleep/card/", sleep_pages.tenant_sleep_card, name="tenant-sleep-card"),
     path("tenants/<uuid:pk>/wake/", sleep_pages.tenant_wake, name="tenant-wake"),
     path("tenants/<uuid:pk>/sleep-schedule/", sleep_pages.tenant_sleep_schedule, name="tenant-sleep-schedule"),
     path("approvals/", approvals.approvals, name="approvals"),

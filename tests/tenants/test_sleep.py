@@ -431,3 +431,19 @@ def test_page_says_why_a_vcluster_cannot_sleep(client, make_tenant, alice, team_
     client.force_login(alice)
     page = client.get(reverse("tenant-detail", args=[tenant.pk])).content.decode()
     assert 'id="sleep-now"' not in page and "vcluster tenants cannot sleep" in page
+
+
+def test_the_sleep_card_polls_while_the_worker_applies_a_change(client, tenant, alice, bob):
+    from django.urls import reverse
+
+    client.force_login(alice)
+    card = reverse("tenant-sleep-card", args=[tenant.pk])
+    assert "hx-get" not in client.get(card).content.decode()
+    slept = services.tenant_sleep(tenant=tenant, actor=alice)
+    moving = client.get(card).content.decode()
+    assert f'hx-get="{card}"' in moving and "Falling asleep" in moving and "updates automatically" in moving
+    services.tenant_record_sleep_applied(tenant=slept, sleeping=True)
+    settled = client.get(card).content.decode()
+    assert "hx-get" not in settled and "Asleep" in settled and 'id="wake-now"' in settled
+    client.force_login(bob)
+    assert client.get(card).status_code == 404
