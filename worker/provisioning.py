@@ -267,7 +267,7 @@ def enforce_sleep(tenant: Tenant, k: kube.Kube) -> Progress:
     else:
         return Progress(Outcome.IN_SYNC)
     if result.conflicts:
-        services.tenant_note_progress(tenant=tenant, note=result.note())
+        services.tenant_note_sleep(tenant=tenant, note=result.note())
         return Progress(Outcome.NOT_YET, reason=result.note(), requeue_after=POLL_MIN_SECONDS)
     services.tenant_record_sleep_applied(tenant=tenant, sleeping=tenant.sleeping, note=result.note())
     outcome = Outcome.REPAIRED if result.changed else Outcome.IN_SYNC

@@ -134,7 +134,11 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
     for tenant in tenants.filter(Q(sleeping=True) | Q(sleep_applied=False), kind__in=list(SLEEP_KINDS)):
         _keep_asleep(tenant, k, result)
     if result.readings:
-        active = [tid for tid, reading in result.usage.items() if reading.get("used") != result.previous_used.get(tid)]
+        active = [
+            tid
+            for tid, reading in result.usage.items()
+            if tid in result.previous_used and reading.get("used") != result.previous_used[tid]
+        ]
         services.tenants_record_usage(usages=result.usage, readings=result.readings, active=active)
     result.requests = k.requests - before
     result.seconds = time.monotonic() - started

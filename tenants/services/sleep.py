@@ -327,6 +327,11 @@ def tenant_record_sleep_applied(*, tenant: Tenant, sleeping: bool, note: str = "
     )
 
 
+def tenant_note_sleep(*, tenant: Tenant, note: str) -> None:
+    """A visible note on the tenant's sleep (e.g. objects that changed while the worker scaled them)."""
+    Tenant.objects.filter(pk=tenant.pk).update(sleep_note=note[:500])
+
+
 def tenant_touch_activity(*, tenant: Tenant, at: dt.datetime | None = None) -> None:
     """Activity Berth can see on the tenant (a kubeconfig issued, usage that changed): the idle clock restarts."""
     Tenant.objects.filter(pk=tenant.pk).update(last_activity_at=at or timezone.now())
@@ -340,6 +345,7 @@ __all__ = [
     "sleep_refusal",
     "sleep_state",
     "tenant_end_sleep_on_removal",
+    "tenant_note_sleep",
     "tenant_record_sleep_applied",
     "tenant_set_sleep_schedule",
     "tenant_sleep",
