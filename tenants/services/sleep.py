@@ -279,8 +279,9 @@ def schedule_window(tenant: Tenant, *, now: dt.datetime) -> dt.datetime | None:
 
 
 def _sleepable() -> Any:
+    """Ready tenants the sweep may act on: where the tier allows sleep, and (to be woken) any that sleep."""
     return Tenant.objects.select_related("tier", "team", "cluster").filter(
-        status=TenantStatus.READY, tier__sleep_allowed=True, kind__in=list(SLEEP_KINDS)
+        Q(tier__sleep_allowed=True) | Q(sleeping=True), status=TenantStatus.READY, kind__in=list(SLEEP_KINDS)
     )
 
 
@@ -294,7 +295,7 @@ def tenants_sleep_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
         try:
             if window is not None and tenant.schedule_window_at != window:
                 Tenant.objects.filter(pk=tenant.pk).update(schedule_window_at=window)
-                if not tenant.sleeping:
+                if not tenant.sleeping and tenant.tier.sleep_allowed:
                     tenant_sleep(tenant=tenant, actor=None, reason=Reason.SCHEDULE, now=now)
                     counts["slept"] += 1
             elif window is None and tenant.sleeping and tenant.sleep_reason == Reason.SCHEDULE:
@@ -303,7 +304,7 @@ def tenants_sleep_sweep(*, now: dt.datetime | None = None) -> dict[str, int]:
         except InvalidTransition as exc:
             counts["not_woken"] += tenant.sleeping
             Tenant.objects.filter(pk=tenant.pk).update(sleep_note=str(exc)[:500])
-    idle = _sleepable().filter(sleeping=False, tier__sleep_after_idle_hours__isnull=False)
+    idle = _sleepable().filter(sleeping=False, tier__sleep_allowed=True, tier__sleep_after_idle_hours__isnull=False)
     for tenant in idle:
         hours = tenant.tier.sleep_after_idle_hours or 0
         last = max(filter(None, (tenant.last_activity_at, tenant.ready_at)), default=None)

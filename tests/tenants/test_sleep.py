@@ -447,3 +447,12 @@ def test_the_sleep_card_polls_while_the_worker_applies_a_change(client, tenant, 
     assert "hx-get" not in settled and "Asleep" in settled and 'id="wake-now"' in settled
     client.force_login(bob)
     assert client.get(card).status_code == 404
+
+
+def test_the_schedule_still_wakes_a_tenant_whose_tier_stopped_allowing_sleep(tenant, sleepy):
+    _schedule(tenant, start=dt.time(22), end=dt.time(6))
+    services.tenants_sleep_sweep(now=_at("2026-11-24T22:30:00+00:00"))
+    Tier.objects.filter(pk=sleepy.pk).update(sleep_allowed=False)
+    assert services.tenants_sleep_sweep(now=_at("2026-11-25T06:30:00+00:00"))["woke"] == 1
+    assert services.tenants_sleep_sweep(now=_at("2026-11-25T22:30:00+00:00"))["slept"] == 0
+    assert not Tenant.objects.get(pk=tenant.pk).sleeping
