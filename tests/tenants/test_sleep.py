@@ -456,3 +456,12 @@ def test_the_schedule_still_wakes_a_tenant_whose_tier_stopped_allowing_sleep(ten
     assert services.tenants_sleep_sweep(now=_at("2026-11-25T06:30:00+00:00"))["woke"] == 1
     assert services.tenants_sleep_sweep(now=_at("2026-11-25T22:30:00+00:00"))["slept"] == 0
     assert not Tenant.objects.get(pk=tenant.pk).sleeping
+
+
+def test_the_dashboard_marks_a_sleeping_tenant(client, tenant, alice):
+    from django.urls import reverse
+
+    client.force_login(alice)
+    assert '<span class="badge badge--info">Asleep</span>' not in client.get(reverse("dashboard")).content.decode()
+    services.tenant_sleep(tenant=tenant, actor=alice)
+    assert '<span class="badge badge--info">Asleep</span>' in client.get(reverse("dashboard")).content.decode()
