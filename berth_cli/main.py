@@ -588,6 +588,48 @@ def _show_rightsizing(found: dict[str, Any], fmt: str) -> None:
         click.echo(" ".join(printable(note) for note in found.get("notes", [])) or "No change suggested.")
 
 
+# --- Sleep ---------------------------------------------------------------------------------------------------
+
+SLEEP_COLUMNS: list[Column] = [
+    ("NAME", field("name")),
+    ("TEAM", field("team")),
+    ("CLUSTER", field("cluster")),
+    ("SLEEP", field("sleep_state")),
+    ("REASON", field("sleep_reason")),
+    ("SINCE", moment_of("asleep_since")),
+]
+
+
+def _sleep_action(session: Session, tenant_ref: str, team: str | None, verb: str, fmt: str) -> None:
+    tenant = find_tenant(session.api, tenant_ref, team=team)
+    answer = session.api.post(object_path("tenants", tenant["id"], verb))
+    if fmt == "table":
+        table([answer], SLEEP_COLUMNS)
+    else:
+        dump(answer, fmt)
+
+
+@cli.command("sleep")
+@click.argument("tenant_ref", metavar="TENANT")
+@click.option("--team", help="The tenant's team, when its name is not unique.")
+@output_option
+@pass_session
+def sleep(session: Session, tenant_ref: str, team: str | None, fmt: str) -> None:
+    """Put TENANT to sleep: its Deployments and StatefulSets scale to zero, its CronJobs are suspended (team
+    owners and platform admins, where the tier allows it)."""
+    _sleep_action(session, tenant_ref, team, "sleep", fmt)
+
+
+@cli.command("wake")
+@click.argument("tenant_ref", metavar="TENANT")
+@click.option("--team", help="The tenant's team, when its name is not unique.")
+@output_option
+@pass_session
+def wake(session: Session, tenant_ref: str, team: str | None, fmt: str) -> None:
+    """Wake TENANT: every workload gets back what it had before it slept."""
+    _sleep_action(session, tenant_ref, team, "wake", fmt)
+
+
 # --- Tenants as code --------------------------------------------------------------------------------------
 
 

@@ -252,7 +252,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 # Task names are plain strings in tenants.dispatch (no Django models behind them).
 CELERY_TASK_QUEUES = [Queue(name, routing_key=name) for name in ("provision", "celery", "reconcile", "events")]
 CELERY_TASK_ROUTES = {
-    **dict.fromkeys((dispatch.PROVISION, dispatch.DECOMMISSION), {"queue": "provision"}),
+    **dict.fromkeys((dispatch.PROVISION, dispatch.DECOMMISSION, dispatch.APPLY_SLEEP), {"queue": "provision"}),
     **dict.fromkeys(
         (dispatch.RECONCILE, dispatch.RECONCILE_CLUSTER, dispatch.ISOLATION_CHECK, dispatch.REFRESH_USAGE),
         {"queue": "reconcile"},

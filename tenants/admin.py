@@ -67,6 +67,7 @@ class TeamAdmin(admin.ModelAdmin):
         "budget_memory_mib",
         "budget_storage_gib",
         "budget_tenants",
+        "time_zone",
     ]
     search_fields = ["slug", "name", "oidc_group"]
     inlines = [MembershipInline]
@@ -83,9 +84,10 @@ class TierAdmin(admin.ModelAdmin):
         "pod_security_level",
         "auto_approve",
         "auto_approve_downgrades",
+        "sleep_allowed",
         "is_active",
     ]
-    list_filter = ["is_active", "auto_approve", "auto_approve_downgrades", "pod_security_level"]
+    list_filter = ["is_active", "auto_approve", "auto_approve_downgrades", "pod_security_level", "sleep_allowed"]
 
     def save_model(self, request, obj, form, change) -> None:
         if not change:

@@ -15,6 +15,7 @@ logger = logging.getLogger(__name__)
 # On the ``provision`` queue (CELERY_TASK_ROUTES): an approval never waits behind a reconcile pass.
 PROVISION = "worker.tasks.provision_tenant"
 DECOMMISSION = "worker.tasks.decommission_tenant"
+APPLY_SLEEP = "worker.tasks.apply_sleep"  # scale a tenant's workloads to zero, or restore them
 # On the ``reconcile`` queue: background work that may take long and must never hold up provisioning.
 RECONCILE = "worker.tasks.reconcile"  # beat: one pass per cluster
 RECONCILE_CLUSTER = "worker.tasks.reconcile_cluster"

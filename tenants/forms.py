@@ -210,3 +210,23 @@ class KubeconfigForm(BerthForm):
             c for c in LIFETIME_CHOICES if c[0] <= tier.max_credential_lifetime_seconds
         ]
         self.fields["lifetime_seconds"].initial = services.credential_lifetime_default(tier=tier)
+
+
+class SleepScheduleForm(BerthForm):
+    """A tenant's weekly sleep schedule, on the wall clock of its team's time zone."""
+
+    start = forms.TimeField(
+        required=False,
+        label="Sleep from",
+        input_formats=["%H:%M"],
+        widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
+        help_text="Every night, e.g. 19:00.",
+    )
+    end = forms.TimeField(
+        required=False,
+        label="Wake at",
+        input_formats=["%H:%M"],
+        widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
+        help_text="The next morning, e.g. 07:00.",
+    )
+    weekends = forms.BooleanField(required=False, label="Asleep all weekend (Saturday and Sunday)")

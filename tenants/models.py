@@ -16,7 +16,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from tenants.validation import ingress_domain_template_errors
+from tenants.validation import ingress_domain_template_errors, validate_time_zone
 
 
 class User(AbstractUser):
@@ -54,6 +54,8 @@ class Team(models.Model):
     budget_memory_mib = models.PositiveIntegerField(default=32768, help_text="Memory limit budget in MiB.")
     budget_storage_gib = models.PositiveIntegerField(default=500)
     budget_tenants = models.PositiveIntegerField(default=10)
+    # Where the team works: sleep schedules ("nights and weekends") are read in this IANA time zone.
+    time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -101,6 +103,14 @@ KIND_NOTES: dict[str, str] = {
     TenantKind.HYPERSHIFT: "A hosted control plane with its own worker nodes from a NodePool (OpenShift / HyperShift).",
     TenantKind.KCP: "A kcp workspace: a Kubernetes-like API for CRDs and controllers. kcp runs no pods.",
 }
+
+
+class SleepBudget(models.TextChoices):
+    """How a sleeping tenant counts against its team's CPU and memory budget (storage and the tenant count
+    always count: its volumes and its name stay)."""
+
+    FULL = "full", "Fully, as when awake"
+    NONE = "none", "Not at all for CPU and memory"
 
 
 class Tier(models.Model):
@@ -172,6 +182,22 @@ class Tier(models.Model):
         help_text="Approve a move from this tier to a smaller one that grants nothing more (right-sizing) "
         "without an approver.",
     )
+    # Sleep (tenants.services.sleep): workloads scaled to zero while nobody needs them.
+    sleep_allowed = models.BooleanField(
+        default=False, help_text="Owners may put tenants to sleep, and schedules and the idle period apply."
+    )
+    sleep_budget = models.CharField(
+        max_length=8,
+        choices=SleepBudget.choices,
+        default=SleepBudget.FULL,
+        help_text="How a sleeping tenant counts against its team's CPU and memory budget.",
+    )
+    sleep_after_idle_hours = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Put a tenant to sleep after this many hours without activity Berth can see; empty: never.",
+    )
     is_active = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -187,6 +213,7 @@ class Tier(models.Model):
             models.CheckConstraint(
                 condition=Q(max_credential_lifetime_seconds__gte=600), name="tier_credential_lifetime_floor"
             ),
+            models.CheckConstraint(condition=Q(sleep_budget__in=["full", "none"]), name="tier_sleep_budget_valid"),
         ]
 
     def __str__(self) -> str:
@@ -409,11 +436,38 @@ class Tenant(models.Model):
     # The number of the tenant's last event sent to webhooks: taken under the row's lock, so per tenant the
     # numbers follow the order in which the changes committed (receivers may rely on it).
     event_sequence = models.PositiveBigIntegerField(default=0, editable=False)
+    # Sleep (tenants.services.sleep). ``sleeping`` is what Berth wants; ``sleep_applied`` says the worker has
+    # made the cluster match it (scaled down, or restored); ``asleep_since``/``sleep_reason`` describe the
+    # open TenantSleepPeriod.
+    sleeping = models.BooleanField(default=False, editable=False)
+    sleep_applied = models.BooleanField(default=True, editable=False)
+    sleep_reason = models.CharField(max_length=10, blank=True, editable=False)
+    asleep_since = models.DateTimeField(null=True, blank=True, editable=False)
+    sleep_note = models.CharField(max_length=500, blank=True, editable=False)
+    # The last activity Berth can see (a kubeconfig issued, a wake, quota usage that changed): the idle clock.
+    last_activity_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # A weekly schedule in the team's time zone: asleep every night from start to end (end before start wraps
+    # past midnight), and all weekend when ``sleep_weekends``. Empty start and end: no nightly sleep.
+    sleep_schedule_start = models.TimeField(null=True, blank=True)
+    sleep_schedule_end = models.TimeField(null=True, blank=True)
+    sleep_weekends = models.BooleanField(default=False)
+    # The start of the scheduled sleep window the sweep last put the tenant to sleep for: an owner who wakes it
+    # inside that window keeps it awake until the next window begins.
+    schedule_window_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at"]
         constraints = [
             models.CheckConstraint(condition=Q(status__in=TenantStatus.values), name="tenant_status_valid"),
+            models.CheckConstraint(
+                condition=(Q(sleep_schedule_start__isnull=True) & Q(sleep_schedule_end__isnull=True))
+                | (
+                    Q(sleep_schedule_start__isnull=False)
+                    & Q(sleep_schedule_end__isnull=False)
+                    & ~Q(sleep_schedule_start=models.F("sleep_schedule_end"))
+                ),
+                name="tenant_sleep_schedule_both_or_neither",
+            ),
             models.CheckConstraint(condition=Q(kind__in=TenantKind.values), name="tenant_kind_valid"),
             models.UniqueConstraint(
                 fields=["cluster", "namespace"],
@@ -605,6 +659,8 @@ class EventType(models.TextChoices):
     TENANT_DECOMMISSIONED = "tenant.decommissioned", "A tenant was decommissioned"
     TENANT_DRIFT_REPAIRED = "tenant.drift_repaired", "Drift was repaired on a tenant"
     TENANT_ISOLATION_FAILED = "tenant.isolation_failed", "A tenant's isolation report failed"
+    TENANT_SLEPT = "tenant.slept", "A tenant was put to sleep"
+    TENANT_WOKE = "tenant.woke", "A tenant was woken"
     PING = "ping", "A test event sent by a platform admin"
 
 

@@ -231,3 +231,45 @@ def tenant_isolation_failed(tenant: Tenant, *, failed_checks: list[str]) -> None
             sorted(set(selectors.team_owner_emails(team=tenant.team) + selectors.platform_admin_emails())),
         ),
     )
+
+
+# --- Sleep (tenants.services.sleep) -----------------------------------------------------------
+
+_SLEEP_REASONS = {"owner": "by {actor}", "schedule": "by its schedule", "idle": "after its idle period"}
+
+
+def _sleep_why(reason: str, actor: Any) -> str:
+    return _SLEEP_REASONS.get(reason, reason).format(actor=actor or "Berth")
+
+
+def tenant_slept(tenant: Tenant, *, reason: str, actor: Any) -> None:
+    """The tenant was put to sleep (its workloads scale to zero): its team hears of it."""
+    why = _sleep_why(reason, actor)
+    _publish(
+        _tenant_event(
+            tenant, EventType.TENANT_SLEPT, f"{tenant.name} ({tenant.team.slug}) was put to sleep {why}", reason=reason
+        ),
+        Mail(
+            f"{tenant.name} is going to sleep",
+            f"Tenant {tenant.name} on {tenant.cluster.name} was put to sleep {why}: its Deployments and StatefulSets "
+            "are scaled to zero and its CronJobs suspended until it is woken.\n"
+            f"Wake it from its page: {_url('tenant-detail', tenant.pk)}\n",
+            selectors.team_emails(team=tenant.team),
+        ),
+    )
+
+
+def tenant_woke(tenant: Tenant, *, reason: str, actor: Any) -> None:
+    """The tenant was woken (its workloads come back as they were): its team hears of it."""
+    why = _sleep_why(reason, actor)
+    _publish(
+        _tenant_event(
+            tenant, EventType.TENANT_WOKE, f"{tenant.name} ({tenant.team.slug}) was woken {why}", reason=reason
+        ),
+        Mail(
+            f"{tenant.name} is waking up",
+            f"Tenant {tenant.name} on {tenant.cluster.name} was woken {why}: its workloads are restored as they were "
+            f"before it slept.\n{_url('tenant-detail', tenant.pk)}\n",
+            selectors.team_emails(team=tenant.team),
+        ),
+    )

@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
 
-from django.db.models import Count, IntegerField, Min, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Case, Count, F, IntegerField, Min, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
 from django.db.models.functions import Coalesce
 
 from tenants import showback
@@ -108,11 +108,19 @@ def namespace_taken(*, cluster: Cluster, namespace: str) -> bool:
     return Tenant.objects.filter(same_server, namespace=namespace, status__in=LIVE_STATUSES).exists()
 
 
+# A sleeping tenant whose tier says so (Tier.sleep_budget "none") takes no CPU or memory from its team's budget.
+_SLEEP_FREE = Q(sleeping=True, tier__sleep_budget="none")
+
+
+def _awake_sum(field: str) -> Sum:
+    return Sum(Case(When(_SLEEP_FREE, then=Value(0)), default=F(field), output_field=IntegerField()))
+
+
 def team_allocation(*, team: Team) -> Allocation:
-    """The sum of the tier allocations of the team's live tenants."""
+    """The sum of the tier allocations of the team's live tenants (sleeping ones as their tier says)."""
     totals = Tenant.objects.filter(team=team, status__in=LIVE_STATUSES).aggregate(
-        cpu=Sum("tier__cpu_limit_millis"),
-        memory=Sum("tier__memory_limit_mib"),
+        cpu=_awake_sum("tier__cpu_limit_millis"),
+        memory=_awake_sum("tier__memory_limit_mib"),
         storage=Sum("tier__storage_gib"),
         count=Count("pk"),
     )
@@ -120,8 +128,8 @@ def team_allocation(*, team: Team) -> Allocation:
 
 
 _ALLOCATION_SUMS = {
-    "used_cpu_millis": Sum("tier__cpu_limit_millis"),
-    "used_memory_mib": Sum("tier__memory_limit_mib"),
+    "used_cpu_millis": _awake_sum("tier__cpu_limit_millis"),
+    "used_memory_mib": _awake_sum("tier__memory_limit_mib"),
     "used_storage_gib": Sum("tier__storage_gib"),
     "used_tenants": Count("pk"),
 }
@@ -155,6 +163,12 @@ def team_budget(*, team: Team) -> dict:
 
 def tenants_stuck(*, statuses: list[str], older_than) -> QuerySet[Tenant]:
     return Tenant.objects.filter(status__in=statuses, status_changed_at__lt=older_than)
+
+
+def tenants_sleep_unapplied(*, older_than) -> QuerySet[Tenant]:
+    """Ready tenants whose sleep or wake the worker has not applied, though asked before ``older_than``."""
+    changed = Q(asleep_since__lt=older_than) | Q(sleeping=False, last_activity_at__lt=older_than)
+    return Tenant.objects.filter(changed, status=TenantStatus.READY, sleep_applied=False)
 
 
 def tenants_ready_for_reconcile() -> QuerySet[Tenant]:

@@ -55,3 +55,25 @@ def ingress_domain_template_errors(templates: object) -> list[str]:
         elif not DNS_SUBDOMAIN.fullmatch(rendered):
             errors.append(f"{template!r} does not make a DNS name (lower-case letters, digits, '-' and '.').")
     return errors
+
+
+def time_zone_error(name: object) -> str:
+    """Why ``name`` is not an IANA time zone this machine knows (e.g. ``Europe/Berlin``), or '' when it is."""
+    import zoneinfo
+
+    if not isinstance(name, str) or not name or len(name) > 64 or "\x00" in name:
+        return "An IANA time zone name, e.g. Europe/Berlin or UTC."
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        return f"Unknown time zone {name[:64]!r}; use an IANA name such as Europe/Berlin or UTC."
+    return ""
+
+
+def validate_time_zone(name: object) -> None:
+    """A model field validator: refuses what ``time_zone_error`` refuses."""
+    from django.core.exceptions import ValidationError
+
+    error = time_zone_error(name)
+    if error:
+        raise ValidationError(error)

@@ -82,6 +82,7 @@ KINDS: dict[str, Kind] = {
     "PersistentVolumeClaim": Kind("v1", "persistentvolumeclaims", True),
     "Deployment": Kind("apps/v1", "deployments", True),
     "StatefulSet": Kind("apps/v1", "statefulsets", True),
+    "CronJob": Kind("batch/v1", "cronjobs", True),
     "NetworkPolicy": Kind("networking.k8s.io/v1", "networkpolicies", True),
     "Role": Kind("rbac.authorization.k8s.io/v1", "roles", True),
     "RoleBinding": Kind("rbac.authorization.k8s.io/v1", "rolebindings", True),

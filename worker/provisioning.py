@@ -26,7 +26,8 @@ from django.utils import timezone
 from tenants import dispatch, services
 from tenants.errors import InvalidTransition
 from tenants.models import Tenant, TenantStatus
-from worker import isolation, kube, ownership
+from tenants.services.sleep import SLEEP_KINDS
+from worker import isolation, kube, ownership, sleep
 from worker.backends import backend_for
 from worker.backends.base import Backend, NotReadyYet
 from worker.cluster_settings import ClusterConfigError
@@ -237,6 +238,40 @@ def decommission(tenant_id: str) -> Progress:
             return _come_back(tenant, doing="deleted", note="Deleting; waiting for the cluster to finish.")
         services.tenant_mark_deleted(tenant=tenant)
         return Progress(Outcome.DELETED)
+
+
+def apply_sleep(tenant_id: str) -> Progress:
+    """Make the tenant's workloads match ``Tenant.sleeping`` (scaled to zero, or restored) and report it."""
+    with tenant_lock(tenant_id) as got:
+        if not got:
+            return Progress(Outcome.LOCKED)
+        tenant = _load(tenant_id)
+        if tenant is None:
+            return Progress(Outcome.GONE)
+        if tenant.status != S.READY or tenant.kind not in SLEEP_KINDS:
+            return Progress(Outcome.SKIPPED, reason=str(tenant.status))
+        return enforce_sleep(tenant, kube.for_cluster(tenant.cluster))
+
+
+def enforce_sleep(tenant: Tenant, k: kube.Kube) -> Progress:
+    """One sleep (or wake) pass over the tenant's namespace; the caller holds the tenant's lock.
+
+    A sleeping tenant is put back to sleep on every pass (the reconcile pass calls this too), so what was
+    created or scaled up while it slept goes back to zero. An awake tenant whose restore is not finished is
+    restored; an awake one that is applied costs nothing.
+    """
+    if tenant.sleeping:
+        result = sleep.sleep_namespace(k, tenant.namespace)
+    elif not tenant.sleep_applied:
+        result = sleep.wake_namespace(k, tenant.namespace, max_replicas=tenant.tier.max_pods)
+    else:
+        return Progress(Outcome.IN_SYNC)
+    if result.conflicts:
+        services.tenant_note_sleep(tenant=tenant, note=result.note())
+        return Progress(Outcome.NOT_YET, reason=result.note(), requeue_after=POLL_MIN_SECONDS)
+    services.tenant_record_sleep_applied(tenant=tenant, sleeping=tenant.sleeping, note=result.note())
+    outcome = Outcome.REPAIRED if result.changed else Outcome.IN_SYNC
+    return Progress(outcome, reason=", ".join(result.changed))
 
 
 def refresh_usage(tenant_id: str) -> None:

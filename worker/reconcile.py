@@ -22,8 +22,11 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from django.db.models import Q
+
 from tenants import services
 from tenants.models import Cluster, Tenant, TenantStatus
+from tenants.services.sleep import SLEEP_KINDS
 from worker import kube, manifests, ownership, provisioning
 from worker.backends import namespace as ns_backend
 from worker.backends.base import NotReadyYet
@@ -70,8 +73,10 @@ class PassResult:
     failed: dict[str, str] = field(default_factory=dict)  # tenant id → reason
     usage: dict[str, dict[str, object]] = field(default_factory=dict)  # tenant id → quota usage that changed
     readings: dict[str, dict[str, object]] = field(default_factory=dict)  # tenant id → every usage read
+    previous_used: dict[str, object] = field(default_factory=dict)  # tenant id → what it used at the last reading
     busy: int = 0  # held by another worker, or changed since the pass began: left to its own job
     virtual: int = 0  # reconciled one by one (provisioning.provision)
+    asleep: dict[str, str] = field(default_factory=dict)  # tenant id → what keeping it asleep (or waking) did
     per_tenant: bool = False  # the credential may not list cluster-wide: every tenant reconciled on its own
     requests: int = 0
     seconds: float = 0.0
@@ -87,6 +92,7 @@ class PassResult:
             "failed": len(self.failed),
             "busy": self.busy,
             "virtual": self.virtual,
+            "asleep": len(self.asleep),
             "per_tenant": self.per_tenant,
             "requests": self.requests,
             "seconds": round(self.seconds, 3),
@@ -125,8 +131,15 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
             provisioning.provision(str(tenant.pk))
             continue
         _reconcile_tenant(tenant, k, live, prunable, result)
+    for tenant in tenants.filter(Q(sleeping=True) | Q(sleep_applied=False), kind__in=list(SLEEP_KINDS)):
+        _keep_asleep(tenant, k, result)
     if result.readings:
-        services.tenants_record_usage(usages=result.usage, readings=result.readings)
+        active = [
+            tid
+            for tid, reading in result.usage.items()
+            if tid in result.previous_used and reading.get("used") != result.previous_used[tid]
+        ]
+        services.tenants_record_usage(usages=result.usage, readings=result.readings, active=active)
     result.requests = k.requests - before
     result.seconds = time.monotonic() - started
     logger.info("reconcile pass: %s", result.summary())
@@ -174,6 +187,24 @@ def _reconcile_tenant(
             return
     services.tenant_record_applied(tenant=tenant, generation=tenant.generation, repaired=repaired)
     result.repaired[tid] = repaired
+
+
+def _keep_asleep(tenant: Tenant, k: Kube, result: PassResult) -> None:
+    """A sleeping tenant stays asleep: what was created or scaled up since is scaled down again (worker.sleep);
+    the reconcile pass never wakes a tenant. A wake that has not been applied yet is finished here too."""
+    tid = str(tenant.pk)
+    with provisioning.tenant_lock(tid) as got:
+        if not got:
+            result.busy += 1
+            return
+        fresh = Tenant.objects.select_related("tier").filter(pk=tenant.pk, status=TenantStatus.READY).first()
+        if fresh is None:
+            return
+        try:
+            result.asleep[tid] = str(provisioning.enforce_sleep(fresh, k))
+        except KubePermanentError as exc:
+            services.tenant_note_progress(tenant=fresh, note=f"Keeping it asleep failed: {exc}")
+            result.failed[tid] = str(exc)
 
 
 def _foreign(tenant: Tenant, desired: list[Manifest], live: dict[Key, Manifest]) -> set[Key]:
@@ -263,3 +294,5 @@ def _note_readiness(tenant: Tenant, live: dict[Key, Manifest], result: PassResul
     result.readings[str(tenant.pk)] = reading
     if reading != tenant.quota_usage:
         result.usage[str(tenant.pk)] = reading
+        if tenant.quota_usage:  # a first reading is no activity; a change in what it uses is (services.sleep)
+            result.previous_used[str(tenant.pk)] = tenant.quota_usage.get("used")

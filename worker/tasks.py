@@ -88,6 +88,13 @@ def decommission_tenant(self: Task[[str], str], tenant_id: str) -> str:
     return _run_tenant_job(self, lambda: provisioning.decommission(tenant_id), tenant_id)
 
 
+@shared_task(name=dispatch.APPLY_SLEEP, **TENANT_TASK)
+def apply_sleep(self: Task[[str], str], tenant_id: str) -> str:
+    """Scale the tenant's workloads to zero, or restore them, as ``Tenant.sleeping`` says (worker.sleep); comes
+    back shortly when an object changed under it."""
+    return _run_tenant_job(self, lambda: provisioning.apply_sleep(tenant_id), tenant_id)
+
+
 @shared_task(name=dispatch.ISOLATION_CHECK, **TENANT_TASK)
 def check_isolation(self: Task[[str], bool | None], tenant_id: str) -> bool | None:
     try:
@@ -114,7 +121,7 @@ def sweep() -> dict[str, int]:
     now = timezone.now()
     # A tenant untouched this long in a working status has lost its job (worker died, broker was down).
     stuck_before = now - dt.timedelta(seconds=settings.BERTH_STUCK_AFTER_SECONDS)
-    counts = {"provision": 0, "decommission": 0, "reminded": 0, "expired": 0}
+    counts = {"provision": 0, "decommission": 0, "reminded": 0, "expired": 0, "sleep": 0}
     for tenant in selectors.tenants_stuck(statuses=[S.APPROVED, S.PROVISIONING], older_than=stuck_before):
         counts["provision"] += dispatch.send(dispatch.PROVISION, str(tenant.pk))
     for tenant in selectors.tenants_stuck(statuses=[S.DECOMMISSIONING], older_than=stuck_before):
@@ -128,6 +135,12 @@ def sweep() -> dict[str, int]:
             counts["expired"] += 1
         except services.InvalidTransition:
             pass  # someone acted first
+    # Schedules (in each team's time zone) and idle periods: put to sleep or wake (services.sleep).
+    sleep_counts = services.tenants_sleep_sweep(now=now)
+    counts["sleep"] = sleep_counts["slept"] + sleep_counts["woke"]
+    # A sleep or wake whose job was lost (broker down) is sent again.
+    for tenant in selectors.tenants_sleep_unapplied(older_than=stuck_before):
+        dispatch.send(dispatch.APPLY_SLEEP, str(tenant.pk))
     logger.info("sweep: %s", counts)
     return counts
 

@@ -131,6 +131,8 @@ _TENANT_LINKS = {
     "RetryTenant": _link("v1_tenants_retry_create", "$response.body#/id", "Retry a failed tenant."),
     "CheckIsolation": _link("v1_tenants_isolation_check_create", "$response.body#/id", "Re-check isolation."),
     "GetRightsizing": _link("v1_tenants_rightsizing_retrieve", "$response.body#/id", "Its right-sizing suggestion."),
+    "SleepTenant": _link("v1_tenants_sleep_create", "$response.body#/id", "Put it to sleep."),
+    "WakeTenant": _link("v1_tenants_wake_create", "$response.body#/id", "Wake it."),
 }
 _LINKS = {
     ("v1_requests_create", "201"): _REQUEST_LINKS,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django.core.validators import RegexValidator
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.utils import html
 
@@ -16,10 +19,12 @@ from tenants.models import (
     Tenant,
     TenantKind,
     TenantRequest,
+    TenantSleepPeriod,
     Tier,
     User,
 )
 from tenants.services.credentials import LIFETIME_FLOOR_SECONDS
+from tenants.services.sleep import sleep_state
 from tenants.validation import DNS1123_LABEL, DNS1123_LABEL_MESSAGE
 
 
@@ -51,7 +56,7 @@ class TeamSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Team
-        fields = ["slug", "name", "oidc_group", "budget"]
+        fields = ["slug", "name", "oidc_group", "budget", "time_zone"]
 
     def get_budget(self, team: Team) -> dict:
         return selectors.team_budget(team=team)
@@ -88,6 +93,9 @@ class TierSerializer(serializers.ModelSerializer):
             "max_expiry_days",
             "auto_approve",
             "auto_approve_downgrades",
+            "sleep_allowed",
+            "sleep_budget",
+            "sleep_after_idle_hours",
             "clusters",
         ]
 
@@ -215,11 +223,113 @@ class DecommissionSerializer(Input):
     reason = TextField(max_length=2000, required=False, allow_blank=True, default="")
 
 
+# --- Sleep (tenants.services.sleep) ---------------------------------------------------------------------------------
+HH_MM = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
+SLEEP_STATES = ["awake", "falling_asleep", "asleep", "waking"]
+
+
+class ClockTimeField(serializers.CharField):
+    """A wall-clock time ``HH:MM`` (24 hours); a time of day, not a point in time, so no offset."""
+
+    def __init__(self, **kwargs):
+        super().__init__(
+            max_length=5,
+            min_length=5,
+            validators=[RegexValidator(HH_MM, "A time of day as HH:MM (00:00 to 23:59).")],
+            **kwargs,
+        )
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+    def run_validation(self, data=serializers.empty):
+        value = super().run_validation(data)
+        return dt.time.fromisoformat(value) if isinstance(value, str) else value
+
+    def to_representation(self, value):
+        return value.strftime("%H:%M") if isinstance(value, dt.time) else value
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """JSON true or false only: DRF's BooleanField would also take 0, 1, "yes" and "on" for a boolean."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class NightsInputSerializer(serializers.Serializer):
+    """Asleep every night from ``start`` to ``end``; an end before the start wraps past midnight.
+
+    Its errors come as ``"field: message"`` strings under ``nights``, as the API's field errors are lists of
+    text (FieldErrors), never nested objects.
+    """
+
+    def run_validation(self, data=serializers.empty):
+        try:
+            return super().run_validation(data)
+        except serializers.ValidationError as exc:
+            detail = exc.detail
+            if isinstance(detail, dict):
+                raise serializers.ValidationError(
+                    [f"{key}: {message}" for key, messages in detail.items() for message in messages]
+                ) from None
+            raise
+
+    start = ClockTimeField(help_text="Nightly sleep begins (team's time zone).")
+    end = ClockTimeField(help_text="Nightly sleep ends (team's time zone); not the start.")
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = sorted(str(key) for key in data if key not in self.fields)
+            if unknown:
+                raise serializers.ValidationError({key: ["Unknown field."] for key in unknown})
+        return super().to_internal_value(data)
+
+    def validate(self, attrs):
+        if attrs["start"] == attrs["end"]:
+            raise serializers.ValidationError({"end": ["The end must differ from the start."]})
+        return attrs
+
+
+class SleepScheduleInputSerializer(Input):
+    nights = NightsInputSerializer(
+        required=False, allow_null=True, default=None, help_text="The nightly sleep; null: none."
+    )
+    weekends = StrictBooleanField(required=False, default=False, help_text="Asleep all Saturday and Sunday.")
+
+    def validate(self, attrs):
+        attrs = super().validate(attrs)
+        nights = attrs.pop("nights", None) or {}
+        return {**attrs, "start": nights.get("start"), "end": nights.get("end")}
+
+
+class NightsSerializer(serializers.Serializer):
+    start = ClockTimeField(source="sleep_schedule_start", read_only=True)
+    end = ClockTimeField(source="sleep_schedule_end", read_only=True)
+
+
+class SleepScheduleSerializer(serializers.Serializer):
+    nights = serializers.SerializerMethodField()
+    weekends = serializers.BooleanField(source="sleep_weekends", read_only=True)
+    time_zone = serializers.CharField(source="team.time_zone", read_only=True)
+
+    @extend_schema_field(NightsSerializer(allow_null=True))
+    def get_nights(self, tenant: Tenant) -> dict | None:
+        return NightsSerializer(tenant).data if tenant.sleep_schedule_start is not None else None
+
+
 class TenantSerializer(serializers.ModelSerializer):
     team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     tier: serializers.SlugRelatedField[Tier] = serializers.SlugRelatedField(slug_field="name", read_only=True)
     cluster: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(slug_field="name", read_only=True)
     monitoring_links = serializers.SerializerMethodField()
+    sleep_state = serializers.SerializerMethodField()
+    sleep_reason = serializers.SerializerMethodField()
+    sleep_schedule = SleepScheduleSerializer(source="*", read_only=True)
 
     class Meta:
         model = Tenant
@@ -242,10 +352,23 @@ class TenantSerializer(serializers.ModelSerializer):
             "isolation_report",
             "isolation_report_at",
             "monitoring_links",
+            "sleep_state",
+            "sleep_reason",
+            "asleep_since",
+            "sleep_note",
+            "sleep_schedule",
         ]
 
     def get_monitoring_links(self, tenant: Tenant) -> list[dict]:
         return selectors.monitoring_links(tenant=tenant)
+
+    @extend_schema_field(serializers.ChoiceField(choices=SLEEP_STATES))
+    def get_sleep_state(self, tenant: Tenant) -> str:
+        return sleep_state(tenant)
+
+    @extend_schema_field(serializers.ChoiceField(choices=TenantSleepPeriod.Reason.choices, allow_null=True))
+    def get_sleep_reason(self, tenant: Tenant) -> str | None:
+        return tenant.sleep_reason or None
 
 
 class AuditEventSerializer(serializers.ModelSerializer):

@@ -18,6 +18,7 @@ from tenants import models, selectors, services
 from tenants.api import serializers as s
 from tenants.api.authentication import OidcBearerAuthentication
 from tenants.api.filters import AuditEventFilter, RequestFilter, TenantFilter
+from tenants.api.sleep_views import TenantSleepActions
 from tenants.api.throttling import SharedRateThrottle, WriteThrottle
 from tenants.audit import AuditContext
 from tenants.csv_export import audit_csv_response
@@ -202,7 +203,7 @@ class RequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthView
         return Response(s.RequestSerializer(req).data)
 
 
-class TenantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthViewSet):
+class TenantViewSet(TenantSleepActions, mixins.ListModelMixin, mixins.RetrieveModelMixin, BerthViewSet):
     serializer_class = s.TenantSerializer
     list_params = frozenset({"status"})
     filterset_class = TenantFilter

@@ -11,6 +11,7 @@ One module per noun; callers import from here (``from tenants import services``)
 - ``usage``: the compact per-day history of each tenant's quota usage, from the worker's readings;
 - ``rightsizing``: a tier suggestion from that history; an owner accepts it (a change_tier request) or dismisses it;
 - ``prices``: what each cluster's resources cost, for showback (never rewritten once in effect);
+- ``sleep``: sleep and wake (owners, schedules in the team's time zone, idle periods), and what the worker reports;
 - ``webhooks``: endpoints platform admins register, and delivering events to them in order.
 """
 
@@ -50,6 +51,18 @@ from tenants.services.lifecycle import (
 from tenants.services.permissions import is_writer, kubeconfig_role, require_platform_admin
 from tenants.services.prices import cluster_price_errors, cluster_set_prices
 from tenants.services.rightsizing import rightsizing_accept, rightsizing_assess, rightsizing_dismiss
+from tenants.services.sleep import (
+    schedule_json,
+    sleep_refusal,
+    sleep_state,
+    tenant_note_sleep,
+    tenant_record_sleep_applied,
+    tenant_set_sleep_schedule,
+    tenant_sleep,
+    tenant_touch_activity,
+    tenant_wake,
+    tenants_sleep_sweep,
+)
 from tenants.services.tenant_requests import (
     expiry_check,
     expiry_end_of_day,
@@ -157,4 +170,15 @@ __all__ = [
     "webhook_endpoint_update",
     "webhook_endpoint_validate",
     "webhooks_sweep",
+    # sleep
+    "schedule_json",
+    "sleep_refusal",
+    "sleep_state",
+    "tenant_note_sleep",
+    "tenant_record_sleep_applied",
+    "tenant_set_sleep_schedule",
+    "tenant_sleep",
+    "tenant_touch_activity",
+    "tenant_wake",
+    "tenants_sleep_sweep",
 ]

@@ -16,6 +16,7 @@ from tenants.hooks import KubeconfigGrant
 from tenants.models import Tenant, Tier, User
 from tenants.services.lifecycle import S
 from tenants.services.permissions import kubeconfig_role
+from tenants.services.sleep import tenant_touch_activity
 
 # The API server refuses TokenRequests shorter than ten minutes.
 LIFETIME_FLOOR_SECONDS = 600
@@ -53,6 +54,7 @@ def _record_issue(*, grant: KubeconfigGrant, actor: User, ctx: AuditContext, mer
         after["merged"] = True
     audit.record(actor=actor, action="tenant.kubeconfig_issued", obj=tenant, team=tenant.team, ctx=ctx, after=after)
     metrics.kubeconfig_issued(tenant=tenant, role=grant.role)
+    tenant_touch_activity(tenant=tenant)  # someone means to use it: the idle clock restarts
 
 
 @transaction.atomic

@@ -8,6 +8,7 @@ Nothing else assigns a status.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -17,6 +18,7 @@ from tenants import audit, dispatch, metrics, notifications
 from tenants.audit import SYSTEM, AuditContext
 from tenants.errors import InvalidTransition
 from tenants.models import Tenant, TenantRequest, TenantStatus, User
+from tenants.services.sleep import tenant_end_sleep_on_removal
 from tenants.services.usage import usage_record_readings
 
 S = TenantStatus
@@ -159,6 +161,7 @@ def tenant_mark_failed(*, tenant: Tenant, reason: str) -> Tenant:
 @transaction.atomic
 def tenant_mark_deleted(*, tenant: Tenant) -> Tenant:
     tenant = transition(tenant=tenant, new=S.DELETED, actor=None, action="tenant.deleted", ctx=SYSTEM)
+    tenant_end_sleep_on_removal(tenant=tenant)
     notifications.tenant_status(tenant)
     return tenant
 
@@ -211,16 +214,30 @@ def tenant_record_usage(*, tenant: Tenant, usage: dict[str, Any]) -> None:
     """Quota usage read back from the cluster: an observation, not a state change, so not audited; it also
     goes into the usage history."""
     now = timezone.now()
-    Tenant.objects.filter(pk=tenant.pk).update(quota_usage=usage, quota_usage_at=now)
+    fields: dict[str, Any] = {"quota_usage": usage, "quota_usage_at": now}
+    if usage_changed(tenant.quota_usage, usage):
+        fields["last_activity_at"] = now  # activity Berth can see: the idle clock (services.sleep) restarts
+    Tenant.objects.filter(pk=tenant.pk).update(**fields)
     usage_record_readings(readings={str(tenant.pk): usage}, at=now)
 
 
-def tenants_record_usage(*, usages: dict[str, dict[str, Any]], readings: dict[str, dict[str, Any]]) -> None:
+def usage_changed(before: dict[str, Any] | None, after: dict[str, Any]) -> bool:
+    """Whether what a tenant uses changed between two readings (pods came or went, requests changed)."""
+    return bool(before) and (before or {}).get("used") != after.get("used")
+
+
+def tenants_record_usage(
+    *, usages: dict[str, dict[str, Any]], readings: dict[str, dict[str, Any]], active: Iterable[str] = ()
+) -> None:
     """Quota usage of many tenants read back in one reconcile pass: ``usages`` (the ones that changed) are
-    stored in one query, not one per tenant; ``readings`` (every tenant read) go into the usage history."""
+    stored in one query, not one per tenant; ``readings`` (every tenant read) go into the usage history;
+    ``active`` (tenants whose use changed) restart their idle clock (services.sleep)."""
     now = timezone.now()
     rows = [Tenant(pk=pk, quota_usage=usage, quota_usage_at=now) for pk, usage in usages.items()]
     Tenant.objects.bulk_update(rows, ["quota_usage", "quota_usage_at"], batch_size=500)
+    active = list(active)
+    if active:
+        Tenant.objects.filter(pk__in=active).update(last_activity_at=now)
     usage_record_readings(readings=readings, at=now)
 
 

@@ -18,6 +18,7 @@ from tenants.views.common import MOVING_STATUSES, POLL_TRIGGER, AuthedRequest, c
 from tenants.views.costs import tenant_costs_context
 from tenants.views.quota import usage_rows
 from tenants.views.rightsizing_pages import rightsizing_context
+from tenants.views.sleep_pages import sleep_context
 
 S = TenantStatus
 DECOMMISSIONABLE = frozenset({S.APPROVED, S.PROVISIONING, S.READY, S.FAILED})
@@ -88,6 +89,7 @@ def _detail_context(request: AuthedRequest, tenant: Tenant, bound: IdempotentFor
         "events": selectors.audit_events_visible_to(user=user).filter(object_id=str(tenant.pk))[:RECENT_EVENTS],
         "costs": tenant_costs_context(request, tenant),
         **rightsizing_context(tenant=tenant, is_owner=permissions["is_owner"], can_change=permissions["can_change"]),
+        **sleep_context(request, tenant),
     }
 
 

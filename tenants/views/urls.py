@@ -10,6 +10,7 @@ from tenants.views import (
     dashboard,
     request_pages,
     rightsizing_pages,
+    sleep_pages,
     tenant_pages,
     token_pages,
 )
@@ -42,6 +43,10 @@ urlpatterns = [
         rightsizing_pages.tenant_rightsizing_dismiss,
         name="tenant-rightsizing-dismiss",
     ),
+    path("tenants/<uuid:pk>/sleep/", sleep_pages.tenant_sleep, name="tenant-sleep"),
+    path("tenants/<uuid:pk>/sleep/card/", sleep_pages.tenant_sleep_card, name="tenant-sleep-card"),
+    path("tenants/<uuid:pk>/wake/", sleep_pages.tenant_wake, name="tenant-wake"),
+    path("tenants/<uuid:pk>/sleep-schedule/", sleep_pages.tenant_sleep_schedule, name="tenant-sleep-schedule"),
     path("approvals/", approvals.approvals, name="approvals"),
     path("audit/", audit_pages.audit, name="audit"),
     path("audit/export/", audit_pages.audit_export, name="audit-export"),

@@ -31,8 +31,9 @@ from tenants import services
 from tenants.audit import AuditContext
 from tenants.models import AuditEvent, Cluster, Tenant, TenantRequest, Tier
 from tests.deploy.chart import CHART
-from tests.plugins.kube import read_or_none, wait_for
+from tests.plugins.kube import manifest, read_or_none, wait_for
 from tests.plugins.worker import OUTPUT, ROOT, django_process_env, fetch_kubeconfig, wait_status
+from tests.worker import sleep_workloads
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pytest.mark.worker]
 
@@ -291,6 +292,27 @@ def test_tenant_lifecycle_with_the_charts_rbac_only(
     assert tenant_can("create", "deployments", "-n", ns) == "yes"
     assert tenant_can("list", "namespaces") == "no"
 
+    # Sleep and wake, applied by the confined worker: its namespace grant covers the tenant's workloads.
+    Tier.objects.filter(pk=every_rule_tier.pk).update(sleep_allowed=True)
+    client.AppsV1Api(kube_admin).create_namespaced_deployment(ns, manifest(sleep_workloads.deployment("api", 2)))
+    client.BatchV1Api(kube_admin).create_namespaced_cron_job(
+        ns, manifest(sleep_workloads.cronjob("nightly", suspend=False))
+    )
+
+    def becomes(wanted: str) -> None:
+        wait_for(
+            lambda: services.sleep_state(Tenant.objects.get(pk=tenant.pk)) == wanted or None,
+            timeout=60,
+            what=f"the confined worker to make the tenant {wanted}",
+        )
+
+    services.tenant_sleep(tenant=Tenant.objects.get(pk=tenant.pk), actor=alice)
+    becomes("asleep")
+    assert sleep_workloads.state(kube_admin, ns) == {"Deployment/api": (0, "2"), "CronJob/nightly": (True, "false")}
+    services.tenant_wake(tenant=Tenant.objects.get(pk=tenant.pk), actor=alice)
+    becomes("awake")
+    assert sleep_workloads.state(kube_admin, ns) == {"Deployment/api": (2, None), "CronJob/nightly": (False, None)}
+
     # What each of Berth's identities can and cannot do, in the tenant's namespace and outside it.
     worker_can, web_can = _can(kubectl, kubeconfigs["worker"]), _can(kubectl, kubeconfigs["web"])
     assert worker_can("get", "secrets", "-n", ns) == "yes"
@@ -319,6 +341,9 @@ def test_the_worker_cannot_read_secrets_or_act_outside_berth_namespaces(release,
         ("get", "configmaps"),
         ("create", "pods"),
         ("delete", "deployments"),
+        ("patch", "deployments"),
+        ("patch", "statefulsets"),
+        ("patch", "cronjobs"),
         ("patch", "serviceaccounts"),
         ("create", "serviceaccounts", "--subresource=token"),
         ("patch", "resourcequotas"),

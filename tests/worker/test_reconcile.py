@@ -208,3 +208,17 @@ def test_every_pass_adds_each_tenants_reading_to_its_usage_history_even_when_unc
     assert set(days) == {a.pk, b.pk}
     assert days[a.pk].samples - before.get(a.pk, 0) == days[b.pk].samples - before.get(b.pk, 0) == 2
     assert days[a.pk].usage["pods"]["max"] == 3.0 and days[b.pk].usage["pods"]["max"] == 0.0
+
+
+def test_a_change_in_what_a_tenant_uses_restarts_its_idle_clock_but_a_first_reading_does_not(
+    make_tenant, host, cluster
+):
+    a, b = _ready_tenants(make_tenant, host, 2)
+    Tenant.objects.filter(pk__in=[a.pk, b.pk]).update(quota_usage={}, last_activity_at=None)
+    _pass(cluster, host)  # the first reading of each: no activity
+    assert list(Tenant.objects.filter(pk__in=[a.pk, b.pk]).values_list("last_activity_at", flat=True)) == [None, None]
+    host.objects[("ResourceQuota", a.namespace, "berth-quota")]["status"]["used"] = {"pods": "3"}
+    _pass(cluster, host)
+    a.refresh_from_db()
+    b.refresh_from_db()
+    assert a.last_activity_at is not None and b.last_activity_at is None

@@ -13,9 +13,15 @@ from tenants import services
 from tenants.models import Cluster, ClusterPrice, Team, Tier
 
 TEAMS = [
-    ("team-payments", "Payments", "payments@example.test"),
-    ("team-search", "Search", "search@example.test"),
+    ("team-payments", "Payments", "payments@example.test", "Europe/Berlin"),
+    ("team-search", "Search", "search@example.test", "America/New_York"),
 ]
+# Sleep in the demo (docs/sleep.md): small sandboxes sleep after a day unused and free their CPU and memory
+# while asleep; medium ones may sleep on request or by schedule, and still count fully.
+SLEEP: dict[str, dict[str, object]] = {
+    "small": {"sleep_allowed": True, "sleep_budget": "none", "sleep_after_idle_hours": 24},
+    "medium": {"sleep_allowed": True},
+}
 MONITORING = [
     {
         "name": "Grafana dashboard",
@@ -50,10 +56,12 @@ class Command(BaseCommand):
 
     @transaction.atomic
     def handle(self, *args, api_url: str, kubeconfig: str, ca_file: str, oidc_issuer: str, **options) -> None:
-        for slug, name, email in TEAMS:
+        for slug, name, email, zone in TEAMS:
             Team.objects.update_or_create(
-                slug=slug, defaults={"name": name, "oidc_group": slug, "contact_email": email}
+                slug=slug, defaults={"name": name, "oidc_group": slug, "contact_email": email, "time_zone": zone}
             )
+        for tier, settings in SLEEP.items():
+            Tier.objects.filter(name=tier).update(**settings)
         ca = open(ca_file).read()
         common = {
             "api_url": api_url,
