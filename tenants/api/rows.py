@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Model
+from django.db import connections
+from django.db.models import CharField, Func, Model
 from django.utils import timezone
 from rest_framework import ISO_8601, relations, serializers
 from rest_framework import fields as drf
@@ -44,6 +45,30 @@ class _Column:
     # Made per page: a date-time's rendering depends on the time zone active for the request.
     converter: Callable[[dt.tzinfo | None], Converter | None]
     computed: Computed | None = None
+    # Read as UTC text (see _UtcText) and given to the converter as a str.
+    utc_text: bool = False
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    db: str
+    sql: str
+    params: tuple[Any, ...]
+    pks_at: int
+    names: list[str]
+    converters: list[tuple[int, tuple[list[Callable[..., Any]], Any]]]
+
+
+class _UtcText(Func):
+    """A timestamptz as UTC text, ``YYYY-MM-DDTHH:MM:SS.ffffff``, whatever the session's DateStyle and TimeZone.
+
+    Django reads a timestamptz through psycopg's pure-Python loader (it subclasses it to set the time zone):
+    about 4 µs a value, a third of a list page's time in Python. ``datetime.fromisoformat`` reads this text in
+    a tenth of that, to the same instant.
+    """
+
+    template = "to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
+    output_field = CharField()
 
 
 def _same(field: drf.Field, base: type[drf.Field]) -> bool:
@@ -70,12 +95,12 @@ def _converter(field: drf.Field) -> Callable[[dt.tzinfo | None], Converter | Non
                 return field.to_representation
 
             def iso(value: Any) -> Any:
-                if type(value) is not dt.datetime or value.tzinfo is None:
-                    return field.to_representation(value)
+                # What DRF does (enforce_timezone, then ISO 8601 with "Z" for UTC) to the instant Django would load.
+                moment = dt.datetime.fromisoformat(value).replace(tzinfo=dt.UTC)
                 try:
-                    text = value.astimezone(tz).isoformat()
+                    text = moment.astimezone(tz).isoformat()
                 except OverflowError:
-                    return field.to_representation(value)  # DRF's own error
+                    return field.to_representation(moment)  # DRF's own error
                 return text[:-6] + "Z" if text.endswith("+00:00") else text
 
             return iso
@@ -115,7 +140,7 @@ class PlainRows:
         self.computed = dict(computed)
 
     @cached_property
-    def _plan(self) -> tuple[type[Model], list[_Column], list[str]]:
+    def _plan(self) -> tuple[type[Model], list[_Column], list[str], dict[str, _UtcText]]:
         serializer = self.serializer_class()
         model: type[Model] = serializer.Meta.model
         columns: list[_Column] = []
@@ -136,26 +161,80 @@ class PlainRows:
             elif isinstance(field, relations.RelatedField):
                 raise TypeError(f"{self.serializer_class.__name__}.{name}: only slug relations are read as columns")
             else:
-                columns.append(_Column(name, path, _converter(field)))
+                utc_text = (
+                    settings.USE_TZ
+                    and isinstance(field, drf.DateTimeField)
+                    and _same(field, drf.DateTimeField)
+                    and getattr(field, "format", api_settings.DATETIME_FORMAT) == ISO_8601
+                    and not hasattr(field, "timezone")
+                )
+                columns.append(_Column(name, path, _converter(field), utc_text=utc_text))
         unused = set(self.computed) - {c.key for c in columns if c.computed}
         if unused:
             raise TypeError(f"{self.serializer_class.__name__}: no method fields {sorted(unused)}")
-        paths = {c.path for c in columns if not c.computed}
+        paths = {c.path for c in columns if not c.computed and not c.utc_text}
         paths |= {p for c in columns if c.computed for p in c.computed.paths}
-        return model, columns, sorted(paths)
+        texts = {f"utc_text_{c.key}": _UtcText(c.path) for c in columns if c.utc_text}
+        columns = [replace(c, path=f"utc_text_{c.key}") if c.utc_text else c for c in columns]
+        return model, columns, sorted(paths), texts
 
     @property
     def model(self) -> type[Model]:
         return self._plan[0]
 
+    @cached_property
+    def _query(self) -> _Compiled:
+        """The page's query, compiled by the ORM once per process: only its list of ids changes from page to page.
+
+        ``pk = ANY(%s)`` with the ids as one array parameter, where ``pk__in`` would make a new query text (and a new
+        compilation, the larger part of a page's time in the ORM) for every number of ids.
+        """
+        model, _, paths, texts = self._plan
+        pks: list[Any] = []  # the placeholder's parameter, found again by identity below
+        meta = model._meta
+        qs = model._default_manager.order_by().values("pk", *paths, **texts)
+        qn = connections[qs.db].ops.quote_name
+        pk_column = meta.pk.column if meta.pk is not None else None
+        assert pk_column is not None
+        qs = qs.extra(where=[f"{qn(meta.db_table)}.{qn(pk_column)} = ANY(%s)"], params=[pks])
+        compiler = qs.query.get_compiler(using=qs.db)
+        sql, params = compiler.as_sql()
+        at = [i for i, param in enumerate(params) if param is pks]
+        if len(at) != 1:
+            raise RuntimeError(f"{model.__name__}: the list of ids is not one parameter of {sql!r}")
+        converters = compiler.get_converters([expression for expression, _, _ in compiler.select[: compiler.col_count]])
+        names = [*qs.query.extra_select, *qs.query.values_select, *qs.query.annotation_select]
+        return _Compiled(qs.db, sql, tuple(params), at[0], names, list(converters.items()))
+
+    def _fetch(self, pks: Sequence[Any]) -> dict[Any, dict[str, Any]]:
+        """What ``.filter(pk__in=pks).values(...)`` would return, by pk: the same query, results and converters."""
+        q = self._query
+        params = list(q.params)
+        params[q.pks_at] = list(pks)
+        connection = connections[q.db]
+        with connection.cursor() as cursor:
+            cursor.execute(q.sql, params)
+            raw = cursor.fetchall()
+        names = q.names
+        found = {}
+        for values in raw:
+            row = list(values)
+            for position, (functions, expression) in q.converters:
+                value = row[position]
+                for convert in functions:
+                    value = convert(value, expression, connection)
+                row[position] = value
+            found[row[0]] = dict(zip(names, row, strict=True))
+        return found
+
     def rows(self, pks: Sequence[Any]) -> list[dict[str, Any]]:
         """The serializer's output for the rows with these primary keys, in this order (those gone are left out)."""
         if not pks:
             return []
-        model, columns, paths = self._plan
+        columns = self._plan[1]
         tz = timezone.get_current_timezone() if settings.USE_TZ else None
         plan = [(c.key, c.path, c.converter(tz), c.computed.build if c.computed else None) for c in columns]
-        found = {row["pk"]: row for row in model._default_manager.filter(pk__in=pks).order_by().values("pk", *paths)}
+        found = self._fetch(pks)
         out = []
         for pk in pks:
             row = found.get(pk)
