@@ -96,7 +96,23 @@ class ByNameFilter(TextFilter):
         return qs.filter(**{relation: Subquery(one)})
 
 
-class AuditEventFilter(django_filters.FilterSet):
+class BerthFilterSet(django_filters.FilterSet):
+    """A FilterSet whose form class is made once, not on every request (a new class each time: 0.2 ms a list).
+
+    django-filter builds it from the instance's filters so that an instance may change them; these never do,
+    and each form instance copies the fields it is given anyway.
+    """
+
+    _form_class: type[forms.Form] | None = None
+
+    def get_form_class(self) -> type[forms.Form]:
+        cls = type(self)
+        if cls.__dict__.get("_form_class") is None:
+            cls._form_class = super().get_form_class()
+        return cls.__dict__["_form_class"]
+
+
+class AuditEventFilter(BerthFilterSet):
     team = ByNameFilter(field_name="team__slug")
     actor = TextFilter(field_name="actor_name")
     action = TextFilter(field_name="action", lookup_expr="startswith")
@@ -110,7 +126,7 @@ class AuditEventFilter(django_filters.FilterSet):
         fields = ["team", "actor", "action", "object_type", "object_id", "since", "until"]
 
 
-class RequestFilter(django_filters.FilterSet):
+class RequestFilter(BerthFilterSet):
     team = ByNameFilter(field_name="team__slug")
     status = EnumFilter(choices=TenantRequest.Status.choices)
     action = EnumFilter(choices=TenantRequest.Action.choices)
@@ -120,7 +136,7 @@ class RequestFilter(django_filters.FilterSet):
         fields = ["team", "status", "action"]
 
 
-class TenantFilter(django_filters.FilterSet):
+class TenantFilter(BerthFilterSet):
     team = ByNameFilter(field_name="team__slug")
     status = django_filters.MultipleChoiceFilter(choices=Tenant._meta.get_field("status").choices)
     cluster = ByNameFilter(field_name="cluster__name")
