@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Berth API load benchmark: the portal under gunicorn on real PostgreSQL and Redis, driven by locust.
 
-    .venv/bin/python bench/api_load.py                  # 10,000 tenants, 100,000 audit rows, about 4 minutes
+    .venv/bin/python bench/api_load.py                  # 10,000 tenants, 100,000 audit rows, about 5 minutes
     .venv/bin/python bench/api_load.py --users 20 --mix-seconds 60 --solo-seconds 15
 
 Everything it needs is started here and stopped on exit: a throwaway PostgreSQL and Redis
