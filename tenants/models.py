@@ -480,7 +480,11 @@ class Tenant(models.Model):
                 name="tenant_namespace_unique_live_per_physical_cluster",
             ),
         ]
-        indexes = [models.Index(fields=["status", "status_changed_at"])]
+        indexes = [
+            models.Index(fields=["status", "status_changed_at"]),
+            # A team's page of the API list: newest first, read from the index without sorting the team's rows.
+            models.Index(fields=["team", "-created_at"], name="tenant_team_newest"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.cluster.name})"
@@ -616,6 +620,8 @@ class TenantRequest(models.Model):
                 name="request_idempotency_key_unique_per_scope",
             ),
         ]
+        # A team's page of the API list: newest first, read from the index without sorting the team's rows.
+        indexes = [models.Index(fields=["team", "-created_at"], name="request_team_newest")]
 
     def __str__(self) -> str:
         return f"{self.get_action_display()} {self.name}"
@@ -776,7 +782,12 @@ class AuditEvent(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
-        indexes = [models.Index(fields=["object_type", "object_id"]), models.Index(fields=["team", "-at"])]
+        indexes = [
+            models.Index(fields=["object_type", "object_id"]),
+            # A team's page of the API list in its exact order; with the actor in it, the visibility test
+            # (the caller's teams, or the caller's own actions) and the page's COUNT never read the table itself.
+            models.Index(fields=["team", "-at", "-id"], include=["actor"], name="audit_team_newest"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action}"

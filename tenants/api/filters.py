@@ -9,7 +9,8 @@ import django_filters
 from django import forms
 from django.core.exceptions import ValidationError
 from django.core.validators import ProhibitNullCharactersValidator
-from django.db.models import QuerySet
+from django.db.models import QuerySet, Subquery
+from django_filters.constants import EMPTY_VALUES
 from django_filters.fields import ChoiceField, IsoDateTimeField
 
 from tenants.models import AuditEvent, Tenant, TenantRequest
@@ -76,8 +77,43 @@ class TextFilter(django_filters.CharFilter):
         return super().filter(qs, value)
 
 
-class AuditEventFilter(django_filters.FilterSet):
-    team = TextFilter(field_name="team__slug")
+class ByNameFilter(TextFilter):
+    """An exact match on a related row's unique name (``team__slug``, ``cluster__name``), as a scalar subquery.
+
+    ``team_id = (SELECT id FROM team WHERE slug = …)`` selects the same rows as a join on the team's slug, but
+    PostgreSQL knows the one id before it reads the table: a page walks the (team, ordering) index and stops
+    after 50 rows, where through a join it fetched every row of the team and sorted them.
+    """
+
+    def filter(self, qs: QuerySet[Any], value: str) -> QuerySet[Any]:
+        if value in EMPTY_VALUES:
+            return qs
+        if "\x00" in value:
+            return qs.none()
+        relation, key = self.field_name.split("__")
+        related = qs.model._meta.get_field(relation).related_model
+        one = related._default_manager.filter(**{key: value}).order_by().values("pk")[:1]
+        return qs.filter(**{relation: Subquery(one)})
+
+
+class BerthFilterSet(django_filters.FilterSet):
+    """A FilterSet whose form class is made once, not on every request (a new class each time: 0.2 ms a list).
+
+    django-filter builds it from the instance's filters so that an instance may change them; these never do,
+    and each form instance copies the fields it is given anyway.
+    """
+
+    _form_class: type[forms.Form] | None = None
+
+    def get_form_class(self) -> type[forms.Form]:
+        cls = type(self)
+        if cls.__dict__.get("_form_class") is None:
+            cls._form_class = super().get_form_class()
+        return cls.__dict__["_form_class"]
+
+
+class AuditEventFilter(BerthFilterSet):
+    team = ByNameFilter(field_name="team__slug")
     actor = TextFilter(field_name="actor_name")
     action = TextFilter(field_name="action", lookup_expr="startswith")
     object_type = TextFilter()
@@ -90,8 +126,8 @@ class AuditEventFilter(django_filters.FilterSet):
         fields = ["team", "actor", "action", "object_type", "object_id", "since", "until"]
 
 
-class RequestFilter(django_filters.FilterSet):
-    team = TextFilter(field_name="team__slug")
+class RequestFilter(BerthFilterSet):
+    team = ByNameFilter(field_name="team__slug")
     status = EnumFilter(choices=TenantRequest.Status.choices)
     action = EnumFilter(choices=TenantRequest.Action.choices)
 
@@ -100,10 +136,10 @@ class RequestFilter(django_filters.FilterSet):
         fields = ["team", "status", "action"]
 
 
-class TenantFilter(django_filters.FilterSet):
-    team = TextFilter(field_name="team__slug")
+class TenantFilter(BerthFilterSet):
+    team = ByNameFilter(field_name="team__slug")
     status = django_filters.MultipleChoiceFilter(choices=Tenant._meta.get_field("status").choices)
-    cluster = TextFilter(field_name="cluster__name")
+    cluster = ByNameFilter(field_name="cluster__name")
 
     class Meta:
         model = Tenant

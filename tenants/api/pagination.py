@@ -44,25 +44,38 @@ class BerthPagination(pagination.LimitOffsetPagination):
     def paginate_queryset(
         self, queryset: QuerySet[Any] | Sequence[Any], request: ApiRequest, view: Any = None
     ) -> list[Any]:
-        """The page's rows, picked by id first and then loaded with their relations.
-
-        Sorting the caller's visible rows with every related table joined in makes PostgreSQL join them all
-        before it keeps 50 (and plan a seven-way join each time); sorting ids alone and then loading 50 rows
-        by id keeps a page's cost flat however many rows the team has.
-        """
+        """The page's rows, picked by id first and then loaded with their relations (see page_ids)."""
         if not isinstance(queryset, QuerySet):
             return list(super().paginate_queryset(queryset, request, view) or [])
+        window = self.page_ids(queryset, request)
+        if not window:
+            return []
+        rows = {row.pk: row for row in queryset.filter(pk__in=window).order_by()}
+        return [rows[pk] for pk in window if pk in rows]
+
+    def page_ids(self, queryset: QuerySet[Any], request: ApiRequest) -> list[Any]:
+        """The ids of the page asked for, in the queryset's order; sets what get_paginated_response needs.
+
+        Sorting the caller's visible rows with every related table joined in makes PostgreSQL join them all
+        before it keeps 50 (and plan a seven-way join each time); sorting ids alone (``values_list`` drops the
+        ``select_related`` joins) and then loading 50 rows by id keeps a page's cost flat however many rows the
+        team has.
+
+        The total is counted only when the page does not tell it: a page that is neither full nor empty past
+        the first row is the end of the list, so ``count`` is its offset plus its length, exactly as COUNT(*)
+        would say.
+        """
         self.request = request
         self.limit = self.get_limit(request)
         self.offset = self.get_offset(request)
-        self.count = self.get_count(queryset)
+        window = list(queryset.values_list("pk", flat=True)[self.offset : self.offset + self.limit])
+        if 0 < len(window) < self.limit or (not window and self.offset == 0):
+            self.count = self.offset + len(window)
+        else:
+            self.count = self.get_count(queryset)
         if self.count > self.limit and self.template is not None:
             self.display_page_controls = True
-        if self.count == 0 or self.offset >= self.count:
-            return []
-        window = list(queryset.values_list("pk", flat=True)[self.offset : self.offset + self.limit])
-        rows = {row.pk: row for row in queryset.filter(pk__in=window).order_by()}
-        return [rows[pk] for pk in window if pk in rows]
+        return window
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
         bounds = {

@@ -10,6 +10,7 @@ from rest_framework import serializers
 from rest_framework.utils import html
 
 from tenants import selectors
+from tenants.api.rows import Computed, PlainRows
 from tenants.models import (
     ApiToken,
     AuditEvent,
@@ -413,3 +414,28 @@ class KubeconfigSerializer(Input):
         help_text=f"Token lifetime; {LIFETIME_FLOOR_SECONDS} up to the tier's maximum (default: one hour or the "
         "maximum).",
     )
+
+
+# --- List pages as plain dicts (tenants.api.rows): the output of the serializers above, read with .values() ---
+
+
+def _tenant_monitoring_links(row) -> list[dict]:
+    return selectors.fill_monitoring_links(
+        row["cluster__monitoring_links"],
+        namespace=row["namespace"],
+        tenant=row["name"],
+        team=row["team__slug"],
+        cluster=row["cluster__name"],
+    )
+
+
+TENANT_ROWS = PlainRows(
+    TenantSerializer,
+    {
+        "monitoring_links": Computed(
+            ("namespace", "name", "team__slug", "cluster__name", "cluster__monitoring_links"), _tenant_monitoring_links
+        )
+    },
+)
+REQUEST_ROWS = PlainRows(RequestSerializer, {})
+AUDIT_EVENT_ROWS = PlainRows(AuditEventSerializer, {})

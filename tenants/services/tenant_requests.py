@@ -345,8 +345,15 @@ def _change_tier_target(*, tenant: Tenant, tier: Tier | None) -> Tier:
 
 
 def _lock_tenant_of(req: TenantRequest) -> Tenant:
-    """Lock the request's tenant, then check the request is still pending."""
-    tenant = Tenant.objects.select_for_update().select_related("tier", "team", "cluster").get(pk=req.tenant_id)
+    """Lock the request's tenant, then check the request is still pending.
+
+    Only the tenant's row (``of=("self",)``): FOR UPDATE would otherwise lock every joined row too, the tier and
+    cluster all of a cluster's requests share and the team a submission locks for its budget, and decisions and
+    submissions of different tenants then deadlocked under load. The budget check locks the team itself.
+    """
+    tenant = (
+        Tenant.objects.select_for_update(of=("self",)).select_related("tier", "team", "cluster").get(pk=req.tenant_id)
+    )
     status = TenantRequest.objects.filter(pk=req.pk).values_list("status", flat=True).first()
     if status != Status.PENDING:
         raise InvalidTransition(f"This request is already {status}.")

@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 from tenants import services
 from tenants.errors import Forbidden, InvalidTransition
 from tenants.models import ApiToken, AuditEvent, Membership
+from tenants.services.api_tokens import TOUCH_EVERY
 
 pytestmark = pytest.mark.django_db
 
@@ -76,6 +77,24 @@ def test_a_valid_token_authenticates_and_is_marked_used(alice):
     assert response.status_code == 200 and response.json()["username"] == "alice"
     token.refresh_from_db()
     assert token.last_used_at is not None
+
+
+def test_a_token_in_use_is_marked_used_at_most_once_a_minute(alice, django_assert_num_queries):
+    token, plaintext = services.api_token_create(actor=alice, name="ci", expires_in_days=1)
+    client = with_token(plaintext)
+    assert client.get(f"{API}/me/").status_code == 200
+    token.refresh_from_db()
+    first = token.last_used_at
+    assert first is not None
+    with django_assert_num_queries(2):  # the token, the person's teams: no UPDATE
+        assert client.get(f"{API}/me/").status_code == 200
+    token.refresh_from_db()
+    assert token.last_used_at == first
+    # A minute later the next call marks it again.
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=first - TOUCH_EVERY)
+    assert client.get(f"{API}/me/").status_code == 200
+    token.refresh_from_db()
+    assert token.last_used_at is not None and token.last_used_at > first
 
 
 def test_an_expired_token_is_401(alice):

@@ -5,15 +5,17 @@ These tests commit (``transaction=True``) so each thread sees the other's writes
 
 from __future__ import annotations
 
+import threading
 from functools import partial
 from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import connection, transaction
 
 from tenants import dispatch, services
 from tenants.errors import InvalidTransition
-from tenants.models import AuditEvent, Membership, Tenant, TenantRequest, TenantStatus, User
+from tenants.models import AuditEvent, Cluster, Membership, Team, Tenant, TenantRequest, TenantStatus, Tier, User
 
 from .conftest import run_together
 
@@ -112,3 +114,35 @@ def test_two_first_sign_ins_of_one_person_at_once_make_one_user():
     assert lost == [] and won[0].pk == won[1].pk
     assert User.objects.filter(oidc_subject="sub-twice").count() == 1
     assert Membership.objects.filter(user=won[0]).count() == 2
+
+
+def test_deciding_a_request_locks_its_tenant_and_not_the_cluster_tier_or_team_it_shares(submit, alice, cluster):
+    # Every request on a cluster shares its cluster and tier rows, and a submission locks its team for the budget:
+    # when a decision locked those rows too, cancels and submissions of different tenants deadlocked under load
+    # (bench/api_load.py's mix: 9 answers of 500 in 60 s).
+    req = submit(name="lock-scope")
+    held, release = threading.Event(), threading.Event()
+
+    def hold_shared_rows() -> None:
+        try:
+            with transaction.atomic():
+                list(Cluster.objects.select_for_update().filter(pk=cluster.pk))
+                list(Tier.objects.select_for_update().filter(pk=req.tier_id))
+                list(Team.objects.select_for_update().filter(pk=req.team_id))
+                held.set()
+                release.wait(timeout=20)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_shared_rows)
+    holder.start()
+    try:
+        assert held.wait(timeout=10)
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL lock_timeout = '2s'")
+            cancelled = services.request_cancel(tenant_request=fresh(req), actor=alice)
+    finally:
+        release.set()
+        holder.join(timeout=30)
+    assert cancelled.status == TenantRequest.Status.CANCELLED
