@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
+from typing import Any
 
 from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
@@ -25,7 +27,7 @@ from tenants.models import (
     User,
 )
 from tenants.services.credentials import LIFETIME_FLOOR_SECONDS
-from tenants.services.sleep import sleep_state
+from tenants.services.sleep import sleep_state, sleep_state_of
 from tenants.validation import DNS1123_LABEL, DNS1123_LABEL_MESSAGE
 
 
@@ -330,7 +332,7 @@ class TenantSerializer(serializers.ModelSerializer):
     monitoring_links = serializers.SerializerMethodField()
     sleep_state = serializers.SerializerMethodField()
     sleep_reason = serializers.SerializerMethodField()
-    sleep_schedule = SleepScheduleSerializer(source="*", read_only=True)
+    sleep_schedule = serializers.SerializerMethodField()
 
     class Meta:
         model = Tenant
@@ -370,6 +372,10 @@ class TenantSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.ChoiceField(choices=TenantSleepPeriod.Reason.choices, allow_null=True))
     def get_sleep_reason(self, tenant: Tenant) -> str | None:
         return tenant.sleep_reason or None
+
+    @extend_schema_field(SleepScheduleSerializer)
+    def get_sleep_schedule(self, tenant: Tenant) -> dict:
+        return SleepScheduleSerializer(tenant).data
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
@@ -429,12 +435,34 @@ def _tenant_monitoring_links(row) -> list[dict]:
     )
 
 
+def _clock(value: dt.time | None) -> str | None:
+    return None if value is None else ClockTimeField().to_representation(value)
+
+
+def _tenant_sleep_schedule(row: Mapping[str, Any]) -> dict[str, Any]:
+    """SleepScheduleSerializer's output from a row (its key order too)."""
+    start, end = row["sleep_schedule_start"], row["sleep_schedule_end"]
+    return {
+        "nights": None if start is None else {"start": _clock(start), "end": _clock(end)},
+        "weekends": row["sleep_weekends"],
+        "time_zone": row["team__time_zone"],
+    }
+
+
 TENANT_ROWS = PlainRows(
     TenantSerializer,
     {
         "monitoring_links": Computed(
             ("namespace", "name", "team__slug", "cluster__name", "cluster__monitoring_links"), _tenant_monitoring_links
-        )
+        ),
+        "sleep_state": Computed(
+            ("sleeping", "sleep_applied"),
+            lambda row: sleep_state_of(sleeping=row["sleeping"], applied=row["sleep_applied"]),
+        ),
+        "sleep_reason": Computed(("sleep_reason",), lambda row: row["sleep_reason"] or None),
+        "sleep_schedule": Computed(
+            ("sleep_schedule_start", "sleep_schedule_end", "sleep_weekends", "team__time_zone"), _tenant_sleep_schedule
+        ),
     },
 )
 REQUEST_ROWS = PlainRows(RequestSerializer, {})

@@ -19,7 +19,7 @@ from tenants.api import serializers as s
 from tenants.api.rows import Computed, PlainRows
 from tenants.api.views import AuditEventViewSet, RequestViewSet, TenantViewSet
 from tenants.audit import AuditContext
-from tenants.models import AuditEvent, Cluster, Tenant, TenantRequest
+from tenants.models import AuditEvent, Cluster, Team, Tenant, TenantRequest
 
 pytestmark = pytest.mark.django_db
 
@@ -55,6 +55,7 @@ def varied(alice, amir, bob, carol, team_a, team_b, small, medium, large, cluste
         ],
     )
     base = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
+    Team.objects.filter(pk=team_b.pk).update(time_zone="Europe/Berlin")  # the schedule shows the team's zone
     people = [alice, amir, bob]
     statuses = ["requested", "approved", "provisioning", "ready", "failed", "decommissioning", "deleted"]
     for i in range(36):
@@ -76,6 +77,15 @@ def varied(alice, amir, bob, carol, team_a, team_b, small, medium, large, cluste
             quota_usage_at=None if i % 2 else base + dt.timedelta(minutes=i, microseconds=7),
             isolation_report={"ok": i % 3 == 0, "checks": [{"name": "egress", "passed": False}]} if i % 4 else {},
             isolation_report_at=None if i % 4 == 0 else base,
+            # Every sleep state, with and without a nightly schedule and weekends.
+            sleeping=i % 4 in (1, 2),
+            sleep_applied=i % 4 in (0, 1),
+            sleep_reason=["", "owner", "schedule", "idle"][i % 4],
+            asleep_since=base if i % 4 == 1 else None,
+            sleep_note=ODD_TEXT if i % 6 == 1 else "",
+            sleep_schedule_start=None if i % 3 == 0 else dt.time(22 - i % 3, 5 * (i % 12)),
+            sleep_schedule_end=None if i % 3 == 0 else dt.time(6, 30),
+            sleep_weekends=i % 5 == 0,
         )
         # Whole seconds for some (no microseconds in the ISO form), ties on created_at for others.
         Tenant.objects.filter(pk=tenant.pk).update(created_at=base + dt.timedelta(seconds=i // 2 * 60))
