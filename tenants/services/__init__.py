@@ -9,6 +9,7 @@ One module per noun; callers import from here (``from tenants import services``)
 - ``credentials``: kubeconfigs and their lifetime bounds;
 - ``users`` and ``api_tokens``: sign-in mirroring and portal API tokens;
 - ``usage``: the compact per-day history of each tenant's quota usage, from the worker's readings;
+- ``transfers``: moving a tenant to another team (ask, accept or decline, complete);
 - ``webhooks``: endpoints platform admins register, and delivering events to them in order.
 """
 
@@ -62,6 +63,7 @@ from tenants.services.tenants import (
     tenant_retry,
 )
 from tenants.services.tiers import tier_reapply, tier_update
+from tenants.services.transfers import transfer_accept, transfer_ask, transfer_decline
 from tenants.services.usage import usage_record_readings
 from tenants.services.users import (
     auth_record,
@@ -127,6 +129,9 @@ __all__ = [
     "tenant_request_isolation_check",
     "tenant_retry",
     "tenants_record_usage",
+    "transfer_accept",
+    "transfer_ask",
+    "transfer_decline",
     "usage_record_readings",
     "team_slug",
     "tier_reapply",

@@ -26,6 +26,7 @@ from tenants.services.budget import budget_check
 from tenants.services.clusters import cluster_record_identity
 from tenants.services.lifecycle import S, decide, start_decommission, tenant_snapshot, transition
 from tenants.services.permissions import is_owner_or_admin, require_decider, require_writer
+from tenants.services.transfers import require_accepted, transfer_complete
 from tenants.validation import tenant_name_errors
 
 Action = TenantRequest.Action
@@ -380,6 +381,9 @@ def _approve(
         budget_check(team=req.team, adding=Allocation())
     elif req.action == Action.CHANGE_TIER:
         budget_check(team=req.team, adding=Allocation.of(req.tier) - Allocation.of(tenant.tier))
+    elif req.action == Action.TRANSFER:
+        # The approver decides with the reason on the request (e.g. over the receiving team's budget) in view.
+        require_accepted(req, actor=actor)
     req = decide(tenant_request=req, new=Status.APPROVED, actor=actor, comment=comment, auto=auto)
     _record_decision(req=req, actor=actor, ctx=ctx, comment=comment, auto=auto)
     _carry_out(req=req, tenant=tenant, actor=actor, ctx=ctx)
@@ -409,6 +413,8 @@ def _carry_out(*, req: TenantRequest, tenant: Tenant, actor: User | None, ctx: A
         )
     elif req.action == Action.DELETE:
         start_decommission(tenant=tenant, actor=actor, reason=f"Delete request {req.pk} approved.", ctx=ctx)
+    elif req.action == Action.TRANSFER:
+        transfer_complete(req=req, tenant=tenant, actor=actor, ctx=ctx)
 
 
 def _update_tenant(tenant: Tenant, *, actor: User | None, ctx: AuditContext, action: str, **fields: object) -> None:
