@@ -352,6 +352,8 @@ class Tenant(models.Model):
     # deletes and recreates the tenant's ServiceAccounts made for an earlier epoch, and the tokens bound to them
     # fail from then on.
     credential_epoch = models.PositiveIntegerField(default=1, editable=False)
+    # The epoch the tenant's ServiceAccounts on the cluster were made for (the worker records it).
+    applied_credential_epoch = models.PositiveIntegerField(default=1, editable=False)
     # The cluster's physical_id when the tenant was placed: one namespace, one tenant, per physical API server.
     cluster_identity = models.CharField(max_length=100, blank=True, editable=False)
     # What Berth created for the tenant ("Kind/namespace/name" → UID): decommission deletes only these.

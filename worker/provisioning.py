@@ -29,6 +29,7 @@ from tenants.models import Tenant, TenantStatus
 from worker import isolation, kube, ownership
 from worker.backends import backend_for
 from worker.backends.base import Backend, NotReadyYet
+from worker.backends.namespace import NamespaceBackend
 from worker.cluster_settings import ClusterConfigError
 from worker.kube import KubePermanentError, KubeTransientError
 
@@ -188,9 +189,41 @@ def _apply(tenant: Tenant, backend: Backend, k: kube.Kube) -> list[str]:
     _place_on_physical_cluster(tenant, k)
     tops = backend.top_level(tenant)
     ownership.claim(k, tenant, tops)  # before anything is applied
+    accounts = backend.service_accounts(tenant) if isinstance(backend, NamespaceBackend) else []
+    epoch = tenant.credential_epoch
+    renewed = _renew_service_accounts(tenant, k, accounts)
     repaired = backend.apply(tenant, k, detect_drift=tenant.status == S.READY)
-    services.tenant_record_owned(tenant=tenant, uids=ownership.uids(k, tops, known=tenant.owned_uids))
+    services.tenant_record_owned(tenant=tenant, uids=ownership.uids(k, tops + accounts, known=tenant.owned_uids))
+    if epoch != tenant.applied_credential_epoch:
+        services.tenant_record_credentials_renewed(tenant=tenant, epoch=epoch, renewed=renewed)
     return repaired
+
+
+def _renew_service_accounts(tenant: Tenant, k: kube.Kube, accounts: list[ownership.TopLevel]) -> list[str]:
+    """After a transfer (the credential epoch was bumped), delete the tenant's ServiceAccounts by the UID Berth
+    recorded: the apply that follows makes new ones, and every token issued for the old ones is refused (a
+    TokenRequest token is bound to its ServiceAccount's UID). A recorded ServiceAccount that is gone is forgotten,
+    so that its successor is recorded as Berth's. What was deleted.
+
+    Someone else's ServiceAccount under Berth's name is never deleted: ForeignObject, nothing changed.
+    """
+    renewing = tenant.credential_epoch != tenant.applied_credential_epoch
+    owned = dict(tenant.owned_uids or {})
+    if not renewing and not any(top.key in owned for top in accounts):
+        return []  # a new tenant: nothing to look at (nor the rights to, before its namespace grants exist)
+    forget, deleted = [], []
+    for top in accounts:
+        if k.get(top.kind, top.name, namespace=top.namespace, fresh=True) is None:
+            forget.append(top.key)
+            continue
+        ownership.claim(k, tenant, [top])
+        if renewing:
+            ownership.delete(k, tenant, top)
+            forget.append(top.key)
+            deleted.append(f"{top.kind}/{top.name}")
+    if any(key in owned for key in forget):
+        services.tenant_record_owned(tenant=tenant, uids={key: uid for key, uid in owned.items() if key not in forget})
+    return deleted
 
 
 def _not_ready(tenant: Tenant, note: str, *, applied_generation: int | None = None) -> Progress:

@@ -44,7 +44,7 @@ MANAGED_KINDS = (
 )
 # Kinds whose objects a tier change can drop (prune), and the top-level ones (never adopted, deleted by UID).
 PRUNED_KINDS = ("NetworkPolicy", "ResourceQuota", "FlowSchema")
-TOP_LEVEL_KINDS = ("Namespace", "FlowSchema")
+TOP_LEVEL_KINDS = ("Namespace", "FlowSchema", "ServiceAccount")
 
 Key = tuple[str, str, str]  # kind, namespace ('' for cluster-scoped), name
 
@@ -124,6 +124,10 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
             result.virtual += tenant.kind != ns_backend.NamespaceBackend.kind
             provisioning.provision(str(tenant.pk))
             continue
+        if _accounts_to_renew(tenant, live):
+            # ServiceAccounts to delete and make anew (a transfer) or to record anew: the tenant's own job does it.
+            provisioning.provision(str(tenant.pk))
+            continue
         _reconcile_tenant(tenant, k, live, prunable, result)
     if result.readings:
         services.tenants_record_usage(usages=result.usage, readings=result.readings)
@@ -174,6 +178,17 @@ def _reconcile_tenant(
             return
     services.tenant_record_applied(tenant=tenant, generation=tenant.generation, repaired=repaired)
     result.repaired[tid] = repaired
+
+
+def _accounts_to_renew(tenant: Tenant, live: dict[Key, Manifest]) -> bool:
+    """Whether the tenant's credentials must be renewed (a transfer), or a ServiceAccount Berth recorded is gone."""
+    if tenant.credential_epoch != tenant.applied_credential_epoch:
+        return True
+    for key in tenant.owned_uids or {}:
+        kind, namespace, name = key.split("/", 2)
+        if kind == "ServiceAccount" and (kind, namespace, name) not in live:
+            return True
+    return False
 
 
 def _foreign(tenant: Tenant, desired: list[Manifest], live: dict[Key, Manifest]) -> set[Key]:

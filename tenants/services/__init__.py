@@ -63,7 +63,12 @@ from tenants.services.tenants import (
     tenant_retry,
 )
 from tenants.services.tiers import tier_reapply, tier_update
-from tenants.services.transfers import transfer_accept, transfer_ask, transfer_decline
+from tenants.services.transfers import (
+    tenant_record_credentials_renewed,
+    transfer_accept,
+    transfer_ask,
+    transfer_decline,
+)
 from tenants.services.usage import usage_record_readings
 from tenants.services.users import (
     auth_record,
@@ -129,6 +134,7 @@ __all__ = [
     "tenant_request_isolation_check",
     "tenant_retry",
     "tenants_record_usage",
+    "tenant_record_credentials_renewed",
     "transfer_accept",
     "transfer_ask",
     "transfer_decline",

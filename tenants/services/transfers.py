@@ -210,3 +210,21 @@ def transfer_complete(*, req: TenantRequest, tenant: Tenant, actor: User | None,
     dispatch.enqueue(dispatch.PROVISION, str(tenant.pk))
     notifications.tenant_transferred(tenant, old_team=old_team, req=req)
     return tenant
+
+
+# --- What the worker reports ---------------------------------------------------------------
+
+
+@transaction.atomic
+def tenant_record_credentials_renewed(*, tenant: Tenant, epoch: int, renewed: list[str]) -> None:
+    """The worker made the tenant's credentials for ``epoch``: ``renewed`` (its ServiceAccounts) were deleted
+    and made anew, so every token issued for the old ones is refused from now on."""
+    Tenant.objects.filter(pk=tenant.pk).update(applied_credential_epoch=epoch)
+    tenant.applied_credential_epoch = epoch
+    audit.record(
+        actor=None,
+        action="tenant.credentials_renewed",
+        obj=tenant,
+        team=tenant.team,
+        after={"credential_epoch": epoch, "renewed": renewed},
+    )
