@@ -2,7 +2,16 @@
 
 from django.urls import path
 
-from tenants.views import approvals, audit_pages, auth_pages, dashboard, request_pages, tenant_pages, token_pages
+from tenants.views import (
+    approvals,
+    audit_pages,
+    auth_pages,
+    dashboard,
+    request_pages,
+    tenant_pages,
+    token_pages,
+    transfer_pages,
+)
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -22,6 +31,9 @@ urlpatterns = [
     path("tenants/<uuid:pk>/kubeconfig/", tenant_pages.tenant_kubeconfig, name="tenant-kubeconfig"),
     path("tenants/<uuid:pk>/retry/", tenant_pages.tenant_retry, name="tenant-retry"),
     path("tenants/<uuid:pk>/isolation-check/", tenant_pages.tenant_isolation_check, name="tenant-isolation-check"),
+    path("tenants/<uuid:pk>/transfer/", transfer_pages.tenant_transfer, name="tenant-transfer"),
+    path("requests/<uuid:pk>/accept/", transfer_pages.transfer_accept, name="transfer-accept"),
+    path("requests/<uuid:pk>/decline/", transfer_pages.transfer_decline, name="transfer-decline"),
     path("approvals/", approvals.approvals, name="approvals"),
     path("audit/", audit_pages.audit, name="audit"),
     path("audit/export/", audit_pages.audit_export, name="audit-export"),
