@@ -192,7 +192,10 @@ def _apply(tenant: Tenant, backend: Backend, k: kube.Kube) -> list[str]:
     accounts = backend.service_accounts(tenant) if isinstance(backend, NamespaceBackend) else []
     epoch = tenant.credential_epoch
     renewed = _renew_service_accounts(tenant, k, accounts)
-    repaired = backend.apply(tenant, k, detect_drift=tenant.status == S.READY)
+    # A ready tenant whose generation moved on (a tier change, a transfer) differs from the cluster on purpose:
+    # that is the change being applied, not drift someone made by hand.
+    drift = tenant.status == S.READY and tenant.applied_generation == tenant.generation
+    repaired = backend.apply(tenant, k, detect_drift=drift)
     services.tenant_record_owned(tenant=tenant, uids=ownership.uids(k, tops + accounts, known=tenant.owned_uids))
     if epoch != tenant.applied_credential_epoch:
         services.tenant_record_credentials_renewed(tenant=tenant, epoch=epoch, renewed=renewed)

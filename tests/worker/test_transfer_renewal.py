@@ -71,6 +71,8 @@ def test_after_a_transfer_the_service_accounts_are_made_anew_and_recorded(web, h
         "ServiceAccount/berth-tenant",
         "ServiceAccount/berth-viewer",
     ]
+    # What the transfer changed is the change being applied, not drift someone made by hand.
+    assert not AuditEvent.objects.filter(action="tenant.drift_repaired", object_id=str(tenant.pk)).exists()
     # Once renewed, a second pass deletes nothing more.
     host.writes.clear()
     provisioning.provision(str(tenant.pk))
