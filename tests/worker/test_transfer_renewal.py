@@ -14,6 +14,7 @@ from tenants.models import AuditEvent, Tenant
 from tests.worker.conftest import MakeTenant, provisioned_ready
 from tests.worker.fake_kube import FakeKube
 from worker import provisioning, reconcile
+from worker.kube import KubeForbidden
 from worker.provisioning import Outcome
 
 ACCOUNTS = ("ServiceAccount/dev-web/berth-tenant", "ServiceAccount/dev-web/berth-viewer")
@@ -120,3 +121,27 @@ def test_a_service_account_someone_deleted_is_made_again_and_recorded(web, host,
     provisioning.provision(str(web.pk))  # and the next pass finds it Berth's
     web.refresh_from_db()
     assert web.status == "ready"
+
+
+def test_without_its_grant_in_the_namespace_the_worker_renews_once_the_apply_put_it_back(
+    web, host, alice, bob, carol, team_b, monkeypatch
+):
+    tenant = _transferred(web, alice=alice, bob=bob, carol=carol, team_b=team_b)
+    before = _uid(host, "ServiceAccount", "berth-tenant")
+    real_get = host._get
+    refused = []
+
+    def get(kind, name, *, namespace=None):
+        if kind == "ServiceAccount" and not refused:
+            refused.append(name)
+            raise KubeForbidden("serviceaccounts is forbidden", status=403)
+        return real_get(kind, name, namespace=namespace)
+
+    monkeypatch.setattr(host, "_get", get)
+    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.NOT_YET
+    tenant.refresh_from_db()
+    assert tenant.applied_credential_epoch == 1 and tenant.team == team_b  # not renewed yet: kubeconfigs wait
+    assert _uid(host, "ServiceAccount", "berth-tenant") == before
+    provisioning.provision(str(tenant.pk))
+    tenant.refresh_from_db()
+    assert tenant.applied_credential_epoch == 2 and _uid(host, "ServiceAccount", "berth-tenant") != before
