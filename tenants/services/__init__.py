@@ -46,7 +46,7 @@ from tenants.services.lifecycle import (
     tenants_record_usage,
     transition,
 )
-from tenants.services.permissions import is_writer, kubeconfig_role, require_platform_admin
+from tenants.services.permissions import is_owner_or_admin, is_writer, kubeconfig_role, require_platform_admin
 from tenants.services.tenant_requests import (
     expiry_check,
     expiry_end_of_day,
@@ -111,6 +111,7 @@ __all__ = [
     "credential_lifetime_default",
     "expiry_check",
     "expiry_end_of_day",
+    "is_owner_or_admin",
     "is_writer",
     "kubeconfig_role",
     "request_approve",

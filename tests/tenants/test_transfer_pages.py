@@ -46,6 +46,7 @@ def test_the_form_offers_every_other_team(as_user, shop, alice, team_b):
 def test_a_member_posting_the_form_gets_403_and_an_outsider_404(as_user, shop, amir, bob, team_b):
     url = reverse("tenant-transfer", args=[shop.pk])
     assert as_user(amir).post(url, {"target_team": "team-b"}).status_code == 403
+    assert as_user(amir).get(url).status_code == 403
     assert as_user(bob).get(url).status_code == 404
     assert not TenantRequest.objects.filter(action="transfer").exists()
 
