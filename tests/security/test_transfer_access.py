@@ -48,8 +48,8 @@ def test_the_old_teams_kubeconfig_is_refused_by_the_api_server_after_a_transfer(
     account = core.read_namespaced_service_account("berth-tenant", ns)
     assert account.metadata.uid != old_uid
     assert tenant.owned_uids[f"ServiceAccount/{ns}/berth-tenant"] == account.metadata.uid
-    assert account.metadata.labels["berth.dev/team"] == "team-b"
-    assert core.read_namespace(ns).metadata.labels["berth.dev/team"] == "team-b"
+    assert (account.metadata.labels or {})["berth.dev/team"] == "team-b"
+    assert (core.read_namespace(ns).metadata.labels or {})["berth.dev/team"] == "team-b"
 
     # The API server refuses the token it accepted a minute ago: it is bound to the deleted ServiceAccount's UID.
     # The server keeps a token it authenticated in a cache for up to 10 seconds (kube-apiserver's token cache).

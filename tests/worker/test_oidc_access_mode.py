@@ -138,14 +138,14 @@ def test_after_a_transfer_the_bindings_name_the_new_teams_groups_and_the_old_tea
     viewers = {s.name for s in rbac.read_namespaced_role_binding("berth-viewer", ns).subjects or []}
     assert writers == {"oidc:team-search", "oidc:team-search:owner"}
     assert viewers == {"oidc:team-search:viewer"}
-    assert core.read_namespace(ns).metadata.labels["berth.dev/team"] == "team-search"
+    assert (core.read_namespace(ns).metadata.labels or {})["berth.dev/team"] == "team-search"
     for kind, read in (
         ("ResourceQuota", lambda: core.read_namespaced_resource_quota("berth-quota", ns)),
         ("RoleBinding", lambda: rbac.read_namespaced_role_binding("berth-tenant", ns)),
     ):
-        assert read().metadata.labels["berth.dev/team"] == "team-search", kind
+        assert (read().metadata.labels or {})["berth.dev/team"] == "team-search", kind
     schema = client.FlowcontrolApiserverV1Api(kube_admin).read_flow_schema(f"berth-{ns}")
-    assert {s.group.name for s in schema.spec.rules[0].subjects} == {
+    assert {s.group.name for s in (schema.spec.rules or [])[0].subjects} == {
         "oidc:team-search",
         "oidc:team-search:owner",
         "oidc:team-search:viewer",

@@ -129,7 +129,7 @@ def test_without_its_grant_in_the_namespace_the_worker_renews_once_the_apply_put
     tenant = _transferred(web, alice=alice, bob=bob, carol=carol, team_b=team_b)
     before = _uid(host, "ServiceAccount", "berth-tenant")
     real_get = host._get
-    refused = []
+    refused: list[str] = []
 
     def get(kind, name, *, namespace=None):
         if kind == "ServiceAccount" and not refused:
