@@ -112,3 +112,22 @@ def test_two_first_sign_ins_of_one_person_at_once_make_one_user():
     assert lost == [] and won[0].pk == won[1].pk
     assert User.objects.filter(oidc_subject="sub-twice").count() == 1
     assert Membership.objects.filter(user=won[0]).count() == 2
+
+
+def test_two_owners_accepting_one_transfer_at_once_move_it_once(ready_tenant, small, alice, bob, team_b, dispatched):
+    co_owner = User.objects.create(username="bea", oidc_subject="sub-bea")
+    Membership.objects.create(user=co_owner, team=team_b, role=Membership.Role.OWNER)
+    tenant = ready_tenant(name="moving", tier=small)  # small: the transfer completes on acceptance
+    req = services.transfer_ask(tenant=tenant, target_team=team_b, actor=alice)
+    dispatched.clear()
+    results = run_together(
+        lambda: services.transfer_accept(tenant_request=fresh(req), actor=bob),
+        lambda: services.transfer_accept(tenant_request=fresh(req), actor=co_owner),
+    )
+    won, lost = outcome(results)
+    assert len(won) == 1 and len(lost) == 1 and isinstance(lost[0], InvalidTransition), repr(results)
+    tenant.refresh_from_db()
+    assert tenant.team == team_b and (tenant.generation, tenant.credential_epoch) == (2, 2)
+    assert dispatched == [(dispatch.PROVISION, (str(tenant.pk),))]
+    assert AuditEvent.objects.filter(action="transfer.accept").count() == 1
+    assert AuditEvent.objects.filter(action="transfer.complete").count() == 2  # one row per team
