@@ -24,7 +24,7 @@ from tenants.hooks import ClusterLookup
 from tenants.models import Allocation, Cluster, Team, Tenant, TenantKind, TenantRequest, Tier, User
 from tenants.services.budget import budget_check
 from tenants.services.clusters import cluster_record_identity
-from tenants.services.lifecycle import S, decide, start_decommission, tenant_snapshot, transition
+from tenants.services.lifecycle import S, decide, lock_tenant, start_decommission, tenant_snapshot, transition
 from tenants.services.permissions import is_owner_or_admin, require_decider, require_writer
 from tenants.services.transfers import require_accepted, transfer_complete
 from tenants.validation import tenant_name_errors
@@ -338,7 +338,7 @@ def _change_tier_target(*, tenant: Tenant, tier: Tier | None) -> Tier:
 
 def _lock_tenant_of(req: TenantRequest) -> Tenant:
     """Lock the request's tenant, then check the request is still pending."""
-    tenant = Tenant.objects.select_for_update().select_related("tier", "team", "cluster").get(pk=req.tenant_id)
+    tenant = lock_tenant(req.tenant_id)
     status = TenantRequest.objects.filter(pk=req.pk).values_list("status", flat=True).first()
     if status != Status.PENDING:
         raise InvalidTransition(f"This request is already {status}.")

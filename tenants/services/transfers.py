@@ -15,8 +15,6 @@ one-pending-per-tenant rule, idempotent decisions, approval queue, cancel and au
 
 from __future__ import annotations
 
-from uuid import UUID
-
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
@@ -27,7 +25,7 @@ from tenants.audit import SYSTEM, AuditContext
 from tenants.errors import Forbidden, InvalidTransition
 from tenants.models import Allocation, Team, Tenant, TenantKind, TenantRequest, User
 from tenants.services.budget import budget_check
-from tenants.services.lifecycle import S, decide, tenant_snapshot
+from tenants.services.lifecycle import S, decide, lock_tenant, tenant_snapshot
 from tenants.services.permissions import require_owner_or_admin
 
 Action = TenantRequest.Action
@@ -51,16 +49,9 @@ def _snapshot(req: TenantRequest) -> dict[str, object]:
     }
 
 
-def _locked_tenant(pk: UUID | str) -> Tenant:
-    """The tenant, locked, as it is once the lock is ours. Locked without joins: a join under FOR UPDATE is
-    checked again against the row another transaction just moved to another team, and would find nothing."""
-    Tenant.objects.select_for_update().filter(pk=pk).values_list("pk", flat=True).get()
-    return Tenant.objects.select_related("tier", "team", "cluster").get(pk=pk)
-
-
 def _lock(req: TenantRequest) -> tuple[TenantRequest, Tenant]:
     """Lock the tenant (as every decision does), then read the request as it is now; still pending or 409."""
-    tenant = _locked_tenant(req.tenant_id)
+    tenant = lock_tenant(req.tenant_id)
     req = TenantRequest.objects.select_related("team", "target_team", "tier", "cluster", "requested_by").get(pk=req.pk)
     if req.action != Action.TRANSFER:
         raise InvalidTransition("This request is not a transfer.")
@@ -75,7 +66,7 @@ def transfer_ask(
 ) -> TenantRequest:
     """An owner of the tenant's team (or a platform admin) asks to move it to ``target_team``."""
     require_owner_or_admin(actor=actor, team=tenant.team, doing="move a tenant to another team")
-    tenant = _locked_tenant(tenant.pk)
+    tenant = lock_tenant(tenant.pk)
     if tenant.kind not in TRANSFERABLE_KINDS:
         raise ValidationError(
             {"target_team": f"Only namespace tenants can be transferred; {tenant.name} is a {tenant.kind} tenant."}

@@ -131,3 +131,24 @@ def test_two_owners_accepting_one_transfer_at_once_move_it_once(ready_tenant, sm
     assert dispatched == [(dispatch.PROVISION, (str(tenant.pk),))]
     assert AuditEvent.objects.filter(action="transfer.accept").count() == 1
     assert AuditEvent.objects.filter(action="transfer.complete").count() == 2  # one row per team
+
+
+def test_approving_a_transfer_while_its_requester_cancels_never_fails_with_a_server_error(
+    ready_tenant, medium, alice, bob, carol, team_a, team_b, dispatched
+):
+    for team in (team_a, team_b):
+        team.budget_tenants = team.budget_cpu_millis = team.budget_memory_mib = team.budget_storage_gib = 10**6
+        team.save()
+    for attempt in range(3):
+        tenant = ready_tenant(name=f"swap-{attempt}", tier=medium)  # medium: an approver decides after acceptance
+        req = services.transfer_accept(
+            tenant_request=services.transfer_ask(tenant=tenant, target_team=team_b, actor=alice), actor=bob
+        )
+        results = run_together(
+            partial(services.request_approve, tenant_request=fresh(req), actor=carol),
+            partial(services.request_cancel, tenant_request=fresh(req), actor=alice),
+        )
+        won, lost = outcome(results)
+        assert len(won) == 1 and isinstance(lost[0], InvalidTransition), repr(results)
+        expected = team_b if won[0].status == TenantRequest.Status.APPROVED else team_a
+        assert Tenant.objects.get(pk=tenant.pk).team == expected
