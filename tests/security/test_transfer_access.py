@@ -7,6 +7,7 @@ tries it against the real API server, and asks the portal's API for the tenant a
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,9 @@ def test_the_old_teams_kubeconfig_is_refused_by_the_api_server_after_a_transfer(
         result = kubectl("get", "configmaps", "-n", ns, kubeconfig=old_path)
         return result.returncode != 0 and "unauthorized" in result.stderr.lower()
 
+    renewed_at = time.monotonic()
     wait_for(refused, timeout=20, interval=1, what="the old token to be refused")
+    print(f"old token refused {time.monotonic() - renewed_at:.1f} s after the renewal was recorded")
     after = kubectl("get", "configmaps", "-n", ns, kubeconfig=old_path)
     assert after.returncode != 0 and "unauthorized" in after.stderr.lower(), after.stderr
     made = kubectl("create", "configmap", "left-behind", "-n", ns, kubeconfig=old_path)
