@@ -96,6 +96,8 @@ def test_the_giving_owner_sees_no_accept_button_and_approvers_wait_for_acceptanc
     waiting = as_user(carol).get(reverse("request-detail", args=[req.pk])).content.decode()
     assert "Your decision" not in waiting and "Waiting for an owner of team-b" in waiting
     as_user(bob).post(reverse("transfer-accept", args=[req.pk]))
+    queue = as_user(carol).get(reverse("approvals")).content.decode()
+    assert "team-a → team-b" in queue and "not approved automatically" in queue
     decide = as_user(carol).get(reverse("request-detail", args=[req.pk])).content.decode()
     assert "Your decision" in decide and "not approved automatically" in decide
     as_user(carol).post(reverse("request-approve", args=[req.pk]), {"approve-comment": "ok"})
