@@ -65,8 +65,8 @@ def transfer_ask(
     *, tenant: Tenant, target_team: Team, actor: User, purpose: str = "", ctx: AuditContext = SYSTEM
 ) -> TenantRequest:
     """An owner of the tenant's team (or a platform admin) asks to move it to ``target_team``."""
+    tenant = lock_tenant(tenant.pk)  # its team as it is now, not as the caller loaded it
     require_owner_or_admin(actor=actor, team=tenant.team, doing="move a tenant to another team")
-    tenant = lock_tenant(tenant.pk)
     if tenant.kind not in TRANSFERABLE_KINDS:
         raise ValidationError(
             {"target_team": f"Only namespace tenants can be transferred; {tenant.name} is a {tenant.kind} tenant."}
