@@ -223,6 +223,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Requests' actions keep their name; what POST /requests/ takes (no transfers: those are asked for on the
+    # tenant) is its own enum.
+    "ENUM_NAME_OVERRIDES": {"ActionEnum": "tenants.models.TenantRequest.Action"},
     # Every error status each operation can answer, with its body, and links between operations.
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

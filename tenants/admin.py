@@ -226,7 +226,7 @@ class TenantAdmin(ReadOnlyAdmin):
 
 @admin.register(TenantRequest)
 class RequestAdmin(ReadOnlyAdmin):
-    list_display = ["name", "action", "team", "tier", "status", "requested_by", "created_at"]
+    list_display = ["name", "action", "team", "target_team", "tier", "status", "requested_by", "created_at"]
     list_filter = ["status", "action"]
 
 

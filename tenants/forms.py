@@ -230,3 +230,25 @@ class SleepScheduleForm(BerthForm):
         help_text="The next morning, e.g. 07:00.",
     )
     weekends = forms.BooleanField(required=False, label="Asleep all weekend (Saturday and Sunday)")
+
+
+# --- Transfers ---------------------------------------------------------------------------------
+
+
+class TransferForm(BerthForm):
+    """Offer a tenant to another team; an owner of that team accepts."""
+
+    target_team = forms.ModelChoiceField(
+        queryset=Team.objects.none(), label="Receiving team", empty_label="Choose a team", to_field_name="slug"
+    )
+    purpose = forms.CharField(label="Why", required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args, teams: QuerySet[Team], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.model_choices("target_team").queryset = teams
+
+
+class DeclineForm(BerthForm):
+    reason = forms.CharField(
+        label="Reason", required=False, max_length=2000, widget=forms.TextInput(attrs={"placeholder": "Optional"})
+    )

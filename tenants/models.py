@@ -429,6 +429,12 @@ class Tenant(models.Model):
         default=1, help_text="Bumped when what should exist on the cluster changes."
     )
     applied_generation = models.PositiveIntegerField(default=0)
+    # Bumped when every credential issued so far must stop working (a transfer to another team): the worker
+    # deletes and recreates the tenant's ServiceAccounts made for an earlier epoch, and the tokens bound to them
+    # fail from then on.
+    credential_epoch = models.PositiveIntegerField(default=1, editable=False)
+    # The epoch the tenant's ServiceAccounts on the cluster were made for (the worker records it).
+    applied_credential_epoch = models.PositiveIntegerField(default=1, editable=False)
     # The cluster's physical_id when the tenant was placed: one namespace, one tenant, per physical API server.
     cluster_identity = models.CharField(max_length=100, blank=True, editable=False)
     # What Berth created for the tenant ("Kind/namespace/name" → UID): decommission deletes only these.
@@ -570,6 +576,7 @@ class TenantRequest(models.Model):
         CHANGE_TIER = "change_tier", "Change tier"
         EXTEND = "extend", "Extend expiry"
         DELETE = "delete", "Delete"
+        TRANSFER = "transfer", "Transfer to another team"
 
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -600,6 +607,15 @@ class TenantRequest(models.Model):
     # A key means one request per (person, credential, team): a CI token's keys never answer for a browser's.
     idempotency_scope = models.CharField(max_length=40, blank=True)
     idempotency_digest = models.CharField(max_length=64, blank=True, help_text="SHA-256 of what the key first asked.")
+    # A transfer (tenants.services.transfers): the team that is to receive the tenant; an owner of it accepts
+    # (or declines) first, then an approver decides where the receiving team's budget or the tier asks for one.
+    target_team = models.ForeignKey(
+        Team, on_delete=models.PROTECT, null=True, blank=True, related_name="incoming_transfers"
+    )
+    accepted_by = models.ForeignKey(User, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    # Why an accepted transfer waits for an approver (over the receiving team's budget, the tier not automatic).
+    approval_reason = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -608,7 +624,14 @@ class TenantRequest(models.Model):
                 condition=Q(status__in=["pending", "approved", "rejected", "cancelled"]), name="request_status_valid"
             ),
             models.CheckConstraint(
-                condition=Q(action__in=["create", "change_tier", "extend", "delete"]), name="request_action_valid"
+                condition=Q(action__in=["create", "change_tier", "extend", "delete", "transfer"]),
+                name="request_action_valid",
+            ),
+            # A transfer names the receiving team, and only a transfer does.
+            models.CheckConstraint(
+                condition=Q(action="transfer", target_team__isnull=False)
+                | (~Q(action="transfer") & Q(target_team__isnull=True)),
+                name="request_transfer_has_target",
             ),
             # At most one open request per tenant: two approvals can never race on one tenant.
             models.UniqueConstraint(
@@ -667,6 +690,8 @@ class EventType(models.TextChoices):
     TENANT_ISOLATION_FAILED = "tenant.isolation_failed", "A tenant's isolation report failed"
     TENANT_SLEPT = "tenant.slept", "A tenant was put to sleep"
     TENANT_WOKE = "tenant.woke", "A tenant was woken"
+    TRANSFER_ASKED = "transfer.asked", "A tenant is offered to another team"
+    TENANT_TRANSFERRED = "tenant.transferred", "A tenant moved to another team"
     PING = "ping", "A test event sent by a platform admin"
 
 

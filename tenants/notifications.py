@@ -9,7 +9,7 @@ written in the same transaction, sent by the worker on the ``events`` queue afte
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
@@ -18,7 +18,7 @@ from django.db import transaction
 from django.urls import reverse
 
 from tenants import selectors
-from tenants.models import EventType, Tenant, TenantRequest
+from tenants.models import EventType, Team, Tenant, TenantRequest, WebhookEndpoint
 from tenants.webhooks import outbox
 from tenants.webhooks.payloads import Event
 
@@ -74,6 +74,7 @@ def _request_json(req: TenantRequest) -> dict[str, Any]:
         "decided_by": req.decided_by.username if req.decided_by else None,
         "decision_comment": req.decision_comment,
         "auto_approved": req.auto_approved,
+        "target_team": req.target_team.slug if req.target_team else None,
         "url": _url("request-detail", req.pk),
     }
 
@@ -136,6 +137,63 @@ def request_decided(req: TenantRequest) -> None:
             details={"Comment": req.decision_comment or "-"},
         ),
         mail,
+    )
+
+
+# --- Transfers ----------------------------------------------------------------------------------
+
+
+def _both_teams(event_type: str, req: TenantRequest, summary: str, link: str, label: str, **data: Any) -> None:
+    """One event, heard by the giving team's subscribers (and the global ones) and by the receiving team's."""
+    event = Event(
+        type=event_type,
+        team=req.team,
+        tenant=req.tenant,
+        summary=summary,
+        link=link,
+        link_label=label,
+        data={"request": _request_json(req), **data},
+        details={"From": req.team.slug, "To": req.target_team.slug if req.target_team else "-"},
+    )
+    outbox.publish(event)
+    receiving = WebhookEndpoint.objects.filter(team=req.target_team, is_active=True, events__contains=[event_type])
+    outbox.publish(replace(event, team=req.target_team), endpoints=receiving)
+
+
+def transfer_asked(req: TenantRequest) -> None:
+    """A tenant is offered to another team: the receiving team's owners decide, the giving team's owners know."""
+    assert req.target_team is not None
+    link = _url("request-detail", req.pk)
+    summary = f"{req.requested_by} asks to move {req.name} from {req.team.slug} to {req.target_team.slug}"
+    _both_teams(EventType.TRANSFER_ASKED, req, summary, link, "Accept or decline")
+    _send(
+        Mail(
+            f"{req.name} is offered to {req.target_team.slug}",
+            f"{summary}.\nPurpose: {req.purpose or '-'}\n\nAn owner of {req.target_team.slug} accepts or declines: "
+            f"{link}\n",
+            sorted(set(selectors.team_owner_emails(team=req.target_team) + selectors.team_owner_emails(team=req.team))),
+        )
+    )
+
+
+def tenant_transferred(tenant: Tenant, *, old_team: Team, req: TenantRequest) -> None:
+    """The move is done: both teams hear of it (the old team's access ends now)."""
+    summary = f"{tenant.name} on {tenant.cluster.name} moved from {old_team.slug} to {tenant.team.slug}"
+    _both_teams(
+        EventType.TENANT_TRANSFERRED,
+        req,
+        summary,
+        _url("tenant-detail", tenant.pk),
+        "Open the tenant",
+        tenant=str(tenant.pk),
+    )
+    _send(
+        Mail(
+            f"{tenant.name} moved to {tenant.team.slug}",
+            f"{summary}.\nMembers of {old_team.slug} no longer have access; kubeconfigs issued before the move stop "
+            f"working once the cluster is updated.\n\n{_url('tenant-detail', tenant.pk)}\n",
+            sorted(set(selectors.team_emails(team=tenant.team) + selectors.team_emails(team=old_team))),
+        )
     )
 
 

@@ -68,8 +68,14 @@ def tenants_visible_to(*, user: User) -> QuerySet[Tenant]:
 
 
 def requests_visible_to(*, user: User) -> QuerySet[TenantRequest]:
-    qs = TenantRequest.objects.select_related("team", "tier", "cluster", "tenant", "requested_by", "decided_by")
-    return qs if _sees_everything(user) else qs.filter(_of_teams_of(user))
+    """The requests of the user's teams, and the transfers offered to them."""
+    qs = TenantRequest.objects.select_related(
+        "team", "tier", "cluster", "tenant", "requested_by", "decided_by", "target_team", "accepted_by"
+    )
+    if _sees_everything(user):
+        return qs
+    teams = Membership.objects.filter(user=user).values("team_id")
+    return qs.filter(Q(team_id__in=teams) | Q(target_team_id__in=teams))
 
 
 def requests_awaiting_decision(*, user: User) -> QuerySet[TenantRequest]:
@@ -80,8 +86,27 @@ def requests_awaiting_decision(*, user: User) -> QuerySet[TenantRequest]:
         requests_visible_to(user=user)
         .filter(status=TenantRequest.Status.PENDING)
         .exclude(requested_by=user)
+        # A transfer reaches approvers once the receiving team has accepted it, and not the one who accepted.
+        .exclude(action=TenantRequest.Action.TRANSFER, accepted_at__isnull=True)
+        .exclude(accepted_by=user)
         .order_by("created_at")
     )
+
+
+def transfers_awaiting_acceptance(*, user: User) -> QuerySet[TenantRequest]:
+    """Transfers offered to teams the user owns (every team for platform admins) that nobody accepted yet."""
+    qs = requests_visible_to(user=user).filter(
+        action=TenantRequest.Action.TRANSFER, status=TenantRequest.Status.PENDING, accepted_at__isnull=True
+    )
+    if not user.is_platform_admin:
+        owned = Membership.objects.filter(user=user, role=Membership.Role.OWNER).values("team_id")
+        qs = qs.filter(target_team_id__in=owned)
+    return qs.order_by("created_at")
+
+
+def transfer_targets(*, tenant: Tenant) -> QuerySet[Team]:
+    """The teams a tenant can be offered to: every team but its own (the receiving team's owners decide)."""
+    return Team.objects.exclude(pk=tenant.team_id).order_by("slug")
 
 
 def audit_events_visible_to(*, user: User) -> QuerySet[AuditEvent]:

@@ -30,8 +30,9 @@ from tenants.services.sleep import SLEEP_KINDS
 from worker import isolation, kube, ownership, sleep
 from worker.backends import backend_for
 from worker.backends.base import Backend, NotReadyYet
+from worker.backends.namespace import NamespaceBackend
 from worker.cluster_settings import ClusterConfigError
-from worker.kube import KubePermanentError, KubeTransientError
+from worker.kube import KubeForbidden, KubePermanentError, KubeTransientError
 
 logger = logging.getLogger(__name__)
 S = TenantStatus
@@ -189,9 +190,44 @@ def _apply(tenant: Tenant, backend: Backend, k: kube.Kube) -> list[str]:
     _place_on_physical_cluster(tenant, k)
     tops = backend.top_level(tenant)
     ownership.claim(k, tenant, tops)  # before anything is applied
-    repaired = backend.apply(tenant, k, detect_drift=tenant.status == S.READY)
-    services.tenant_record_owned(tenant=tenant, uids=ownership.uids(k, tops, known=tenant.owned_uids))
+    accounts = backend.service_accounts(tenant) if isinstance(backend, NamespaceBackend) else []
+    epoch = tenant.credential_epoch
+    renewed = _renew_service_accounts(tenant, k, accounts) if epoch != tenant.applied_credential_epoch else []
+    # A ready tenant whose generation moved on (a tier change, a transfer) differs from the cluster on purpose:
+    # that is the change being applied, not drift someone made by hand.
+    drift = tenant.status == S.READY and tenant.applied_generation == tenant.generation
+    repaired = backend.apply(tenant, k, detect_drift=drift)
+    # The ServiceAccounts as the apply left them (made anew, or again after someone deleted one): read from the
+    # apply's answers, not the cluster.
+    known = {key: uid for key, uid in (tenant.owned_uids or {}).items() if not key.startswith("ServiceAccount/")}
+    services.tenant_record_owned(tenant=tenant, uids=ownership.uids(k, tops + accounts, known=known))
+    if renewed is None:
+        raise NotReadyYet("Berth's grants in the namespace were put back; its ServiceAccounts are renewed next.")
+    if epoch != tenant.applied_credential_epoch:
+        services.tenant_record_credentials_renewed(tenant=tenant, epoch=epoch, renewed=renewed)
     return repaired
+
+
+def _renew_service_accounts(tenant: Tenant, k: kube.Kube, accounts: list[ownership.TopLevel]) -> list[str] | None:
+    """After a transfer (the credential epoch was bumped), delete the tenant's ServiceAccounts, the very ones
+    Berth made (by recorded UID): the apply that follows makes new ones, and every token issued for the old ones is
+    refused (a TokenRequest token is bound to its ServiceAccount's UID). What was deleted; None when the worker
+    may not look in the namespace yet (its own grant there was removed: the apply puts it back first).
+
+    Someone else's ServiceAccount under Berth's name is never deleted: ForeignObject, nothing changed.
+    """
+    deleted = []
+    for top in accounts:
+        try:
+            live = k.get(top.kind, top.name, namespace=top.namespace, fresh=True)
+        except KubeForbidden:
+            return None
+        if live is None:
+            continue
+        ownership.claim(k, tenant, [top])
+        ownership.delete(k, tenant, top)
+        deleted.append(f"{top.kind}/{top.name}")
+    return deleted
 
 
 def _not_ready(tenant: Tenant, note: str, *, applied_generation: int | None = None) -> Progress:

@@ -47,7 +47,7 @@ MANAGED_KINDS = (
 )
 # Kinds whose objects a tier change can drop (prune), and the top-level ones (never adopted, deleted by UID).
 PRUNED_KINDS = ("NetworkPolicy", "ResourceQuota", "FlowSchema")
-TOP_LEVEL_KINDS = ("Namespace", "FlowSchema")
+TOP_LEVEL_KINDS = ("Namespace", "FlowSchema", "ServiceAccount")
 
 Key = tuple[str, str, str]  # kind, namespace ('' for cluster-scoped), name
 
@@ -130,6 +130,10 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
             result.virtual += tenant.kind != ns_backend.NamespaceBackend.kind
             provisioning.provision(str(tenant.pk))
             continue
+        if _accounts_to_renew(tenant, live):
+            # ServiceAccounts to delete and make anew (a transfer) or to record anew: the tenant's own job does it.
+            provisioning.provision(str(tenant.pk))
+            continue
         _reconcile_tenant(tenant, k, live, prunable, result)
     for tenant in tenants.filter(Q(sleeping=True) | Q(sleep_applied=False), kind__in=list(SLEEP_KINDS)):
         _keep_asleep(tenant, k, result)
@@ -205,6 +209,17 @@ def _keep_asleep(tenant: Tenant, k: Kube, result: PassResult) -> None:
         except KubePermanentError as exc:
             services.tenant_note_progress(tenant=fresh, note=f"Keeping it asleep failed: {exc}")
             result.failed[tid] = str(exc)
+
+
+def _accounts_to_renew(tenant: Tenant, live: dict[Key, Manifest]) -> bool:
+    """Whether the tenant's credentials must be renewed (a transfer), or a ServiceAccount Berth recorded is gone."""
+    if tenant.credential_epoch != tenant.applied_credential_epoch:
+        return True
+    for key in tenant.owned_uids or {}:
+        kind, namespace, name = key.split("/", 2)
+        if kind == "ServiceAccount" and (kind, namespace, name) not in live:
+            return True
+    return False
 
 
 def _foreign(tenant: Tenant, desired: list[Manifest], live: dict[Key, Manifest]) -> set[Key]:

@@ -121,6 +121,10 @@ _REQUEST_LINKS = {
     "ApproveRequest": _link("v1_requests_approve_create", "$response.body#/id", "Approve it (approvers)."),
     "RejectRequest": _link("v1_requests_reject_create", "$response.body#/id", "Reject it (approvers)."),
     "CancelRequest": _link("v1_requests_cancel_create", "$response.body#/id", "Cancel it (the requester)."),
+    "AcceptTransfer": _link("v1_requests_accept_create", "$response.body#/id", "Accept a transfer (receiving owners)."),
+    "DeclineTransfer": _link(
+        "v1_requests_decline_create", "$response.body#/id", "Decline a transfer (receiving owners)."
+    ),
     "GetTenant": _link("v1_tenants_retrieve", "$response.body#/tenant", "The tenant it is about."),
     "DecommissionTenant": _link("v1_tenants_decommission_create", "$response.body#/tenant", "Decommission it."),
     "IssueKubeconfig": _link("v1_tenants_kubeconfig_create", "$response.body#/tenant", "A kubeconfig for it."),
@@ -133,11 +137,13 @@ _TENANT_LINKS = {
     "GetRightsizing": _link("v1_tenants_rightsizing_retrieve", "$response.body#/id", "Its right-sizing suggestion."),
     "SleepTenant": _link("v1_tenants_sleep_create", "$response.body#/id", "Put it to sleep."),
     "WakeTenant": _link("v1_tenants_wake_create", "$response.body#/id", "Wake it."),
+    "TransferTenant": _link("v1_tenants_transfer_create", "$response.body#/id", "Offer it to another team."),
 }
 _LINKS = {
     ("v1_requests_create", "201"): _REQUEST_LINKS,
     ("v1_requests_retrieve", "200"): _REQUEST_LINKS,
     ("v1_requests_approve_create", "200"): _REQUEST_LINKS,
+    ("v1_tenants_transfer_create", "201"): _REQUEST_LINKS,
     ("v1_tenants_retrieve", "200"): _TENANT_LINKS,
     ("v1_tokens_create", "201"): {
         "RevokeToken": _link("v1_tokens_revoke_create", "$response.body#/id", "Revoke it."),

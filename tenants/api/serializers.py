@@ -124,6 +124,12 @@ class RequestSerializer(serializers.ModelSerializer):
         slug_field="username", read_only=True, allow_null=True
     )
     tenant = serializers.UUIDField(source="tenant_id", read_only=True)
+    target_team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True, help_text="The receiving team of a transfer."
+    )
+    accepted_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True, help_text="Who accepted a transfer for its team."
+    )
 
     class Meta:
         model = TenantRequest
@@ -145,6 +151,10 @@ class RequestSerializer(serializers.ModelSerializer):
             "decided_at",
             "decision_comment",
             "auto_approved",
+            "target_team",
+            "accepted_by",
+            "accepted_at",
+            "approval_reason",
         ]
 
 
@@ -195,7 +205,11 @@ class LookupField(serializers.SlugRelatedField):
 class RequestCreateSerializer(Input):
     """What a client may send; lookups by slug so CI pipelines can use stable names."""
 
-    action = serializers.ChoiceField(choices=TenantRequest.Action.choices, default=TenantRequest.Action.CREATE)
+    # Transfers are asked for on the tenant: POST /api/v1/tenants/{id}/transfer/.
+    action = serializers.ChoiceField(
+        choices=[c for c in TenantRequest.Action.choices if c[0] != TenantRequest.Action.TRANSFER],
+        default=TenantRequest.Action.CREATE,
+    )
     kind = serializers.ChoiceField(choices=TenantKind.choices, default=TenantKind.NAMESPACE)
     name = TextField(
         max_length=63,
@@ -220,6 +234,17 @@ class DecisionSerializer(Input):
 
 class RejectSerializer(Input):
     reason = TextField(max_length=2000)
+
+
+class TransferSerializer(Input):
+    target_team = LookupField(
+        slug_field="slug", queryset=Team.objects.all(), help_text="The team to offer the tenant to (its slug)."
+    )
+    purpose = TextField(max_length=2000, required=False, allow_blank=True, default="")
+
+
+class DeclineSerializer(Input):
+    reason = TextField(max_length=2000, required=False, allow_blank=True, default="")
 
 
 class DecommissionSerializer(Input):

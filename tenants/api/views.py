@@ -220,6 +220,25 @@ class RequestViewSet(PlainListMixin, mixins.RetrieveModelMixin, BerthViewSet):
         req = services.request_cancel(tenant_request=self.get_object(), actor=actor_of(request), ctx=self.ctx())
         return Response(s.RequestSerializer(req).data)
 
+    @extend_schema(request=None, responses=s.RequestSerializer)
+    @action(detail=True, methods=["post"])
+    def accept(self, request: ApiRequest, pk=None) -> Response:
+        """Accept a transfer offered to your team (its owners)."""
+        req = services.transfer_accept(tenant_request=self.get_object(), actor=actor_of(request), ctx=self.ctx())
+        return Response(s.RequestSerializer(req).data)
+
+    @extend_schema(request=s.DeclineSerializer, responses=s.RequestSerializer)
+    @action(detail=True, methods=["post"])
+    def decline(self, request: ApiRequest, pk=None) -> Response:
+        """Decline a transfer offered to your team (its owners)."""
+        tenant_request = self.get_object()  # 404 for what is not the caller's, before anything about the body
+        body = s.DeclineSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        req = services.transfer_decline(
+            tenant_request=tenant_request, actor=actor_of(request), ctx=self.ctx(), **body.validated_data
+        )
+        return Response(s.RequestSerializer(req).data)
+
 
 class TenantViewSet(TenantSleepActions, PlainListMixin, mixins.RetrieveModelMixin, BerthViewSet):
     serializer_class = s.TenantSerializer
@@ -245,6 +264,16 @@ class TenantViewSet(TenantSleepActions, PlainListMixin, mixins.RetrieveModelMixi
             **body.validated_data,
         )
         return Response(s.TenantSerializer(tenant).data)
+
+    @extend_schema(request=s.TransferSerializer, responses={201: s.RequestSerializer})
+    @action(detail=True, methods=["post"])
+    def transfer(self, request: ApiRequest, pk=None) -> Response:
+        """Offer the tenant to another team (owners and platform admins); an owner of that team accepts."""
+        tenant = self.get_object()  # 404 for what is not the caller's, before anything about the body
+        body = s.TransferSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        req = services.transfer_ask(tenant=tenant, actor=actor_of(request), ctx=self.ctx(), **body.validated_data)
+        return Response(s.RequestSerializer(req).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=s.TenantSerializer)
     @action(detail=True, methods=["post"])

@@ -12,6 +12,7 @@ One module per noun; callers import from here (``from tenants import services``)
 - ``rightsizing``: a tier suggestion from that history; an owner accepts it (a change_tier request) or dismisses it;
 - ``prices``: what each cluster's resources cost, for showback (never rewritten once in effect);
 - ``sleep``: sleep and wake (owners, schedules in the team's time zone, idle periods), and what the worker reports;
+- ``transfers``: moving a tenant to another team (ask, accept or decline, complete);
 - ``webhooks``: endpoints platform admins register, and delivering events to them in order.
 """
 
@@ -48,7 +49,7 @@ from tenants.services.lifecycle import (
     tenants_record_usage,
     transition,
 )
-from tenants.services.permissions import is_writer, kubeconfig_role, require_platform_admin
+from tenants.services.permissions import is_owner_or_admin, is_writer, kubeconfig_role, require_platform_admin
 from tenants.services.prices import cluster_price_errors, cluster_set_prices
 from tenants.services.rightsizing import rightsizing_accept, rightsizing_assess, rightsizing_dismiss
 from tenants.services.sleep import (
@@ -79,6 +80,12 @@ from tenants.services.tenants import (
     tenant_retry,
 )
 from tenants.services.tiers import tier_reapply, tier_update
+from tenants.services.transfers import (
+    tenant_record_credentials_renewed,
+    transfer_accept,
+    transfer_ask,
+    transfer_decline,
+)
 from tenants.services.usage import usage_record_readings
 from tenants.services.users import (
     auth_record,
@@ -123,6 +130,7 @@ __all__ = [
     "credential_lifetime_default",
     "expiry_check",
     "expiry_end_of_day",
+    "is_owner_or_admin",
     "is_writer",
     "kubeconfig_role",
     "request_approve",
@@ -146,6 +154,10 @@ __all__ = [
     "tenant_request_isolation_check",
     "tenant_retry",
     "tenants_record_usage",
+    "tenant_record_credentials_renewed",
+    "transfer_accept",
+    "transfer_ask",
+    "transfer_decline",
     "usage_record_readings",
     "team_slug",
     "tier_reapply",

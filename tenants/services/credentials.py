@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import F
 
 from tenants import audit, hooks, metrics
 from tenants.audit import SYSTEM, AuditContext
@@ -65,6 +66,9 @@ def tenant_issue_kubeconfig(
     role = kubeconfig_role(tenant=tenant, actor=actor)
     if tenant.status != S.READY:
         raise InvalidTransition(f"Credentials are available once the tenant is ready; it is {tenant.status}.")
+    if tenant.credential_epoch != tenant.applied_credential_epoch:
+        # A transfer: a token from the ServiceAccounts about to be replaced would stop working within moments.
+        raise InvalidTransition("The tenant's credentials are being renewed after its transfer; try again shortly.")
     grant = KubeconfigGrant(tenant, role, credential_lifetime(tier=tenant.tier, asked=lifetime_seconds))
     text = hooks.worker().issue_kubeconfig(grant)
     _record_issue(grant=grant, actor=actor, ctx=ctx, merged=False)
@@ -83,9 +87,9 @@ def user_issue_merged_kubeconfig(
         raise ValidationError(
             {"lifetime_seconds": f"At least {LIFETIME_FLOOR_SECONDS} seconds (the API server's floor)."}
         )
-    tenants = Tenant.objects.filter(team__memberships__user=actor, status=S.READY).select_related(
-        "tier", "cluster", "team"
-    )
+    tenants = Tenant.objects.filter(
+        team__memberships__user=actor, status=S.READY, credential_epoch=F("applied_credential_epoch")
+    ).select_related("tier", "cluster", "team")
     grants = []
     for tenant in tenants.order_by("namespace"):
         lifetime = (

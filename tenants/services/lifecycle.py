@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+from uuid import UUID
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -72,6 +73,18 @@ def transition(
         after["reason"] = reason
     audit.record(actor=actor, action=action, obj=tenant, team=tenant.team, before=before, after=after, ctx=ctx)
     return tenant
+
+
+def lock_tenant(pk: UUID | str) -> Tenant:
+    """The tenant, locked for the caller's transaction, as it is once the lock is ours (with tier, team, cluster).
+
+    Locked without joins: under FOR UPDATE, PostgreSQL checks a join again against the row another transaction
+    just changed (a tier change, a transfer to another team) and would return nothing; and it would lock the
+    joined rows too, the tier and cluster all of a cluster's requests share and the team a submission locks for
+    its budget, so decisions and submissions of different tenants deadlocked under load (bench/api_load.py).
+    """
+    Tenant.objects.select_for_update().filter(pk=pk).values_list("pk", flat=True).get()
+    return Tenant.objects.select_related("tier", "team", "cluster").get(pk=pk)
 
 
 def decide(
@@ -260,6 +273,7 @@ __all__ = [
     "S",
     "TRANSITIONS",
     "decide",
+    "lock_tenant",
     "start_decommission",
     "tenant_mark_deleted",
     "tenant_mark_failed",

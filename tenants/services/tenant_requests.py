@@ -25,8 +25,9 @@ from tenants.models import Allocation, Cluster, Team, Tenant, TenantKind, Tenant
 from tenants.rightsizing import is_downgrade
 from tenants.services.budget import budget_check
 from tenants.services.clusters import cluster_record_identity
-from tenants.services.lifecycle import S, decide, start_decommission, tenant_snapshot, transition
+from tenants.services.lifecycle import S, decide, lock_tenant, start_decommission, tenant_snapshot, transition
 from tenants.services.permissions import is_owner_or_admin, require_decider, require_writer
+from tenants.services.transfers import require_accepted, transfer_complete
 from tenants.validation import tenant_name_errors
 
 Action = TenantRequest.Action
@@ -345,15 +346,8 @@ def _change_tier_target(*, tenant: Tenant, tier: Tier | None) -> Tier:
 
 
 def _lock_tenant_of(req: TenantRequest) -> Tenant:
-    """Lock the request's tenant, then check the request is still pending.
-
-    Only the tenant's row (``of=("self",)``): FOR UPDATE would otherwise lock every joined row too, the tier and
-    cluster all of a cluster's requests share and the team a submission locks for its budget, and decisions and
-    submissions of different tenants then deadlocked under load. The budget check locks the team itself.
-    """
-    tenant = (
-        Tenant.objects.select_for_update(of=("self",)).select_related("tier", "team", "cluster").get(pk=req.tenant_id)
-    )
+    """Lock the request's tenant, then check the request is still pending."""
+    tenant = lock_tenant(req.tenant_id)
     status = TenantRequest.objects.filter(pk=req.pk).values_list("status", flat=True).first()
     if status != Status.PENDING:
         raise InvalidTransition(f"This request is already {status}.")
@@ -396,6 +390,9 @@ def _approve(
         budget_check(team=req.team, adding=Allocation())
     elif req.action == Action.CHANGE_TIER:
         budget_check(team=req.team, adding=Allocation.of(req.tier) - Allocation.of(tenant.tier))
+    elif req.action == Action.TRANSFER:
+        # The approver decides with the reason on the request (e.g. over the receiving team's budget) in view.
+        require_accepted(req, actor=actor)
     req = decide(tenant_request=req, new=Status.APPROVED, actor=actor, comment=comment, auto=auto)
     _record_decision(req=req, actor=actor, ctx=ctx, comment=comment, auto=auto)
     _carry_out(req=req, tenant=tenant, actor=actor, ctx=ctx)
@@ -425,6 +422,8 @@ def _carry_out(*, req: TenantRequest, tenant: Tenant, actor: User | None, ctx: A
         )
     elif req.action == Action.DELETE:
         start_decommission(tenant=tenant, actor=actor, reason=f"Delete request {req.pk} approved.", ctx=ctx)
+    elif req.action == Action.TRANSFER:
+        transfer_complete(req=req, tenant=tenant, actor=actor, ctx=ctx)
 
 
 def _update_tenant(tenant: Tenant, *, actor: User | None, ctx: AuditContext, action: str, **fields: object) -> None:

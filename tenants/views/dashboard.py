@@ -55,5 +55,6 @@ def dashboard(request: AuthedRequest) -> HttpResponse:
             "limit": DASHBOARD_LIMIT,
             "expiring_before": timezone.now() + dt.timedelta(days=settings.BERTH_EXPIRY_REMINDER_DAYS),
             "can_request": selectors.teams_where_can_request(user=user).exists(),
+            "incoming_transfers": list(selectors.transfers_awaiting_acceptance(user=user)[:DASHBOARD_LIMIT]),
         },
     )

@@ -158,7 +158,12 @@ def _detail_context(request: AuthedRequest, req: TenantRequest, **forms) -> dict
     context = {
         **_status_context(req),
         "history": history,
-        "can_decide": user.can_decide and req.requested_by_id != user.pk and req.status == TenantRequest.Status.PENDING,
+        "can_decide": user.can_decide
+        and req.requested_by_id != user.pk
+        and req.status == TenantRequest.Status.PENDING
+        # A transfer comes to approvers once the receiving team accepted it, and not to the one who did.
+        and (req.action != TenantRequest.Action.TRANSFER or (req.accepted_at and req.accepted_by_id != user.pk)),
+        "can_accept_transfer": selectors.transfers_awaiting_acceptance(user=user).filter(pk=req.pk).exists(),
         "can_cancel": _can_cancel(request, req),
         "approve_form": forms.get("approve_form") or ApproveForm(prefix="approve"),
         "reject_form": forms.get("reject_form") or RejectForm(prefix="reject"),

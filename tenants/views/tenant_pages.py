@@ -14,6 +14,7 @@ from tenants import selectors, services
 from tenants.errors import ClusterUnavailable, InvalidTransition
 from tenants.forms import TENANT_REQUEST_FORMS, ChangeTierForm, DecommissionForm, IdempotentForm, KubeconfigForm
 from tenants.models import Membership, Tenant, TenantRequest, TenantStatus
+from tenants.services.transfers import TRANSFERABLE_KINDS
 from tenants.views.common import MOVING_STATUSES, POLL_TRIGGER, AuthedRequest, call, deny
 from tenants.views.costs import tenant_costs_context
 from tenants.views.quota import usage_rows
@@ -41,6 +42,7 @@ def _permissions(request: AuthedRequest, tenant: Tenant, pending: TenantRequest 
         "can_change": writer and tenant.status == S.READY and pending is None,
         "can_request_delete": writer and not owner and tenant.status in (S.READY, S.FAILED) and pending is None,
         "can_decommission": owner and tenant.status in DECOMMISSIONABLE,
+        "can_transfer": owner and tenant.status == S.READY and pending is None and tenant.kind in TRANSFERABLE_KINDS,
         "can_retry": owner and tenant.status == S.FAILED,
         "can_check_isolation": (role is not None or user.is_platform_admin) and tenant.status == S.READY,
         "can_get_kubeconfig": (role is not None or user.is_platform_admin) and tenant.status == S.READY,

@@ -13,6 +13,7 @@ from tenants.views import (
     sleep_pages,
     tenant_pages,
     token_pages,
+    transfer_pages,
 )
 
 urlpatterns = [
@@ -47,6 +48,9 @@ urlpatterns = [
     path("tenants/<uuid:pk>/sleep/card/", sleep_pages.tenant_sleep_card, name="tenant-sleep-card"),
     path("tenants/<uuid:pk>/wake/", sleep_pages.tenant_wake, name="tenant-wake"),
     path("tenants/<uuid:pk>/sleep-schedule/", sleep_pages.tenant_sleep_schedule, name="tenant-sleep-schedule"),
+    path("tenants/<uuid:pk>/transfer/", transfer_pages.tenant_transfer, name="tenant-transfer"),
+    path("requests/<uuid:pk>/accept/", transfer_pages.transfer_accept, name="transfer-accept"),
+    path("requests/<uuid:pk>/decline/", transfer_pages.transfer_decline, name="transfer-decline"),
     path("approvals/", approvals.approvals, name="approvals"),
     path("audit/", audit_pages.audit, name="audit"),
     path("audit/export/", audit_pages.audit_export, name="audit-export"),

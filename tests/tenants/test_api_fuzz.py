@@ -61,6 +61,7 @@ def narrowed_schema(schema: dict, *, teams: list[str], tiers: list[str], cluster
         lookups["team"]["enum"], lookups["tier"]["enum"], lookups["cluster"]["enum"] = teams, tiers, clusters
     components["ApiTokenCreateRequest"]["properties"]["team"]["enum"] = [*teams, None]
     components["ApiTokenCreateRequestForm"]["properties"]["team"]["enum"] = teams
+    components["TransferRequest"]["properties"]["target_team"]["enum"] = teams
     return schema
 
 
@@ -77,13 +78,15 @@ def test_the_api_keeps_its_contract_under_fuzzing(fuzz_portal, oidc_tokens, clus
     )
     token = oidc_tokens("alice", resource=API_RESOURCE)["access_token"]
     auth = {"Authorization": f"Bearer {token}"}
+    # A second team to offer tenants to (transfers).
+    Team.objects.create(slug="team-search", name="Search", oidc_group="team-search")
     me = requests.get(f"{fuzz_portal.url}/api/v1/me/", headers=auth, timeout=30)
     assert me.status_code == 200 and {"team": "team-payments", "role": "owner"} in me.json()["teams"], me.text
     served = requests.get(f"{fuzz_portal.url}/api/schema/?format=json", headers=auth, timeout=30)
     assert served.status_code == 200, served.text
     schema = narrowed_schema(
         served.json(),
-        teams=["team-payments"],
+        teams=["team-payments", "team-search"],
         tiers=list(cluster.tiers.values_list("name", flat=True)),
         clusters=[cluster.name],
     )

@@ -146,3 +146,43 @@ def test_deciding_a_request_locks_its_tenant_and_not_the_cluster_tier_or_team_it
         release.set()
         holder.join(timeout=30)
     assert cancelled.status == TenantRequest.Status.CANCELLED
+
+
+def test_two_owners_accepting_one_transfer_at_once_move_it_once(ready_tenant, small, alice, bob, team_b, dispatched):
+    co_owner = User.objects.create(username="bea", oidc_subject="sub-bea")
+    Membership.objects.create(user=co_owner, team=team_b, role=Membership.Role.OWNER)
+    tenant = ready_tenant(name="moving", tier=small)  # small: the transfer completes on acceptance
+    req = services.transfer_ask(tenant=tenant, target_team=team_b, actor=alice)
+    dispatched.clear()
+    results = run_together(
+        lambda: services.transfer_accept(tenant_request=fresh(req), actor=bob),
+        lambda: services.transfer_accept(tenant_request=fresh(req), actor=co_owner),
+    )
+    won, lost = outcome(results)
+    assert len(won) == 1 and len(lost) == 1 and isinstance(lost[0], InvalidTransition), repr(results)
+    tenant.refresh_from_db()
+    assert tenant.team == team_b and (tenant.generation, tenant.credential_epoch) == (2, 2)
+    assert dispatched == [(dispatch.PROVISION, (str(tenant.pk),))]
+    assert AuditEvent.objects.filter(action="transfer.accept").count() == 1
+    assert AuditEvent.objects.filter(action="transfer.complete").count() == 2  # one row per team
+
+
+def test_approving_a_transfer_while_its_requester_cancels_never_fails_with_a_server_error(
+    ready_tenant, medium, alice, bob, carol, team_a, team_b, dispatched
+):
+    for team in (team_a, team_b):
+        team.budget_tenants = team.budget_cpu_millis = team.budget_memory_mib = team.budget_storage_gib = 10**6
+        team.save()
+    for attempt in range(3):
+        tenant = ready_tenant(name=f"swap-{attempt}", tier=medium)  # medium: an approver decides after acceptance
+        req = services.transfer_accept(
+            tenant_request=services.transfer_ask(tenant=tenant, target_team=team_b, actor=alice), actor=bob
+        )
+        results = run_together(
+            partial(services.request_approve, tenant_request=fresh(req), actor=carol),
+            partial(services.request_cancel, tenant_request=fresh(req), actor=alice),
+        )
+        won, lost = outcome(results)
+        assert len(won) == 1 and isinstance(lost[0], InvalidTransition), repr(results)
+        expected = team_b if won[0].status == TenantRequest.Status.APPROVED else team_a
+        assert Tenant.objects.get(pk=tenant.pk).team == expected

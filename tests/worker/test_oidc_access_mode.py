@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 import yaml
+from kubernetes import client
 from rest_framework.test import APIClient
 
 from devcluster.oidc import KUBECTL_CLIENT_ID
@@ -97,3 +98,57 @@ def test_a_team_members_id_token_acts_in_its_namespace_and_nowhere_else(
     report = provisioning.isolation_report(str(tenant.pk))
     assert report is not None
     assert report["passed"], [c for c in report["checks"] if not c["passed"]]
+
+
+def test_after_a_transfer_the_bindings_name_the_new_teams_groups_and_the_old_team_is_refused(
+    oidc_cluster, oidc_provider, kubectl, kube_admin, carol, small, dispatched, tmp_path
+):
+    payments = Team.objects.create(slug="team-payments", name="Payments", oidc_group="team-payments")
+    search = Team.objects.create(slug="team-search", name="Search", oidc_group="team-search")
+    giver = User.objects.create(username="alice-portal", oidc_subject="alice-portal")
+    Membership.objects.create(user=giver, team=payments, role=Membership.Role.OWNER)
+    receiver = User.objects.create(username="bob-portal", oidc_subject="bob-portal")
+    Membership.objects.create(user=receiver, team=search, role=Membership.Role.OWNER)
+    req = services.request_submit(
+        actor=giver, action=TenantRequest.Action.CREATE, team=payments, tier=small, cluster=oidc_cluster, name="moved"
+    )
+    assert provision_until_settled(str(req.tenant_id)).outcome == "ready"
+    tenant = req.tenant
+    tenant.refresh_from_db()
+    ns = tenant.namespace
+
+    ca = tmp_path / "ca.crt"
+    ca.write_text(oidc_cluster.ca_pem)
+    nothing = tmp_path / "empty.kubeconfig"
+    nothing.write_text("apiVersion: v1\nkind: Config\n")
+
+    def can(username: str) -> str:
+        token = _id_token(oidc_provider, username)
+        flags = ["--server", oidc_cluster.api_url, "--certificate-authority", str(ca), "--token", token]
+        return kubectl(*flags, "auth", "can-i", "create", "configmaps", "-n", ns, kubeconfig=nothing).stdout.strip()
+
+    assert (can("alice"), can("bob")) == ("yes", "no")  # alice: team-payments:owner, bob: team-search
+
+    transfer = services.transfer_ask(tenant=tenant, target_team=search, actor=giver)
+    services.transfer_accept(tenant_request=transfer, actor=receiver)  # small: within budget and automatic
+    assert provision_until_settled(str(tenant.pk)).outcome in ("repaired", "in sync")
+
+    rbac, core = client.RbacAuthorizationV1Api(kube_admin), client.CoreV1Api(kube_admin)
+    writers = {s.name for s in rbac.read_namespaced_role_binding("berth-tenant", ns).subjects or []}
+    viewers = {s.name for s in rbac.read_namespaced_role_binding("berth-viewer", ns).subjects or []}
+    assert writers == {"oidc:team-search", "oidc:team-search:owner"}
+    assert viewers == {"oidc:team-search:viewer"}
+    assert (core.read_namespace(ns).metadata.labels or {})["berth.dev/team"] == "team-search"
+    for kind, read in (
+        ("ResourceQuota", lambda: core.read_namespaced_resource_quota("berth-quota", ns)),
+        ("RoleBinding", lambda: rbac.read_namespaced_role_binding("berth-tenant", ns)),
+    ):
+        assert (read().metadata.labels or {})["berth.dev/team"] == "team-search", kind
+    schema = client.FlowcontrolApiserverV1Api(kube_admin).read_flow_schema(f"berth-{ns}")
+    assert {s.group.name for s in (schema.spec.rules or [])[0].subjects} == {
+        "oidc:team-search",
+        "oidc:team-search:owner",
+        "oidc:team-search:viewer",
+    }
+    # The old team's sign-in no longer reaches the namespace; the new team's does.
+    assert (can("alice"), can("bob")) == ("no", "yes")

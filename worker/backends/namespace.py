@@ -269,6 +269,13 @@ class NamespaceBackend:
             tops.append(ownership.TopLevel("FlowSchema", manifests.flow_schema_name(tenant)))
         return tops
 
+    def service_accounts(self, tenant: Tenant) -> list[ownership.TopLevel]:
+        """The team's ServiceAccounts (access mode token): their tokens are the team's kubeconfigs. Recorded as
+        Berth's once made, so renewing them after a transfer deletes only the ones Berth made."""
+        if not self.team_access or tenant.cluster.access_mode == "oidc":
+            return []
+        return [ownership.TopLevel("ServiceAccount", sa, tenant.namespace) for sa in SERVICE_ACCOUNT.values()]
+
     def teardown(self, tenant: Tenant, k: Kube) -> bool:
         """Start deleting what Berth created (by UID); True once all of it is really gone."""
         tops = self.top_level(tenant)
