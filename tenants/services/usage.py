@@ -100,12 +100,16 @@ def usage_record_readings(*, readings: Mapping[str, Reading], at: dt.datetime) -
                 row.seconds += seconds
                 row.samples += 1
                 row.team_id, row.tier_id = tenant.team_id, tenant.tier_id
-            tenant.usage_sampled_at = at
-        TenantUsageDay.objects.bulk_create(new.values())
-        TenantUsageDay.objects.bulk_update(
-            existing.values(), ["usage", "seconds", "samples", "team", "tier"], batch_size=500
+        # One upsert for new and existing rows alike (the tenants' locks keep anyone else from the same rows):
+        # bulk_update would send a CASE per field and row, several times slower for a pass over many tenants.
+        TenantUsageDay.objects.bulk_create(
+            [*existing.values(), *new.values()],
+            update_conflicts=True,
+            unique_fields=["tenant", "day"],
+            update_fields=["usage", "seconds", "samples", "team", "tier"],
+            batch_size=500,
         )
-        Tenant.objects.bulk_update(tenants, ["usage_sampled_at"], batch_size=500)
+        Tenant.objects.filter(pk__in=[tenant.pk for tenant in tenants]).update(usage_sampled_at=at)
     return len(tenants)
 
 
