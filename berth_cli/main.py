@@ -370,7 +370,7 @@ def show_request(request: dict[str, Any], fmt: str) -> None:
 
 @cli.group(cls=BerthGroup)
 def request() -> None:
-    """Create, approve, reject or cancel a request."""
+    """Create, approve, reject or cancel a request; accept or decline a transfer offered to your team."""
 
 
 _ACTIONS = {"create": "create", "change-tier": "change_tier", "extend": "extend", "delete": "delete"}
@@ -466,6 +466,42 @@ def request_cancel(session: Session, request_id: str, fmt: str) -> None:
     """Cancel a pending request (its requester, or a team owner)."""
     path = object_path("requests", find_request(session.api, request_id), "cancel")
     show_request(session.api.post(path), fmt)
+
+
+@request.command("accept")
+@click.argument("request_id")
+@output_option
+@pass_session
+def request_accept(session: Session, request_id: str, fmt: str) -> None:
+    """Accept a transfer offered to your team (its owners); an approver may still have to approve it."""
+    path = object_path("requests", find_request(session.api, request_id), "accept")
+    show_request(session.api.post(path), fmt)
+
+
+@request.command("decline")
+@click.argument("request_id")
+@click.option("--reason", default="", help="Why (shown to the team that offered it).")
+@output_option
+@pass_session
+def request_decline(session: Session, request_id: str, reason: str, fmt: str) -> None:
+    """Decline a transfer offered to your team (its owners)."""
+    path = object_path("requests", find_request(session.api, request_id), "decline")
+    show_request(session.api.post(path, {"reason": reason}), fmt)
+
+
+@cli.command("transfer")
+@click.argument("tenant_ref", metavar="TENANT")
+@click.option("--to", "target_team", required=True, help="The team to offer the tenant to (its slug).")
+@click.option("--team", help="The tenant's team, when its name is not unique.")
+@click.option("--purpose", default="", help="Why (shown to the receiving team and approvers).")
+@output_option
+@pass_session
+def transfer(session: Session, tenant_ref: str, target_team: str, team: str | None, purpose: str, fmt: str) -> None:
+    """Offer TENANT to another team (team owners and platform admins); an owner of that team accepts with
+    `berth request accept`. Its credentials are renewed on the move: kubeconfigs issued before stop working."""
+    tenant = find_tenant(session.api, tenant_ref, team=team)
+    path = object_path("tenants", tenant["id"], "transfer")
+    show_request(session.api.post(path, {"target_team": target_team, "purpose": purpose}), fmt)
 
 
 # --- Kubeconfig -------------------------------------------------------------------------------------------
