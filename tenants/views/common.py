@@ -5,14 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from tenants import services
+from tenants import selectors, services
 from tenants.audit import AuditContext
-from tenants.errors import Forbidden
-from tenants.models import TenantStatus, User
+from tenants.errors import Forbidden, InvalidTransition
+from tenants.models import Tenant, TenantStatus, User
 
 T = TypeVar("T")
 
@@ -57,6 +59,26 @@ def call(http_request: AuthedRequest, service: Callable[..., T], /, **kwargs) ->
         return service(ctx=AuditContext.from_http(http_request), **kwargs)
     except Forbidden as exc:
         raise deny(http_request, str(exc)) from exc
+
+
+def visible_tenant(request: AuthedRequest, pk) -> Tenant:
+    """The tenant if the signed-in user may see it; 404 otherwise (another team's objects do not exist)."""
+    return get_object_or_404(selectors.tenants_visible_to(user=request.user), pk=pk)
+
+
+def tenant_action(
+    request: AuthedRequest, pk, service: Callable[..., object], success: Callable[[Tenant], str]
+) -> HttpResponse:
+    """A tenant page's button: ``service`` on the visible tenant as the user, its refusal or ``success(tenant)``
+    as a message, back to the tenant's page."""
+    tenant = visible_tenant(request, pk)
+    try:
+        call(request, service, tenant=tenant, actor=request.user)
+    except InvalidTransition as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, success(tenant))
+    return redirect("tenant-detail", pk=tenant.pk)
 
 
 def safe_next(request: HttpRequest, default: str) -> str:

@@ -9,16 +9,16 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from tenants import selectors, services
+from tenants import services
 from tenants.errors import InvalidTransition
 from tenants.forms import IdempotentForm
 from tenants.models import Tenant, TenantRequest
 from tenants.rightsizing import DRIVERS, Assessment
 from tenants.services.tenant_requests import downgrade_approves_itself
-from tenants.views.common import AuthedRequest, call
+from tenants.views.common import AuthedRequest, call, visible_tenant
 
 
 class RightsizingAcceptForm(IdempotentForm):
@@ -61,7 +61,7 @@ def rightsizing_context(*, tenant: Tenant, is_owner: bool, can_change: bool) -> 
 @require_POST
 def tenant_rightsizing_accept(request: AuthedRequest, pk) -> HttpResponse:
     """File the suggested tier change as the owner saw it (services.rightsizing_accept)."""
-    tenant = get_object_or_404(selectors.tenants_visible_to(user=request.user), pk=pk)
+    tenant = visible_tenant(request, pk)
     form = RightsizingAcceptForm(request.POST)
     if not form.is_valid():
         messages.error(request, "That suggestion could not be read; look at the current one and try again.")
@@ -95,7 +95,7 @@ def tenant_rightsizing_accept(request: AuthedRequest, pk) -> HttpResponse:
 @require_POST
 def tenant_rightsizing_dismiss(request: AuthedRequest, pk) -> HttpResponse:
     """Hide the suggestion shown for a window's length (services.rightsizing_dismiss)."""
-    tenant = get_object_or_404(selectors.tenants_visible_to(user=request.user), pk=pk)
+    tenant = visible_tenant(request, pk)
     form = RightsizingAcceptForm(request.POST)
     if not form.is_valid():
         messages.error(request, "That suggestion could not be read; look at the current one and try again.")

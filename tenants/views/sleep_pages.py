@@ -6,18 +6,14 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from tenants import selectors, services
 from tenants.errors import InvalidTransition
 from tenants.forms import SleepScheduleForm
 from tenants.models import Membership, Tenant
-from tenants.views.common import AuthedRequest, call
-
-
-def _visible_tenant(request: AuthedRequest, pk) -> Tenant:
-    return get_object_or_404(selectors.tenants_visible_to(user=request.user), pk=pk)
+from tenants.views.common import AuthedRequest, call, tenant_action, visible_tenant
 
 
 def sleep_context(request: AuthedRequest, tenant: Tenant, form: SleepScheduleForm | None = None) -> dict:
@@ -50,40 +46,36 @@ def sleep_context(request: AuthedRequest, tenant: Tenant, form: SleepScheduleFor
 @require_GET
 def tenant_sleep_card(request: AuthedRequest, pk) -> HttpResponse:
     """The Sleep card alone: polled while the worker scales the tenant down or back up."""
-    tenant = _visible_tenant(request, pk)
+    tenant = visible_tenant(request, pk)
     return render(request, "includes/tenant_sleep.html", {"tenant": tenant, **sleep_context(request, tenant)})
 
 
 @login_required
 @require_POST
 def tenant_sleep(request: AuthedRequest, pk) -> HttpResponse:
-    tenant = _visible_tenant(request, pk)
-    try:
-        call(request, services.tenant_sleep, tenant=tenant, actor=request.user)
-    except InvalidTransition as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"{tenant.name} is going to sleep: its workloads are being scaled to zero.")
-    return redirect("tenant-detail", pk=tenant.pk)
+    return tenant_action(
+        request,
+        pk,
+        services.tenant_sleep,
+        lambda tenant: f"{tenant.name} is going to sleep: its workloads are being scaled to zero.",
+    )
 
 
 @login_required
 @require_POST
 def tenant_wake(request: AuthedRequest, pk) -> HttpResponse:
-    tenant = _visible_tenant(request, pk)
-    try:
-        call(request, services.tenant_wake, tenant=tenant, actor=request.user)
-    except InvalidTransition as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"{tenant.name} is waking up: its workloads are being restored.")
-    return redirect("tenant-detail", pk=tenant.pk)
+    return tenant_action(
+        request,
+        pk,
+        services.tenant_wake,
+        lambda tenant: f"{tenant.name} is waking up: its workloads are being restored.",
+    )
 
 
 @login_required
 @require_POST
 def tenant_sleep_schedule(request: AuthedRequest, pk) -> HttpResponse:
-    tenant = _visible_tenant(request, pk)
+    tenant = visible_tenant(request, pk)
     form = SleepScheduleForm(request.POST)
     if form.is_valid():
         data = form.cleaned_data

@@ -6,7 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse, HttpResponseBadRequest
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -15,7 +15,7 @@ from tenants.errors import ClusterUnavailable, InvalidTransition
 from tenants.forms import TENANT_REQUEST_FORMS, ChangeTierForm, DecommissionForm, IdempotentForm, KubeconfigForm
 from tenants.models import Membership, Tenant, TenantRequest, TenantStatus
 from tenants.services.transfers import TRANSFERABLE_KINDS
-from tenants.views.common import MOVING_STATUSES, POLL_TRIGGER, AuthedRequest, call, deny
+from tenants.views.common import MOVING_STATUSES, POLL_TRIGGER, AuthedRequest, call, deny, tenant_action, visible_tenant
 from tenants.views.costs import tenant_costs_context
 from tenants.views.quota import usage_rows
 from tenants.views.rightsizing_pages import rightsizing_context
@@ -25,10 +25,6 @@ S = TenantStatus
 DECOMMISSIONABLE = frozenset({S.APPROVED, S.PROVISIONING, S.READY, S.FAILED})
 RECENT_EVENTS = 10
 RECENT_REQUESTS = 10
-
-
-def _visible_tenant(request: AuthedRequest, pk) -> Tenant:
-    return get_object_or_404(selectors.tenants_visible_to(user=request.user), pk=pk)
 
 
 def _permissions(request: AuthedRequest, tenant: Tenant, pending: TenantRequest | None) -> dict[str, bool]:
@@ -99,7 +95,7 @@ def _detail_context(request: AuthedRequest, tenant: Tenant, bound: IdempotentFor
 @login_required
 @require_GET
 def tenant_detail(request: AuthedRequest, pk) -> HttpResponse:
-    tenant = _visible_tenant(request, pk)
+    tenant = visible_tenant(request, pk)
     return render(request, "pages/tenant_detail.html", _detail_context(request, tenant))
 
 
@@ -107,7 +103,7 @@ def tenant_detail(request: AuthedRequest, pk) -> HttpResponse:
 @require_GET
 def tenant_status(request: AuthedRequest, pk) -> HttpResponse:
     """The polled status panel; once the tenant settles, a full reload brings the actions up to date."""
-    tenant = _visible_tenant(request, pk)
+    tenant = visible_tenant(request, pk)
     context = _status_context(tenant)
     response = render(request, "fragments/tenant_status.html", context)
     shown = request.GET.get("shown")
@@ -120,7 +116,7 @@ def tenant_status(request: AuthedRequest, pk) -> HttpResponse:
 @require_POST
 def tenant_request(request: AuthedRequest, pk) -> HttpResponse:
     """Ask for a tier change, more time or deletion: one form each, one service."""
-    tenant = _visible_tenant(request, pk)
+    tenant = visible_tenant(request, pk)
     action = request.POST.get("action", "")
     if action not in TENANT_REQUEST_FORMS:
         return HttpResponseBadRequest("Unknown action.")
@@ -161,7 +157,7 @@ def tenant_request(request: AuthedRequest, pk) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def tenant_decommission(request: AuthedRequest, pk) -> HttpResponse:
     """A confirmation step, then the tenant is removed from its cluster."""
-    tenant = _visible_tenant(request, pk)
+    tenant = visible_tenant(request, pk)
     if not _permissions(request, tenant, None)["can_decommission"]:
         if tenant.status not in DECOMMISSIONABLE:
             messages.error(request, f"A tenant that is {tenant.get_status_display().lower()} cannot be decommissioned.")
@@ -190,34 +186,25 @@ def tenant_decommission(request: AuthedRequest, pk) -> HttpResponse:
 @login_required
 @require_POST
 def tenant_retry(request: AuthedRequest, pk) -> HttpResponse:
-    tenant = _visible_tenant(request, pk)
-    try:
-        tenant = call(request, services.tenant_retry, tenant=tenant, actor=request.user)
-    except InvalidTransition as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Trying {tenant.name} again.")
-    return redirect("tenant-detail", pk=tenant.pk)
+    return tenant_action(request, pk, services.tenant_retry, lambda tenant: f"Trying {tenant.name} again.")
 
 
 @login_required
 @require_POST
 def tenant_isolation_check(request: AuthedRequest, pk) -> HttpResponse:
-    tenant = _visible_tenant(request, pk)
-    try:
-        call(request, services.tenant_request_isolation_check, tenant=tenant, actor=request.user)
-    except InvalidTransition as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, "The isolation checks will run again in a moment.")
-    return redirect("tenant-detail", pk=tenant.pk)
+    return tenant_action(
+        request,
+        pk,
+        services.tenant_request_isolation_check,
+        lambda tenant: "The isolation checks will run again in a moment.",
+    )
 
 
 @login_required
 @require_POST
 def tenant_kubeconfig(request: AuthedRequest, pk) -> HttpResponse:
     """Download a kubeconfig with a fresh short-lived credential (audited; never stored)."""
-    tenant = _visible_tenant(request, pk)
+    tenant = visible_tenant(request, pk)
     form = KubeconfigForm(request.POST, tier=tenant.tier)
     if not form.is_valid():
         messages.error(request, "Choose how long the credential should last.")

@@ -15,14 +15,14 @@ from tenants import selectors, services
 from tenants.errors import InvalidTransition
 from tenants.forms import DeclineForm, TransferForm
 from tenants.models import TenantRequest
-from tenants.views.common import AuthedRequest, call, deny, safe_next
+from tenants.views.common import AuthedRequest, call, deny, safe_next, visible_tenant
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def tenant_transfer(request: AuthedRequest, pk) -> HttpResponse:
     """Choose the receiving team, then the offer waits for one of its owners."""
-    tenant = get_object_or_404(selectors.tenants_visible_to(user=request.user), pk=pk)
+    tenant = visible_tenant(request, pk)
     if not services.is_owner_or_admin(user=request.user, team=tenant.team):
         raise deny(request, "Only team owners and platform admins can move a tenant to another team.")
     teams = selectors.transfer_targets(tenant=tenant)
