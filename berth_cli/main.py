@@ -436,6 +436,12 @@ def request_create(
         table([done], TENANT_COLUMNS)
 
 
+def _act_on_request(session: Session, request_id: str, verb: str, body: dict[str, Any] | None, fmt: str) -> None:
+    """POST /requests/{id}/{verb}/ for a request named by its id or a unique prefix; show the answer."""
+    path = object_path("requests", find_request(session.api, request_id), verb)
+    show_request(session.api.post(path, body), fmt)
+
+
 @request.command("approve")
 @click.argument("request_id")
 @click.option("--comment", default="", help="Shown to the requester.")
@@ -443,8 +449,7 @@ def request_create(
 @pass_session
 def request_approve(session: Session, request_id: str, comment: str, fmt: str) -> None:
     """Approve a pending request (approvers and platform admins; never your own)."""
-    path = object_path("requests", find_request(session.api, request_id), "approve")
-    show_request(session.api.post(path, {"comment": comment}), fmt)
+    _act_on_request(session, request_id, "approve", {"comment": comment}, fmt)
 
 
 @request.command("reject")
@@ -454,8 +459,7 @@ def request_approve(session: Session, request_id: str, comment: str, fmt: str) -
 @pass_session
 def request_reject(session: Session, request_id: str, reason: str, fmt: str) -> None:
     """Reject a pending request, saying why."""
-    path = object_path("requests", find_request(session.api, request_id), "reject")
-    show_request(session.api.post(path, {"reason": reason}), fmt)
+    _act_on_request(session, request_id, "reject", {"reason": reason}, fmt)
 
 
 @request.command("cancel")
@@ -464,8 +468,7 @@ def request_reject(session: Session, request_id: str, reason: str, fmt: str) -> 
 @pass_session
 def request_cancel(session: Session, request_id: str, fmt: str) -> None:
     """Cancel a pending request (its requester, or a team owner)."""
-    path = object_path("requests", find_request(session.api, request_id), "cancel")
-    show_request(session.api.post(path), fmt)
+    _act_on_request(session, request_id, "cancel", None, fmt)
 
 
 @request.command("accept")
@@ -474,8 +477,7 @@ def request_cancel(session: Session, request_id: str, fmt: str) -> None:
 @pass_session
 def request_accept(session: Session, request_id: str, fmt: str) -> None:
     """Accept a transfer offered to your team (its owners); an approver may still have to approve it."""
-    path = object_path("requests", find_request(session.api, request_id), "accept")
-    show_request(session.api.post(path), fmt)
+    _act_on_request(session, request_id, "accept", None, fmt)
 
 
 @request.command("decline")
@@ -485,8 +487,7 @@ def request_accept(session: Session, request_id: str, fmt: str) -> None:
 @pass_session
 def request_decline(session: Session, request_id: str, reason: str, fmt: str) -> None:
     """Decline a transfer offered to your team (its owners)."""
-    path = object_path("requests", find_request(session.api, request_id), "decline")
-    show_request(session.api.post(path, {"reason": reason}), fmt)
+    _act_on_request(session, request_id, "decline", {"reason": reason}, fmt)
 
 
 @cli.command("transfer")

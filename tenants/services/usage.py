@@ -76,14 +76,12 @@ def usage_record_readings(*, readings: Mapping[str, Reading], at: dt.datetime) -
         if not tenants:
             return 0
         parts_of: dict[Any, list[tuple[dt.date, float]]] = {}
+        # A tenant's first reading (or one not after the last) covers no time: it opens the day, records the peak.
+        nothing_covered = [(at.astimezone(dt.UTC).date(), 0.0)]
         for tenant in tenants:
             since = tenant.usage_sampled_at
-            if since is None:
-                # A tenant's first reading covers no time: it opens the day and records the peak.
-                parts_of[tenant.pk] = [(at.astimezone(dt.UTC).date(), 0.0)]
-                continue
-            start = max(since, at - dt.timedelta(seconds=max_gap))
-            parts_of[tenant.pk] = covered_by_day(start, at) or [(at.astimezone(dt.UTC).date(), 0.0)]
+            start = at if since is None else max(since, at - dt.timedelta(seconds=max_gap))
+            parts_of[tenant.pk] = covered_by_day(start, at) or nothing_covered
         wanted = {day for parts in parts_of.values() for day, _ in parts}
         existing = {
             (row.tenant_id, row.day): row for row in TenantUsageDay.objects.filter(tenant__in=tenants, day__in=wanted)
