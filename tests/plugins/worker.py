@@ -52,11 +52,50 @@ def fresh_directory(path: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
-def celery_worker(django_db_setup, django_db_blocker) -> Iterator[Component]:
-    """`celery worker` as a separate process on the test database and this run's Redis.
+@pytest.fixture
+def celery_worker(celery_worker_process: Component) -> Iterator[Component]:
+    """The run's Celery worker for one test, left idle when the test ends.
 
-    Its log: test-output/celery-worker.log.
+    A test's work can outlive its last assertion: a provision that requeues itself, a sweep's resent job,
+    a webhook delivery's retry. Run during the database flush that ends a transactional test, such a task
+    deadlocks the flush's TRUNCATE or writes rows into the next test. So the worker is drained first (this
+    fixture is set up after the database fixture, so it is torn down before it).
+    """
+    yield celery_worker_process
+    drain_worker(celery_worker_process.node_name)  # type: ignore[attr-defined]
+
+
+def drain_worker(node: str, timeout: float = 90.0) -> None:
+    """Discard every waiting, prefetched and scheduled task of ``node`` and wait until none is running.
+
+    Quiet means two checks in a row with nothing running and nothing left but revoked tasks (a revoked task
+    with a countdown stays listed until its time comes, then is dropped unrun).
+    """
+    from portal.celery import app
+
+    quiet = 0
+    deadline = time.monotonic() + timeout
+    while quiet < 2:
+        app.control.purge()
+        inspect = app.control.inspect(destination=[node], timeout=5.0)
+        active = (inspect.active() or {}).get(node, [])
+        waiting = {task["id"] for task in (inspect.reserved() or {}).get(node, [])}
+        waiting |= {entry["request"]["id"] for entry in (inspect.scheduled() or {}).get(node, [])}
+        waiting -= set((inspect.revoked() or {}).get(node, []))
+        if waiting:
+            app.control.revoke(sorted(waiting), destination=[node])
+        quiet = quiet + 1 if not active and not waiting else 0
+        if time.monotonic() > deadline:
+            names = [task["name"] for task in active]
+            raise AssertionError(f"the Celery worker was still busy {timeout:.0f} s after the test: {names}")
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, django_db_blocker) -> Iterator[Component]:
+    """`celery worker` as a separate process on the test database and this run's Redis, one for the run.
+
+    Tests ask for ``celery_worker``, which drains it after each test. Its log: test-output/celery-worker.log.
     """
     OUTPUT.mkdir(exist_ok=True)
     log = OUTPUT / "celery-worker.log"
@@ -68,18 +107,20 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[Component]:
         "BERTH_WORKER_METRICS_PORT": str(metrics_port),
         "BERTH_WORKER_METRICS_ADDRESS": "127.0.0.1",
     }
+    node = f"test-{os.getpid()}@{socket.gethostname()}"
     worker = process.celery_worker(
         log,
         cwd=ROOT,
         env=env,
         # Every queue the settings declare, the events queue (webhook deliveries) included.
         queues=[queue.name for queue in settings.CELERY_TASK_QUEUES],
-        node=f"test-{os.getpid()}@%h",
+        node=node,
     )
     worker.start()
     try:
         process.wait_for_celery_ready(worker)
         worker.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"  # type: ignore[attr-defined]
+        worker.node_name = node  # type: ignore[attr-defined]
         yield worker
     finally:
         worker.stop(grace_seconds=20)
