@@ -16,11 +16,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 from django.conf import settings
 from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorWrapper
 from django.db.models import CharField, Func, Model
 from django.utils import timezone
 from rest_framework import ISO_8601, relations, serializers
@@ -69,6 +71,45 @@ class _UtcText(Func):
 
     template = "to_char(%(expressions)s AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')"
     output_field = CharField()
+
+
+@cache
+def _preparing_cursor_class() -> type[Any]:
+    from django.db.backends.postgresql import base
+
+    server_binding: Any = base.ServerBindingCursor
+
+    class PreparingCursor(server_binding):
+        """Binds on the server and prepares every query it runs (psycopg keeps the statement per connection)."""
+
+        def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: Any = None) -> Any:
+            return super().execute(query, params, prepare=True, binary=binary)
+
+    return PreparingCursor
+
+
+def _prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
+    """A cursor of ``connection`` whose queries PostgreSQL plans once per connection, not once per page.
+
+    A page's query joins every relation the serializer shows by name: the requests list joins nine tables, and
+    PostgreSQL spent 2.4 ms planning it against 0.3 ms running it. Django's cursors bind parameters on the client
+    and never prepare (Django turns psycopg's preparing off, for transaction-mode poolers); this one binds on the
+    server and prepares. It is wrapped as Django wraps its own, so the query is still logged, counted by tests and
+    mapped to Django's errors. Off with ``DATABASE_PREPARED_STATEMENTS=false`` (behind a pooler that cannot keep
+    prepared statements: PgBouncer in transaction mode before 1.21).
+    """
+    if not settings.DATABASE_PREPARED_STATEMENTS:
+        return connection.cursor()
+    connection.ensure_connection()
+    raw = connection.connection
+    if raw.prepare_threshold is None:
+        # Django's "never prepare"; with a threshold no query reaches, only those asked to (these) are prepared.
+        raw.prepare_threshold = 2**31
+    connection.validate_thread_sharing()
+    with connection.wrap_database_errors:
+        cursor = _preparing_cursor_class()(raw)
+    # As Django's own cursor() wraps one (BaseDatabaseWrapper._prepare_cursor).
+    return connection.make_debug_cursor(cursor) if connection.queries_logged else connection.make_cursor(cursor)
 
 
 def _same(field: drf.Field, base: type[drf.Field]) -> bool:
@@ -212,7 +253,7 @@ class PlainRows:
         params = list(q.params)
         params[q.pks_at] = list(pks)
         connection = connections[q.db]
-        with connection.cursor() as cursor:
+        with _prepared_cursor(connection) as cursor:
             cursor.execute(q.sql, params)
             raw = cursor.fetchall()
         names = q.names

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.db import connection
 from rest_framework.renderers import JSONRenderer
 
 from tenants import audit
@@ -206,3 +207,33 @@ def test_a_field_the_rows_cannot_read_is_refused_not_guessed(db):
 
     with pytest.raises(TypeError, match="no method fields"):
         PlainRows(s.RequestSerializer, {"extra": Computed((), lambda row: None)}).rows([1])
+
+
+def _plans(sql: str) -> int:
+    """How many times this session ran ``sql`` as a prepared statement (0: it is not prepared)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(generic_plans + custom_plans), 0) FROM pg_prepared_statements WHERE statement = %s",
+            [sql.replace("%s", "$1")],
+        )
+        return int(cursor.fetchone()[0])
+
+
+@pytest.mark.parametrize("rows", [s.TENANT_ROWS, s.REQUEST_ROWS, s.AUDIT_EVENT_ROWS])
+def test_a_page_query_is_prepared_once_per_connection_and_answers_the_same(varied, rows):
+    pks = list(rows.model._default_manager.order_by("pk").values_list("pk", flat=True)[:20])
+    before = _plans(rows._query.sql)
+    first = rows.rows(pks)
+    for _ in range(6):
+        assert rows.rows(pks) == first
+    assert _plans(rows._query.sql) == before + 7  # every page ran the one statement prepared on this connection
+    assert len(first) == len(pks)
+
+
+def test_preparing_can_be_turned_off_for_poolers_that_cannot_keep_statements(varied, settings):
+    settings.DATABASE_PREPARED_STATEMENTS = False
+    pks = list(Tenant.objects.order_by("pk").values_list("pk", flat=True)[:5])
+    before = _plans(s.TENANT_ROWS._query.sql)
+    for _ in range(3):
+        assert len(s.TENANT_ROWS.rows(pks)) == 5
+    assert _plans(s.TENANT_ROWS._query.sql) == before
