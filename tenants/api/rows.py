@@ -22,7 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.backends.utils import CursorWrapper
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import CharField, Func, Model
 from django.utils import timezone
 from rest_framework import ISO_8601, relations, serializers
@@ -109,7 +109,16 @@ def _prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
     with connection.wrap_database_errors:
         cursor = _preparing_cursor_class()(raw)
     # As Django's own cursor() wraps one (BaseDatabaseWrapper._prepare_cursor).
-    return connection.make_debug_cursor(cursor) if connection.queries_logged else connection.make_cursor(cursor)
+    return _LoggedCursor(cursor, connection) if connection.queries_logged else connection.make_cursor(cursor)
+
+
+class _LoggedCursor(CursorDebugWrapper):
+    """Logs a prepared query as Django logs its own (DEBUG, tests counting queries), with its values in place:
+    Django's logging reads the text back from the client-side binding cursor, which a server-bound one lacks."""
+
+    def execute(self, sql: Any, params: Any = None) -> Any:
+        with self.debug_sql(self.db.ops.compose_sql(sql, params)):
+            return CursorWrapper.execute(self, sql, params)
 
 
 def _same(field: drf.Field, base: type[drf.Field]) -> bool:

@@ -13,6 +13,7 @@ import datetime as dt
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.renderers import JSONRenderer
 
 from tenants import audit
@@ -237,3 +238,12 @@ def test_preparing_can_be_turned_off_for_poolers_that_cannot_keep_statements(var
     for _ in range(3):
         assert len(s.TENANT_ROWS.rows(pks)) == 5
     assert _plans(s.TENANT_ROWS._query.sql) == before
+
+
+def test_a_prepared_page_query_is_logged_with_its_values_like_any_other(varied):
+    tenant = Tenant.objects.order_by("pk").first()
+    assert tenant is not None
+    with CaptureQueriesContext(connection) as queries:
+        s.TENANT_ROWS.rows([tenant.pk])
+    assert len(queries.captured_queries) == 1
+    assert tenant.pk.hex in queries.captured_queries[0]["sql"]
