@@ -106,8 +106,7 @@ def _prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
         # Django's "never prepare"; with a threshold no query reaches, only those asked to (these) are prepared.
         raw.prepare_threshold = 2**31
     connection.validate_thread_sharing()
-    with connection.wrap_database_errors:
-        cursor = _preparing_cursor_class()(raw)
+    cursor = _preparing_cursor_class()(raw)
     # As Django's own cursor() wraps one (BaseDatabaseWrapper._prepare_cursor).
     return _LoggedCursor(cursor, connection) if connection.queries_logged else connection.make_cursor(cursor)
 
