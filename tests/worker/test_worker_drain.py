@@ -27,7 +27,7 @@ def test_a_job_waiting_on_its_countdown_is_revoked_and_the_worker_left_idle(cele
     def scheduled() -> list[str]:
         return [entry["request"]["id"] for entry in (inspect.scheduled() or {}).get(node, [])]
 
-    wait_for(lambda: scheduled(), timeout=30, interval=0.2, what="the worker to hold the job until its countdown")
+    wait_for(scheduled, timeout=30, interval=0.2, what="the worker to hold the job until its countdown")
     started = time.monotonic()
     drain_worker(node, timeout=30)
     assert time.monotonic() - started < 30
