@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db.models import QuerySet
@@ -65,14 +65,22 @@ class BerthPagination(pagination.LimitOffsetPagination):
         the first row is the end of the list, so ``count`` is its offset plus its length, exactly as COUNT(*)
         would say.
         """
+        return self.window(
+            request,
+            lambda offset, limit: list(queryset.values_list("pk", flat=True)[offset : offset + limit]),
+            lambda: self.get_count(queryset),
+        )
+
+    def window(self, request: ApiRequest, ids: Callable[[int, int], list[Any]], count: Callable[[], int]) -> list[Any]:
+        """The ids of the page asked for, from ``ids(offset, limit)``, counting with ``count()`` only when needed."""
         self.request = request
         self.limit = self.get_limit(request)
         self.offset = self.get_offset(request)
-        window = list(queryset.values_list("pk", flat=True)[self.offset : self.offset + self.limit])
+        window = ids(self.offset, self.limit)
         if 0 < len(window) < self.limit or (not window and self.offset == 0):
             self.count = self.offset + len(window)
         else:
-            self.count = self.get_count(queryset)
+            self.count = count()
         if self.count > self.limit and self.template is not None:
             self.display_page_controls = True
         return window

@@ -88,7 +88,7 @@ def _preparing_cursor_class() -> type[Any]:
     return PreparingCursor
 
 
-def _prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
+def prepared_cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
     """A cursor of ``connection`` whose queries PostgreSQL plans once per connection, not once per page.
 
     A page's query joins every relation the serializer shows by name: the requests list joins nine tables, and
@@ -261,7 +261,7 @@ class PlainRows:
         params = list(q.params)
         params[q.pks_at] = list(pks)
         connection = connections[q.db]
-        with _prepared_cursor(connection) as cursor:
+        with prepared_cursor(connection) as cursor:
             cursor.execute(q.sql, params)
             raw = cursor.fetchall()
         names = q.names

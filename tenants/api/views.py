@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from django.db.models import Model, QuerySet
 from django.http import HttpResponse, StreamingHttpResponse
+from django_filters import FilterSet
+from django_filters.rest_framework import DjangoFilterBackend
+from django_filters.utils import translate_validation
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -18,6 +22,7 @@ from tenants import models, selectors, services
 from tenants.api import serializers as s
 from tenants.api.authentication import OidcBearerAuthentication
 from tenants.api.filters import AuditEventFilter, RequestFilter, TenantFilter
+from tenants.api.pages import CALLER, TOKEN_TEAM, PageQueries, Window, shape_of
 from tenants.api.pagination import BerthPagination
 from tenants.api.rows import PlainRows
 from tenants.api.sleep_views import TenantSleepActions
@@ -90,22 +95,66 @@ class BerthViewSet(OneValueEach, viewsets.GenericViewSet):
     def for_token_team(self, queryset, lookup: str = "team_id"):
         """Narrow ``queryset`` to the token's team when the caller uses a team automation token."""
         team_id = token_team_id(self.request)
-        return queryset if team_id is None else queryset.filter(**{lookup: team_id})
+        return queryset if team_id is None else of_team(queryset, team_id, lookup)
+
+
+def of_team(queryset: QuerySet[Any], team_id: int, lookup: str = "team_id") -> QuerySet[Any]:
+    return queryset.filter(**{lookup: team_id})
 
 
 # A list whose page is built by ``list_rows`` (tenants.api.rows) rather than by ``serializer_class``. The output is
 # the serializer's, byte for byte (tests/tenants/test_api_rows.py); the schema still comes from ``serializer_class``.
 # With ``list_rows = None`` the view lists through the serializer, as DRF does. (Comments, not a docstring: the
 # schema would take a docstring for the description of every view that inherits it.)
-class PlainListMixin(mixins.ListModelMixin, viewsets.GenericViewSet):
+#
+# The page's ids and count come from SQL compiled once per shape of request (tenants.api.pages), from the same
+# selector (``visible_in``, a function of the caller's Scope), token narrowing and filters as ``get_queryset`` and
+# ``filter_queryset``; a shape it cannot compile is listed through those, as before.
+class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
     list_rows: PlainRows | None = None
+    filterset_class: type[FilterSet]
+    visible_in: Callable[[selectors.Scope], QuerySet[Any]]
+    list_pages: PageQueries
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "visible_in" in cls.__dict__:
+            cls.list_pages = PageQueries(cls.__dict__["visible_in"], of_team, cls.filterset_class)
+
+    def scoped_queryset(self):
+        return self.for_token_team(type(self).visible_in(selectors.scope_of(actor_of(self.request))))
 
     def list(self, request: ApiRequest, *args: Any, **kwargs: Any) -> Response:
         if self.list_rows is None:
             return super().list(request, *args, **kwargs)
-        assert isinstance(self.paginator, BerthPagination)
-        ids = self.paginator.page_ids(self.filter_queryset(self.get_queryset()), request)
+        paginator = self.paginator
+        assert isinstance(paginator, BerthPagination)
+        window = self._compiled_window(request)
+        if window is None:
+            ids = paginator.page_ids(self.filter_queryset(self.get_queryset()), request)
+        else:
+            ids = paginator.window(request, *window)
         return self.get_paginated_response(self.list_rows.rows(ids))
+
+    def _compiled_window(self, request: ApiRequest) -> Window | None:
+        if self.filter_backends != [DjangoFilterBackend]:
+            return None
+        filterset = self.filterset_class(
+            data=request.query_params, queryset=self.schema_model._default_manager.none(), request=request
+        )
+        if not filterset.is_valid():
+            raise translate_validation(filterset.errors)
+        cleaned = filterset.form.cleaned_data
+        scope = selectors.scope_of(actor_of(request))
+        team_id = token_team_id(request)
+        shape = shape_of(scope, team_id, cleaned)
+        if shape is None:
+            return None
+        values: dict[str, list[Any]] = {CALLER: [scope.user_id], TOKEN_TEAM: [team_id]}
+        for name, given in shape[2]:
+            value = cleaned[name]
+            values[name] = list(set(value)) if given else [value]
+        return self.list_pages.window(shape, values)
 
 
 class MeView(APIView):
@@ -142,15 +191,13 @@ class ClusterViewSet(mixins.ListModelMixin, BerthViewSet):
         return selectors.clusters_available()
 
 
-class RequestViewSet(PlainListMixin, mixins.RetrieveModelMixin, BerthViewSet):
+class RequestViewSet(PlainListMixin, mixins.RetrieveModelMixin):
     serializer_class = s.RequestSerializer
     list_rows = s.REQUEST_ROWS
     filterset_class = RequestFilter
+    visible_in = staticmethod(selectors.requests_in)
 
     schema_model = models.TenantRequest
-
-    def scoped_queryset(self):
-        return self.for_token_team(selectors.requests_visible_to(user=actor_of(self.request)))
 
     @extend_schema(
         request=s.RequestCreateSerializer,
@@ -240,16 +287,14 @@ class RequestViewSet(PlainListMixin, mixins.RetrieveModelMixin, BerthViewSet):
         return Response(s.RequestSerializer(req).data)
 
 
-class TenantViewSet(TenantSleepActions, PlainListMixin, mixins.RetrieveModelMixin, BerthViewSet):
+class TenantViewSet(TenantSleepActions, PlainListMixin, mixins.RetrieveModelMixin):
     serializer_class = s.TenantSerializer
     list_rows = s.TENANT_ROWS
     list_params = frozenset({"status"})
     filterset_class = TenantFilter
+    visible_in = staticmethod(selectors.tenants_in)
 
     schema_model = models.Tenant
-
-    def scoped_queryset(self):
-        return self.for_token_team(selectors.tenants_visible_to(user=actor_of(self.request)))
 
     @extend_schema(request=s.DecommissionSerializer, responses=s.TenantSerializer)
     @action(detail=True, methods=["post"])
@@ -343,15 +388,13 @@ class MergedKubeconfigView(OneValueEach, APIView):
         return kubeconfig_response(text, "berth-kubeconfig.yaml")
 
 
-class AuditEventViewSet(PlainListMixin, BerthViewSet):
+class AuditEventViewSet(PlainListMixin):
     serializer_class = s.AuditEventSerializer
     list_rows = s.AUDIT_EVENT_ROWS
     filterset_class = AuditEventFilter
+    visible_in = staticmethod(selectors.audit_events_in)
 
     schema_model = models.AuditEvent
-
-    def scoped_queryset(self):
-        return self.for_token_team(selectors.audit_events_visible_to(user=actor_of(self.request)))
 
     @extend_schema(filters=True, responses={(200, "text/csv"): str})
     @action(detail=False, methods=["get"], url_path="export")
