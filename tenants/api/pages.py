@@ -21,18 +21,22 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django import forms
 from django.db import connections
 from django.db.models import QuerySet
-from django_filters import FilterSet
+from django_filters import Filter, FilterSet
 from django_filters.constants import EMPTY_VALUES
 
 from tenants.api.rows import prepared_cursor
 from tenants.selectors import Scope
+
+logger = logging.getLogger(__name__)
 
 # Stand-ins for the caller's and the token team's ids: no row has a negative id.
 _USER = -1_987_654_321
@@ -78,14 +82,20 @@ Window = tuple[Callable[[int, int], list[Any]], Callable[[], int]]
 Shape = tuple[str, bool, tuple[tuple[str, int], ...]]
 
 
-def shape_of(scope: Scope, token_team_id: int | None, cleaned: Mapping[str, Any]) -> Shape | None:
-    """The request's shape, or None when a value is one the filters treat specially (text with a NUL)."""
+def shape_of(
+    scope: Scope, token_team_id: int | None, cleaned: Mapping[str, Any], filters: Mapping[str, Filter]
+) -> Shape | None:
+    """The request's shape, or None when a value is one the filters treat specially: text with a NUL (an empty
+    page), a choice filter's ``null_value`` (IS NULL)."""
     given: list[tuple[str, int]] = []
     for name, value in cleaned.items():
         if value in EMPTY_VALUES:
             continue
         values = value if isinstance(value, list) else [value]
         if any(isinstance(v, str) and "\x00" in v for v in values):
+            return None
+        null = getattr(filters[name], "null_value", None)
+        if null is not None and null in values:
             return None
         given.append((name, len(set(value)) if isinstance(value, list) else 0))
     return (scope.kind, token_team_id is not None, tuple(given))
@@ -123,8 +133,7 @@ class PageQueries:
         filters = self.filterset_class(data={}, queryset=qs).filters
         counter = itertools.count()
         for name, count in given:
-            field = filters[name].field_class
-            make = _moment if issubclass(field, _DATE_TIME_FIELDS) else _text
+            make = _stand_in_maker(filters[name].field_class)
             values = [make(next(counter), round_) for _ in range(max(count, 1))]
             stand_ins[name] = values
             # As FilterSet.filter_queryset does, in the form's order.
@@ -152,7 +161,12 @@ class PageQueries:
             if shape not in self._compiled:
                 try:
                     self._compiled[shape] = self._compile(shape)
-                except _NotCompiled:
+                except _NotCompiled as refused:
+                    logger.info("list shape %s left to the ORM: %s", shape, refused)
+                    self._compiled[shape] = None
+                except Exception:
+                    # A filter that could not take a stand-in: the ORM answers this shape, as always.
+                    logger.exception("list shape %s could not be compiled; left to the ORM", shape)
                     self._compiled[shape] = None
         return self._compiled[shape]
 
@@ -248,10 +262,15 @@ def _carries_stand_in(param: Any) -> bool:
     return False
 
 
-def _date_time_fields() -> tuple[type, ...]:
-    from django import forms
-
-    return (forms.DateTimeField,)
-
-
-_DATE_TIME_FIELDS = _date_time_fields()
+def _stand_in_maker(field: type[forms.Field]) -> Callable[[int, int], Any]:
+    """Stand-ins for a filter's form field: a date-time, or text (a choice is text, a multiple choice a list of
+    it). Any other field (a number, a model choice, a typed choice) is refused, so its shapes go to the ORM."""
+    if issubclass(field, forms.DateTimeField):
+        return _moment
+    if issubclass(field, forms.ModelChoiceField | forms.ModelMultipleChoiceField):
+        raise _NotCompiled(f"{field.__name__}: a model choice")
+    if issubclass(field, forms.TypedChoiceField | forms.TypedMultipleChoiceField):
+        raise _NotCompiled(f"{field.__name__}: a typed choice")
+    if issubclass(field, forms.CharField | forms.ChoiceField | forms.MultipleChoiceField):
+        return _text
+    raise _NotCompiled(f"{field.__name__}: no stand-in for it")

@@ -113,11 +113,23 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
     list_rows: PlainRows | None = None
     filterset_class: type[FilterSet]
     visible_in: Callable[[selectors.Scope], QuerySet[Any]]
-    list_pages: PageQueries
+
+    list_pages: PageQueries | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "visible_in" in cls.__dict__:
+        # Only a view that lists what ``visible_in``, ``of_team`` and its filters say, and nothing else, has its
+        # SQL compiled: an override of how the queryset is built or filtered would be skipped by it.
+        cls.list_pages = None
+        if "visible_in" in cls.__dict__ and (
+            cls.get_queryset is BerthViewSet.get_queryset
+            and cls.scoped_queryset is PlainListMixin.scoped_queryset
+            and cls.filter_queryset is viewsets.GenericViewSet.filter_queryset
+            and cls.filter_backends == [DjangoFilterBackend]
+            and issubclass(cls.filterset_class, BerthFilterSet)
+            and cls.filterset_class.filter_queryset is FilterSet.filter_queryset
+            and cls.filterset_class.qs is FilterSet.qs
+        ):
             cls.list_pages = PageQueries(cls.__dict__["visible_in"], of_team, cls.filterset_class)
 
     def scoped_queryset(self):
@@ -136,14 +148,13 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
         return self.get_paginated_response(self.list_rows.rows(ids))
 
     def _compiled_window(self, request: ApiRequest) -> Window | None:
-        if self.filter_backends != [DjangoFilterBackend]:
+        if self.list_pages is None:
             return None
-        if not issubclass(self.filterset_class, BerthFilterSet):
-            return None
-        cleaned = self.filterset_class.cleaned(request.query_params)
+        filterset_class: Any = self.filterset_class
+        cleaned = filterset_class.cleaned(request.query_params)
         scope = selectors.scope_of(actor_of(request))
         team_id = token_team_id(request)
-        shape = shape_of(scope, team_id, cleaned)
+        shape = shape_of(scope, team_id, cleaned, filterset_class.base_filters)
         if shape is None:
             return None
         values: dict[str, list[Any]] = {CALLER: [scope.user_id], TOKEN_TEAM: [team_id]}

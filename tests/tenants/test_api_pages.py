@@ -184,25 +184,67 @@ class _Branches(BerthFilterSet):
         fields = ["name"]
 
 
-@pytest.mark.parametrize("filterset", [_Contains, _Ignores, _Branches])
-def test_what_cannot_be_compiled_is_left_to_the_orm_not_guessed(db, filterset):
+class _Numbers(BerthFilterSet):
+    # A filter whose form field takes no text stand-in: its shapes are the ORM's, and a 500 never.
+    cpu = django_filters.NumberFilter(field_name="tier__cpu_limit_millis")
+
+    class Meta:
+        model = Tenant
+        fields = ["cpu"]
+
+
+class _Nulls(BerthFilterSet):
+    status = django_filters.ChoiceFilter(choices=[("ready", "ready")], null_label="none")
+
+    class Meta:
+        model = Tenant
+        fields = ["status"]
+
+
+@pytest.mark.parametrize(
+    ("filterset", "value"), [(_Contains, "web"), (_Ignores, "web"), (_Branches, "web"), (_Numbers, 2)]
+)
+def test_what_cannot_be_compiled_is_left_to_the_orm_not_guessed(db, filterset, value):
     pages = PageQueries(selectors.tenants_in, of_team, filterset)
-    shape = shape_of(selectors.Scope(kind="member", user_id=1), None, {"name": "web"})
-    assert shape == ("member", False, (("name", 0),))
-    assert pages.window(shape, {CALLER: [1], "name": ["web"]}) is None
+    name = next(iter(filterset.base_filters))
+    shape = shape_of(selectors.Scope(kind="member", user_id=1), None, {name: value}, filterset.base_filters)
+    assert shape == ("member", False, ((name, 0),))
+    assert pages.window(shape, {CALLER: [1], name: [value]}) is None
+    assert pages.compiled(shape) is None  # remembered: not compiled again on every request
     # A shape without the filter compiles.
     assert pages.window(("member", False, ()), {CALLER: [1]}) is not None
 
 
-def test_a_value_with_a_nul_has_no_shape(db):
+def test_a_value_with_a_special_meaning_has_no_shape(db):
     scope = selectors.Scope(kind="admin", user_id=1)
-    assert shape_of(scope, None, {"name": "a\x00b"}) is None
-    assert shape_of(scope, None, {"status": ["ready", "a\x00"]}) is None
-    assert shape_of(scope, 5, {"name": "", "status": ["ready", "ready"], "since": None}) == (
+    filters = {**TenantViewSet.filterset_class.base_filters, **_Contains.base_filters}
+    assert shape_of(scope, None, {"name": "a\x00b"}, filters) is None
+    assert shape_of(scope, None, {"status": ["ready", "a\x00"]}, filters) is None
+    assert shape_of(scope, 5, {"name": "", "status": ["ready", "ready"], "cluster": None}, filters) == (
         "admin",
         True,
         (("status", 1),),
     )
+    # A choice filter's null value means IS NULL, not a value to compare with.
+    assert shape_of(scope, None, {"status": "null"}, _Nulls.base_filters) is None
+    assert shape_of(scope, None, {"status": "ready"}, _Nulls.base_filters) == ("admin", False, (("status", 0),))
+
+
+def test_a_view_that_builds_its_list_otherwise_is_not_compiled():
+    class Narrower(TenantViewSet):
+        visible_in = staticmethod(selectors.tenants_in)
+
+        def get_queryset(self):
+            return super().get_queryset().filter(status="ready")
+
+    class Plain(TenantViewSet):
+        visible_in = staticmethod(selectors.tenants_in)
+
+    assert Narrower.list_pages is None
+    assert Plain.list_pages is not None
+    assert TenantViewSet.list_pages is not None
+    assert RequestViewSet.list_pages is not None
+    assert AuditEventViewSet.list_pages is not None
 
 
 def test_a_members_audit_count_for_a_team_has_an_index_with_all_it_reads(alice, bob, team_a, team_b):
