@@ -462,7 +462,9 @@ class Tenant(models.Model):
     schedule_window_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
-        ordering = ["-created_at"]
+        # The id breaks ties (tenants made in one bulk share a created_at): a page's rows, and so offset paging,
+        # must not depend on the plan PostgreSQL picks.
+        ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(condition=Q(status__in=TenantStatus.values), name="tenant_status_valid"),
             models.CheckConstraint(
@@ -489,7 +491,7 @@ class Tenant(models.Model):
         indexes = [
             models.Index(fields=["status", "status_changed_at"]),
             # A team's page of the API list: newest first, read from the index without sorting the team's rows.
-            models.Index(fields=["team", "-created_at"], name="tenant_team_newest"),
+            models.Index(fields=["team", "-created_at", "-id"], name="tenant_team_page"),
         ]
 
     def __str__(self) -> str:
@@ -618,7 +620,7 @@ class TenantRequest(models.Model):
     approval_reason = models.TextField(blank=True)
 
     class Meta:
-        ordering = ["-created_at"]
+        ordering = ["-created_at", "-id"]  # the id breaks ties, as for tenants
         constraints = [
             models.CheckConstraint(
                 condition=Q(status__in=["pending", "approved", "rejected", "cancelled"]), name="request_status_valid"
@@ -644,7 +646,7 @@ class TenantRequest(models.Model):
             ),
         ]
         # A team's page of the API list: newest first, read from the index without sorting the team's rows.
-        indexes = [models.Index(fields=["team", "-created_at"], name="request_team_newest")]
+        indexes = [models.Index(fields=["team", "-created_at", "-id"], name="request_team_page")]
 
     def __str__(self) -> str:
         return f"{self.get_action_display()} {self.name}"
