@@ -9,10 +9,11 @@ Everything it needs is started here and stopped on exit: a throwaway PostgreSQL 
 UPDATE and DELETE, not INSERT), an API token per person, and the portal under gunicorn with
 deploy/gunicorn.conf.py (settings bench.api_settings: the product's plus a bare DRF endpoint).
 
-Then locust (headless) runs each list endpoint alone and the bare endpoint alone (req/s, the
-baseline ratio), and a mix of reads and writes by people of several teams (per endpoint req/s,
-p50/p95/p99, errors). Afterwards the database is checked for lost or duplicated writes. The
-tables go to stdout, ending with one line of JSON; progress to stderr.
+Then locust (headless) runs each list endpoint alone, between runs of the bare endpoint alone
+(req/s; a list's share is of the mean of the bare rates before and after it), and a mix of reads
+and writes by people of several teams (per endpoint req/s, p50/p95/p99, errors). Afterwards the
+database is checked for lost or duplicated writes. The tables go to stdout, ending with one line
+of JSON; progress to stderr.
 """
 
 from __future__ import annotations
@@ -285,35 +286,43 @@ def main() -> int:
         try:
             # Workers import Django and connect on their first requests: warm them up first, unmeasured.
             run_locust(url, "bare", 5, args.users, work, {**locust_env, "BERTH_BENCH_WARMUP": "1"})
-            # The bare endpoint runs right before each list: on a shared machine the rate drifts by a factor of
-            # two within minutes, and a list is compared with the yardstick measured under the same conditions.
-            solo, bares = {}, {}
+            # The bare endpoint runs before and after each list, and a list is compared with the mean of the two:
+            # the rate drifts within minutes (in four of five runs on 2026-11-23 the first bare phase was the
+            # fastest, by up to a quarter), so a yardstick taken before only would favour the lists measured later.
+            solo: dict[str, dict[str, Any]] = {}
+            bares = [run_locust(url, "bare", args.solo_seconds, args.users, work, locust_env)]
             for tag in ["tenants", "requests", "audit"]:
-                bares[tag] = run_locust(url, "bare", args.solo_seconds, args.users, work, locust_env)
                 solo[tag] = run_locust(url, tag, args.solo_seconds, args.users, work, locust_env)
+                bares.append(run_locust(url, "bare", args.solo_seconds, args.users, work, locust_env))
             mix = run_locust(url, "mix", args.mix_seconds, args.users, work, locust_env)
         finally:
             server.stop(grace_seconds=10)
         writes = check_writes(mix, data["seeded_requests"])
 
     print(f"\nAPI load: {args.tenants} tenants, {args.audit_rows} audit rows, {TEAMS} teams, {args.users} users\n")
-    print(f"Each endpoint alone ({args.solo_seconds} s; the bare endpoint right before each list):")
+    print(f"Each endpoint alone ({args.solo_seconds} s; the bare endpoint before and after each list):")
     print(f"  {'endpoint':<28}{'req/s':>8}{'of bare':>9}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}")
-    ratios, bare_rates = {}, []
-    for tag, name in zip(["tenants", "requests", "audit"], LIST_ENDPOINTS, strict=True):
-        bare = figures(bares[tag]["rows"]["bare DRF endpoint"])
-        bare_rates.append(bare["rps"])
+    ratios: dict[str, float] = {}
+    bare_rates = [figures(phase["rows"]["bare DRF endpoint"])["rps"] for phase in bares]
+    rows: list[tuple[str, dict[str, float], str]] = []
+    for i, (tag, name) in enumerate(zip(["tenants", "requests", "audit"], LIST_ENDPOINTS, strict=True)):
         f = figures(solo[tag]["rows"][name])
-        ratios[name] = f["rps"] / bare["rps"]
-        for label, row, share in [("bare DRF endpoint", bare, "100%"), (name, f, f"{ratios[name]:.0%}")]:
-            print(f"  {label:<28}{row['rps']:>8.1f}{share:>9}{row['p50']:>8.0f}{row['p95']:>8.0f}{row['p99']:>8.0f}")
+        ratios[name] = f["rps"] / ((bare_rates[i] + bare_rates[i + 1]) / 2)
+        rows += [
+            ("bare DRF endpoint", figures(bares[i]["rows"]["bare DRF endpoint"]), ""),
+            (name, f, f"{ratios[name]:.0%}"),
+        ]
+    rows.append(("bare DRF endpoint", figures(bares[-1]["rows"]["bare DRF endpoint"]), ""))
+    for label, row, share in rows:
+        print(f"  {label:<28}{row['rps']:>8.1f}{share:>9}{row['p50']:>8.0f}{row['p95']:>8.0f}{row['p99']:>8.0f}")
+    print("  (a list's share: of the mean of the bare rates before and after it)")
     print(f"\nMix of reads and writes ({args.mix_seconds} s):")
     print(f"  {'endpoint':<28}{'req/s':>8}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}{'errors':>8}")
     for name, row in mix["rows"].items():
         f = figures(row)
         print(f"  {name:<28}{f['rps']:>8.1f}{f['p50']:>8.0f}{f['p95']:>8.0f}{f['p99']:>8.0f}{f['failures']:>8}")
     statuses: Counter[str] = Counter()
-    for phase in [*bares.values(), *solo.values(), mix]:
+    for phase in [*bares, *solo.values(), mix]:
         statuses.update(phase["statuses"])
     server_errors = sum(v for k, v in statuses.items() if not k.isdigit() or int(k) >= 500)
     print(f"\nStatus codes (mix): {dict(sorted(mix['statuses'].items()))}")

@@ -99,8 +99,8 @@ TEMPLATES = [
 DATABASES = {"default": env.db("DATABASE_URL", default="postgres:///berth")}
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
-# API list pages prepare their row query (tenants.api.rows): off behind a pooler that cannot keep prepared
-# statements (PgBouncer in transaction mode before 1.21).
+# API list pages prepare their queries (tenants.api.rows, tenants.api.pages): off behind a pooler that cannot
+# keep prepared statements (PgBouncer in transaction mode before 1.21).
 DATABASE_PREPARED_STATEMENTS = env.bool("DATABASE_PREPARED_STATEMENTS", default=True)
 
 # --- Static files -----------------------------------------------------------
