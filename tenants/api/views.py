@@ -21,7 +21,7 @@ from tenants import models, selectors, services
 from tenants.api import serializers as s
 from tenants.api.authentication import OidcBearerAuthentication
 from tenants.api.filters import AuditEventFilter, BerthFilterSet, RequestFilter, TenantFilter
-from tenants.api.pages import CALLER, TOKEN_TEAM, PageQueries, Window, shape_of
+from tenants.api.pages import CALLER, CALLER_TEAMS, TOKEN_TEAM, PageQueries, Window, shape_of
 from tenants.api.pagination import BerthPagination
 from tenants.api.rows import PlainRows
 from tenants.api.sleep_views import TenantSleepActions
@@ -113,6 +113,8 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
     list_rows: PlainRows | None = None
     filterset_class: type[FilterSet]
     visible_in: Callable[[selectors.Scope], QuerySet[Any]]
+    # Whether ``visible_in`` reads a member's teams from the Scope (selectors.Scope.team_ids).
+    scope_team_ids = False
 
     list_pages: PageQueries | None = None
 
@@ -133,7 +135,8 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
             cls.list_pages = PageQueries(cls.__dict__["visible_in"], of_team, cls.filterset_class)
 
     def scoped_queryset(self):
-        return self.for_token_team(type(self).visible_in(selectors.scope_of(actor_of(self.request))))
+        scope = selectors.scope_of(actor_of(self.request), with_team_ids=self.scope_team_ids)
+        return self.for_token_team(type(self).visible_in(scope))
 
     def list(self, request: ApiRequest, *args: Any, **kwargs: Any) -> Response:
         if self.list_rows is None:
@@ -157,7 +160,11 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
         shape = shape_of(scope, team_id, cleaned, filterset_class.base_filters)
         if shape is None:
             return None
-        values: dict[str, list[Any]] = {CALLER: [scope.user_id], TOKEN_TEAM: [team_id]}
+        values: dict[str, Any] = {
+            CALLER: [scope.user_id],
+            CALLER_TEAMS: lambda: [selectors.team_ids_of(user_id=scope.user_id)],
+            TOKEN_TEAM: [team_id],
+        }
         for name, given in shape[2]:
             value = cleaned[name]
             values[name] = list(set(value)) if given else [value]
@@ -400,6 +407,7 @@ class AuditEventViewSet(PlainListMixin):
     list_rows = s.AUDIT_EVENT_ROWS
     filterset_class = AuditEventFilter
     visible_in = staticmethod(selectors.audit_events_in)
+    scope_team_ids = True
 
     schema_model = models.AuditEvent
 

@@ -8,6 +8,8 @@ statement, and what cannot be compiled (a value changed on its way in a way not 
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import django_filters
@@ -17,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 
 from tenants import audit, selectors
 from tenants.api.filters import BerthFilterSet, TextFilter
-from tenants.api.pages import CALLER, PageQueries, shape_of
+from tenants.api.pages import CALLER, CALLER_TEAMS, PageQueries, shape_of
 from tenants.api.views import AuditEventViewSet, PlainListMixin, RequestViewSet, TenantViewSet, of_team
 from tenants.models import AuditEvent, Tenant
 
@@ -106,7 +108,10 @@ def test_compiled_pages_answer_as_the_orm_does_for_every_caller_and_filter(calle
 
 def test_the_audit_trail_matches_an_action_prefix_as_text_not_as_a_pattern(callers):
     client = callers["member"]
-    actions = lambda query: {e["action"] for e in client.get(f"{API}/audit-events/?{query}").json()["results"]}  # noqa: E731
+
+    def actions(query: str) -> set[str]:
+        return {event["action"] for event in client.get(f"{API}/audit-events/?{query}").json()["results"]}
+
     assert actions("action=test_") == {"test_a"}
     assert actions("action=100%25") == {"100%"}
     assert actions("action=te%25t") == {"te%t_x"}
@@ -132,11 +137,12 @@ def test_a_shape_is_compiled_once_and_its_queries_are_prepared(callers, monkeypa
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement FROM pg_prepared_statements")
         prepared = {row[0] for row in cursor.fetchall()}
-    # psycopg prepares the text with $n placeholders
-    placeholders = iter(range(1, 100))
-    as_prepared = lambda sql: __import__("re").sub(r"%s", lambda _: f"${next(placeholders)}", sql)  # noqa: E731
+
+    def as_prepared(sql: str) -> str:  # psycopg prepares the text with $n placeholders
+        numbers = iter(range(1, 100))
+        return re.sub(r"%s", lambda _: f"${next(numbers)}", sql)
+
     assert as_prepared(compiled.ids_sql) in prepared
-    placeholders = iter(range(1, 100))
     assert as_prepared(compiled.count_sql) in prepared
 
 
@@ -259,11 +265,39 @@ def test_a_members_audit_count_for_a_team_has_an_index_with_all_it_reads(alice, 
     assert indexes["audit_team_actor"].endswith("USING btree (team_id, actor_id)")
     assert "tenants_auditevent_team_id_246bc6cb" not in indexes  # the team's own index, which it covers
     shape = ("member", False, (("team", 0),))
-    window = AuditEventViewSet.list_pages.window(shape, {CALLER: [alice.pk], "team": ["team-a"]})
+    window = AuditEventViewSet.list_pages.window(
+        shape, {CALLER: [alice.pk], CALLER_TEAMS: [[team_a.pk]], "team": ["team-a"]}
+    )
     assert window is not None
     ids, count = window
     # alice sees team-a's events (hers and bob's alike); bob's own events in team-b are not hers to count.
     assert count() == AuditEvent.objects.filter(team=team_a).count() == 10
     assert len(ids(0, 200)) == 10
-    bobs = AuditEventViewSet.list_pages.window(shape, {CALLER: [bob.pk], "team": ["team-a"]})
+    bobs = AuditEventViewSet.list_pages.window(
+        shape, {CALLER: [bob.pk], CALLER_TEAMS: [[team_b.pk]], "team": ["team-a"]}
+    )
     assert bobs is not None and bobs[1]() == 5
+
+
+def test_a_member_in_no_team_sees_only_their_own_audit_events(callers, erin, api, monkeypatch):
+    audit.record(actor=erin, action="auth.login", object_type="user", object_id=str(erin.pk))
+    client = api(erin)
+    for query in ("", "?team=team-a", "?action=auth."):
+        compiled = _answers(client, f"{API}/audit-events/{query}", monkeypatch, compiled=True)
+        assert compiled == _answers(client, f"{API}/audit-events/{query}", monkeypatch, compiled=False)
+        actors = {event["actor_name"] for event in json.loads(compiled[1])["results"]}
+        assert actors <= {"erin"}, (query, actors)
+    assert '"action":"auth.login"' in client.get(f"{API}/audit-events/").content.decode()
+
+
+def test_a_members_teams_are_read_only_for_the_list_that_tests_them(callers):
+    client = callers["member"]
+    for path in ("tenants/", "requests/", "audit-events/"):
+        client.get(f"{API}/{path}?team=team-a")  # compiled before counting queries
+    reads = {}
+    for path in ("tenants/", "requests/", "audit-events/"):
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(f"{API}/{path}?team=team-a").status_code == 200
+        reads[path] = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('SELECT "tenants_membership"')]
+    assert reads["tenants/"] == reads["requests/"] == []
+    assert len(reads["audit-events/"]) == 1
