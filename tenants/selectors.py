@@ -80,7 +80,11 @@ def scope_of(user: User, *, with_team_ids: bool = False) -> Scope:
 
 
 def team_ids_of(*, user_id: int) -> list[int]:
-    return list(Membership.objects.filter(user_id=user_id).order_by().values_list("team_id", flat=True))
+    return list(team_ids_query(user_id=user_id))
+
+
+def team_ids_query(*, user_id: int) -> QuerySet[Membership, int]:
+    return Membership.objects.filter(user_id=user_id).order_by().values_list("team_id", flat=True)
 
 
 class AnyOf(Lookup):

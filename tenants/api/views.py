@@ -21,7 +21,7 @@ from tenants import models, selectors, services
 from tenants.api import serializers as s
 from tenants.api.authentication import OidcBearerAuthentication
 from tenants.api.filters import AuditEventFilter, BerthFilterSet, RequestFilter, TenantFilter
-from tenants.api.pages import CALLER, CALLER_TEAMS, TOKEN_TEAM, PageQueries, Window, shape_of
+from tenants.api.pages import CALLER, CALLER_TEAMS, TOKEN_TEAM, PageQueries, Window, shape_of, team_ids_of
 from tenants.api.pagination import BerthPagination
 from tenants.api.rows import PlainRows
 from tenants.api.sleep_views import TenantSleepActions
@@ -162,7 +162,7 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
             return None
         values: dict[str, Any] = {
             CALLER: [scope.user_id],
-            CALLER_TEAMS: lambda: [selectors.team_ids_of(user_id=scope.user_id)],
+            CALLER_TEAMS: lambda: [team_ids_of(scope.user_id)],
             TOKEN_TEAM: [team_id],
         }
         for name, given in shape[2]:

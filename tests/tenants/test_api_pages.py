@@ -19,9 +19,9 @@ from django.test.utils import CaptureQueriesContext
 
 from tenants import audit, selectors
 from tenants.api.filters import BerthFilterSet, TextFilter
-from tenants.api.pages import CALLER, CALLER_TEAMS, PageQueries, shape_of
+from tenants.api.pages import CALLER, CALLER_TEAMS, PageQueries, shape_of, team_ids_of
 from tenants.api.views import AuditEventViewSet, PlainListMixin, RequestViewSet, TenantViewSet, of_team
-from tenants.models import AuditEvent, Tenant
+from tenants.models import AuditEvent, Membership, Tenant
 
 pytestmark = pytest.mark.django_db
 
@@ -301,3 +301,10 @@ def test_a_members_teams_are_read_only_for_the_list_that_tests_them(callers):
         reads[path] = [q["sql"] for q in queries.captured_queries if q["sql"].startswith('SELECT "tenants_membership"')]
     assert reads["tenants/"] == reads["requests/"] == []
     assert len(reads["audit-events/"]) == 1
+
+
+def test_a_members_teams_are_read_by_the_selectors_sql_compiled_once(alice, bob, erin, team_b):
+    Membership.objects.create(user=alice, team=team_b, role=Membership.Role.MEMBER)
+    for user in (alice, bob, erin):  # two teams, one, none
+        assert sorted(team_ids_of(user.pk)) == sorted(selectors.team_ids_of(user_id=user.pk))
+    assert len(team_ids_of(alice.pk)) == 2 and team_ids_of(erin.pk) == []
