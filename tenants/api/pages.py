@@ -12,9 +12,12 @@ puts its values where the stand-ins were, and runs the two prepared statements.
 What is not compiled is refused, never guessed: a stand-in that reaches the SQL changed in a way this module does
 not know (only "as is" and a LIKE prefix are known), a stand-in that is lost, or a query whose text or constants
 differ when compiled a second time with other stand-ins (so that its structure does not depend on the values)
-leaves that shape to the ORM on every request (``None``). So does a value the filters treat specially (text with
-a NUL character, which they answer with an empty page). tests/tenants/test_api_pages.py compares both ways for
-every kind of caller and combination of filters.
+leaves that shape to the ORM on every request (``None``). So do a filter field without a known stand-in, a value
+the filters treat specially (text with a NUL character, which they answer with an empty page; a choice filter's
+null value), and a view that builds or filters its list otherwise (PlainListMixin checks). The caller's values
+are their id, and for a selector that tests them as values (the audit trail) their teams, read only when the
+shape uses them. tests/tenants/test_api_pages.py compares both ways for every kind of caller and combination of
+filters.
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ def _moment(n: int, round_: int) -> dt.datetime:
 
 @dataclass(frozen=True)
 class _Slot:
-    """Where a request's value goes: ``source`` is CALLER, TOKEN_TEAM or a filter's name (``index`` in its list)."""
+    """Where a request's value goes: ``source`` is CALLER, CALLER_TEAMS, TOKEN_TEAM or a filter's name (``index``
+    in its list)."""
 
     source: str
     index: int = 0
@@ -287,7 +291,7 @@ def _carries_stand_in(param: Any) -> bool:
     if isinstance(param, str):
         return _MARK in param
     if isinstance(param, int):
-        return param <= _TEAM
+        return param <= _USER
     if isinstance(param, dt.datetime):
         return param.year < 1910
     if isinstance(param, list | tuple):
