@@ -49,7 +49,7 @@ from tenants.models import (
 
 @dataclass(frozen=True)
 class Scope:
-    """All that the lists' visibility depends on: the caller's standing and id.
+    """All that the lists' visibility depends on: the caller's standing, id and (when asked for) teams.
 
     ``tenants_in``, ``requests_in`` and ``audit_events_in`` are functions of a Scope and of nothing else (no query
     of their own, no other attribute of the user), which is what lets tenants.api.pages compile their SQL once per

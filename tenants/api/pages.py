@@ -29,7 +29,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from django import forms
 from django.db import connections
@@ -71,6 +71,16 @@ class _Slot:
     source: str
     index: int = 0
     like_prefix: bool = False
+
+
+class _Round(NamedTuple):
+    """One compilation with stand-ins: the SQL, its parameters, and the stand-ins of each source."""
+
+    db: str
+    ids_sql: str
+    count_sql: str
+    params: list[Any]
+    stand_ins: dict[str, list[Any]]
 
 
 @dataclass(frozen=True)
@@ -148,7 +158,7 @@ class PageQueries:
             qs = filters[name].filter(qs, values if count else values[0])
         return qs, stand_ins
 
-    def _compile_once(self, shape: Shape, round_: int) -> tuple[str, str, list[Any], dict[str, list[Any]], str]:
+    def _compile_once(self, shape: Shape, round_: int) -> _Round:
         qs, stand_ins = self._queryset(shape, round_)
         ids = qs.values_list("pk", flat=True)
         ids_sql, ids_params = ids.query.get_compiler(using=ids.db).as_sql()
@@ -158,7 +168,7 @@ class PageQueries:
         # the same values in the same places (checked below).
         if list(count_params) != list(ids_params):
             raise _NotCompiled("the count's parameters differ from the page's")
-        return ids_sql, count_sql, list(ids_params), stand_ins, ids.db
+        return _Round(ids.db, ids_sql, count_sql, list(ids_params), stand_ins)
 
     def compiled(self, shape: Shape) -> _Compiled | None:
         try:
@@ -173,7 +183,7 @@ class PageQueries:
                     logger.info("list shape %s left to the ORM: %s", shape, refused)
                     self._compiled[shape] = None
                 except Exception:
-                    # A filter that could not take a stand-in: the ORM answers this shape, as always.
+                    # Any other failure to compile: the ORM answers this shape, as always.
                     logger.exception("list shape %s could not be compiled; left to the ORM", shape)
                     self._compiled[shape] = None
         return self._compiled[shape]
@@ -181,14 +191,14 @@ class PageQueries:
     def _compile(self, shape: Shape) -> _Compiled:
         first = self._compile_once(shape, 0)
         second = self._compile_once(shape, 1)
-        if first[0] != second[0] or first[1] != second[1]:
+        if (first.ids_sql, first.count_sql) != (second.ids_sql, second.count_sql):
             raise _NotCompiled("the SQL depends on the values")
         params: list[Any] = []
         slots: list[tuple[int, _Slot]] = []
         found: set[tuple[str, int]] = set()
-        like = connections[first[4]].ops.prep_for_like_query
-        for position, (one, other) in enumerate(zip(first[2], second[2], strict=True)):
-            slot, again = _slot(one, first[3], like), _slot(other, second[3], like)
+        like = connections[first.db].ops.prep_for_like_query
+        for position, (one, other) in enumerate(zip(first.params, second.params, strict=True)):
+            slot, again = _slot(one, first.stand_ins, like), _slot(other, second.stand_ins, like)
             if slot is None or again is None:
                 if slot is not again or one != other or _carries_stand_in(one):
                     raise _NotCompiled(f"parameter {position} depends on a value in a way not known here")
@@ -196,7 +206,7 @@ class PageQueries:
                 continue
             # A multiple choice's values reach the SQL in the order of a set (django-filter ORs them), so the second
             # time another value of the same list may sit in this place; any other stand-in must be the same one.
-            one_of_a_list = len(first[3][slot.source]) > 1
+            one_of_a_list = len(first.stand_ins[slot.source]) > 1
             if (slot.source, slot.like_prefix) != (again.source, again.like_prefix) or (
                 slot.index != again.index and not one_of_a_list
             ):
@@ -207,16 +217,15 @@ class PageQueries:
         # The caller's id and teams are parameters only where the scope uses them (not for an admin's every row,
         # and the teams only where a selector tests them as values); a member's rows are the caller's, always.
         caller = {(CALLER, 0), (CALLER_TEAMS, 0)}
-        expected = {(source, i) for source, values in first[3].items() for i in range(len(values))}
+        expected = {(source, i) for source, values in first.stand_ins.items() for i in range(len(values))}
         if not expected - found <= caller:
             raise _NotCompiled(f"stand-ins lost: {sorted(expected - found)}")
         if shape[0] == "member" and not found & caller:
             raise _NotCompiled("a member's page does not depend on the member")
-        ids_sql, count_sql = first[0], first[1]
         return _Compiled(
-            db=first[4],
-            ids_sql=f"{ids_sql} LIMIT %s OFFSET %s",
-            count_sql=f"SELECT COUNT(*) FROM ({count_sql}) AS page_count",
+            db=first.db,
+            ids_sql=f"{first.ids_sql} LIMIT %s OFFSET %s",
+            count_sql=f"SELECT COUNT(*) FROM ({first.count_sql}) AS page_count",
             params=tuple(params),
             slots=tuple(slots),
         )

@@ -111,7 +111,7 @@ def of_team(queryset: QuerySet[Any], team_id: int, lookup: str = "team_id") -> Q
 # ``filter_queryset``; a shape it cannot compile is listed through those, as before.
 class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
     list_rows: PlainRows | None = None
-    filterset_class: type[FilterSet]
+    filterset_class: type[BerthFilterSet]
     visible_in: Callable[[selectors.Scope], QuerySet[Any]]
     # Whether ``visible_in`` reads a member's teams from the Scope (selectors.Scope.team_ids).
     scope_team_ids = False
@@ -153,11 +153,10 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
     def _compiled_window(self, request: ApiRequest) -> Window | None:
         if self.list_pages is None:
             return None
-        filterset_class: Any = self.filterset_class
-        cleaned = filterset_class.cleaned(request.query_params)
+        cleaned = self.filterset_class.cleaned(request.query_params)
         scope = selectors.scope_of(actor_of(request))
         team_id = token_team_id(request)
-        shape = shape_of(scope, team_id, cleaned, filterset_class.base_filters)
+        shape = shape_of(scope, team_id, cleaned, self.filterset_class.base_filters)
         if shape is None:
             return None
         values: dict[str, Any] = {
