@@ -21,7 +21,7 @@ from tenants import audit, selectors
 from tenants.api.filters import BerthFilterSet, TextFilter
 from tenants.api.pages import CALLER, CALLER_TEAMS, PageQueries, shape_of, team_ids_of
 from tenants.api.views import AuditEventViewSet, PlainListMixin, RequestViewSet, TenantViewSet, of_team
-from tenants.models import AuditEvent, Membership, Tenant
+from tenants.models import AuditEvent, Membership, Tenant, TenantRequest
 
 pytestmark = pytest.mark.django_db
 
@@ -277,6 +277,30 @@ def test_a_members_audit_count_for_a_team_has_an_index_with_all_it_reads(alice, 
         shape, {CALLER: [bob.pk], CALLER_TEAMS: [[team_b.pk]], "team": ["team-a"]}
     )
     assert bobs is not None and bobs[1]() == 5
+
+
+def test_a_members_request_count_for_a_team_has_an_index_with_all_it_reads(varied, alice, bob, team_a, team_b):
+    """Which requests a member sees depends on the team and on the receiving team of a transfer (requests_in):
+    request_team_target holds both, and replaces the team's own index."""
+    offered = TenantRequest.objects.filter(team=team_a).first()
+    assert offered is not None
+    offered.pk, offered.action, offered.target_team, offered.status = None, "transfer", team_b, "cancelled"
+    offered.save()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'tenants_tenantrequest'")
+        indexes = dict(cursor.fetchall())
+    assert indexes["request_team_target"].endswith("USING btree (team_id, target_team_id)")
+    assert "tenants_request_team_id_aea278c9" not in indexes
+    assert not [name for name, definition in indexes.items() if definition.endswith("(team_id)")]
+    shape = ("member", False, (("team", 0),))
+    counts = []
+    for person in (alice, bob):
+        window = RequestViewSet.list_pages.window(shape, {CALLER: [person.pk], "team": ["team-a"]})
+        assert window is not None
+        expected = selectors.requests_in(selectors.scope_of(person)).filter(team=team_a)
+        assert window[1]() == expected.count() == len(window[0](0, 200))
+        counts.append(expected.count())
+    assert counts[0] > counts[1] == 1  # bob (team-b) sees team-a's transfer offered to team-b, and only that
 
 
 def test_a_member_in_no_team_sees_only_their_own_audit_events(callers, erin, api, monkeypatch):
