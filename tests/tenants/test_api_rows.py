@@ -17,6 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.renderers import JSONRenderer
 
+from tenants.api import rows as rows_module
 from tenants.api import serializers as s
 from tenants.api.rows import Computed, PlainRows
 from tenants.api.views import AuditEventViewSet, RequestViewSet, TenantViewSet
@@ -91,6 +92,24 @@ def test_every_row_renders_as_its_serializer_does(varied, rows, serializer, mode
     assert plain == full
     assert (b'Z"' in plain) == zone.endswith("UTC")
     assert rows.rows([]) == []
+
+
+def test_a_row_function_is_kept_per_zone_up_to_a_bound_and_made_per_page_past_it(varied, monkeypatch):
+    rows = rows_module.PlainRows(s.RequestSerializer, {})
+    objects = list(TenantRequest.objects.all())
+    pks = [o.pk for o in objects]
+    berlin, utc = zoneinfo.ZoneInfo("Europe/Berlin"), zoneinfo.ZoneInfo("UTC")
+    with timezone.override(berlin):
+        in_berlin = rows.rows(pks)
+        assert rows.rows(pks) == in_berlin
+    assert list(rows._row_functions) == [berlin]
+    monkeypatch.setattr(rows_module, "_ZONES_KEPT", 1)
+    with timezone.override(utc):
+        # Past the bound the function is made for the page and not kept, and the answer is still the serializer's.
+        in_utc = rows.rows(pks)
+        assert JSONRenderer().render(in_utc) == JSONRenderer().render(s.RequestSerializer(objects, many=True).data)
+    assert list(rows._row_functions) == [berlin]
+    assert in_utc != in_berlin  # the zones render the same instants differently
 
 
 def test_rows_gone_between_the_page_and_its_load_are_left_out(varied):
