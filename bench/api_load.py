@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Berth API load benchmark: the portal under gunicorn on real PostgreSQL and Redis, driven by locust.
 
-    .venv/bin/python bench/api_load.py                  # 10,000 tenants, 100,000 audit rows, about 5 minutes
-    .venv/bin/python bench/api_load.py --users 20 --mix-seconds 60 --solo-seconds 15
+    .venv/bin/python bench/api_load.py                  # 10,000 tenants, 100,000 audit rows, about 7 minutes
+    .venv/bin/python bench/api_load.py --users 20 --mix-seconds 60 --solo-seconds 30
 
 Everything it needs is started here and stopped on exit: a throwaway PostgreSQL and Redis
 (devcluster.servers), migrations, seed data written with bulk_create (the audit table refuses
@@ -24,6 +24,8 @@ import datetime as dt
 import json
 import os
 import re
+import resource
+import runpy
 import subprocess
 import sys
 import tempfile
@@ -193,7 +195,14 @@ def start_portal(env: dict[str, str], log: Path) -> tuple[Component, str]:
     return server, f"http://127.0.0.1:{int(listening.group(1))}"
 
 
-def run_locust(url: str, tag: str, seconds: int, users: int, work: Path, env: dict[str, str]) -> dict[str, Any]:
+def worker_boots(log: Path) -> int:
+    return log.read_bytes().count(b"Booting worker with pid")
+
+
+def run_locust(
+    url: str, tag: str, seconds: int, users: int, work: Path, env: dict[str, str], cpu: CpuMeter, log: Path
+) -> dict[str, Any]:
+    """One locust run; with what it measured, the CPU each component used and how many workers gunicorn booted."""
     label = f"{tag}-warmup" if env.get("BERTH_BENCH_WARMUP") else tag
     prefix = work / label
     results = work / f"{label}-results.json"
@@ -202,7 +211,8 @@ def run_locust(url: str, tag: str, seconds: int, users: int, work: Path, env: di
         "--host", url, "--users", str(users), "--spawn-rate", str(users), "--run-time", f"{seconds}s",
         "--tags", tag, "--csv", str(prefix), "--only-summary", "--loglevel", "WARNING", "--stop-timeout", "10",
     ]  # fmt: skip
-    say(f"locust: {tag}, {users} users, {seconds} s")
+    say(f"locust: {label}, {users} users, {seconds} s")
+    cpu_before, boots_before = cpu.read(), worker_boots(log)
     subprocess.run(
         command,
         cwd=ROOT,
@@ -211,9 +221,15 @@ def run_locust(url: str, tag: str, seconds: int, users: int, work: Path, env: di
         check=False,
         timeout=seconds + 120,
     )
+    cpu_after, boots_after = cpu.read(), worker_boots(log)
     with open(f"{prefix}_stats.csv", newline="") as stats:
         rows = {row["Name"]: row for row in csv.DictReader(stats)}
-    return {"rows": rows, **json.loads(results.read_text())}
+    return {
+        "rows": rows,
+        **json.loads(results.read_text()),
+        "cpu": {name: cpu_after[name] - cpu_before[name] for name in cpu_after},
+        "boots": boots_after - boots_before,
+    }
 
 
 def figures(row: dict[str, str]) -> dict[str, float]:
@@ -228,6 +244,48 @@ def figures(row: dict[str, str]) -> dict[str, float]:
 
 
 LISTED_TABLES = ("tenants_tenant", "tenants_tenantrequest", "tenants_auditevent")
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """CPU time (user and system) of process ``root``, its live descendants and those it has reaped.
+
+    A parent's cutime/cstime hold what its waited-for children used, so a worker gunicorn replaced or a backend
+    PostgreSQL ended between two readings is still counted, once: the total only grows.
+    """
+    children: dict[int, list[tuple[int, list[str]]]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
+        stats[int(entry)] = fields
+        children.setdefault(int(fields[1]), []).append((int(entry), fields))
+    total = 0
+    pending = [(root, stats[root])] if root in stats else []
+    while pending:
+        pid, fields = pending.pop()
+        total += sum(int(tick) for tick in fields[11:15])  # utime, stime, cutime, cstime
+        pending.extend(children.get(pid, []))
+    return total / _TICKS
+
+
+class CpuMeter:
+    """CPU seconds used by the portal (gunicorn and its workers), PostgreSQL, Redis and the load tool."""
+
+    def __init__(self, portal: int, postgres: int, redis: int):
+        self.roots = {"portal": portal, "postgres": postgres, "redis": redis}
+
+    def read(self) -> dict[str, float]:
+        own = resource.getrusage(resource.RUSAGE_CHILDREN)  # locust, once it has been waited for
+        return {
+            **{name: tree_cpu_seconds(pid) for name, pid in self.roots.items()},
+            "client": own.ru_utime + own.ru_stime,
+        }
 
 
 def vacuum() -> None:
@@ -255,6 +313,17 @@ def vacuum() -> None:
     say("the visibility maps stayed incomplete: counts read from the tables")
 
 
+def postmaster_pid() -> int:
+    """PostgreSQL's postmaster: the parent of this process's backend."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    text = Path(f"/proc/{backend}/stat").read_text()
+    return int(text[text.rindex(")") + 2 :].split()[1])
+
+
 def check_writes(mix: dict[str, Any], seeded_requests: int) -> dict[str, int]:
     """Every request the API said it created is there once; every one it said it cancelled is cancelled."""
     from tenants.models import TenantRequest
@@ -279,7 +348,7 @@ def main() -> int:
     parser.add_argument("--tenants", type=int, default=10_000)
     parser.add_argument("--audit-rows", type=int, default=100_000)
     parser.add_argument("--users", type=int, default=20, help="concurrent locust users")
-    parser.add_argument("--solo-seconds", type=int, default=15, help="each endpoint alone")
+    parser.add_argument("--solo-seconds", type=int, default=30, help="each endpoint alone")
     parser.add_argument("--mix-seconds", type=int, default=60, help="the read/write mix")
     args = parser.parse_args()
 
@@ -306,40 +375,60 @@ def main() -> int:
             "BERTH_BENCH_SINCE": (data["started"] - dt.timedelta(minutes=5)).isoformat(),
             "BERTH_BENCH_RUN": str(int(time.time()) % 100000),
         }
-        server, url = start_portal(env, work / "gunicorn.log")
+        log = work / "gunicorn.log"
+        server, url = start_portal(env, log)
         try:
-            # Workers import Django and connect on their first requests: warm them up first, unmeasured.
-            run_locust(url, "bare", 5, args.users, work, {**locust_env, "BERTH_BENCH_WARMUP": "1"})
-            # The bare endpoint runs before and after each list, and a list is compared with the mean of the two:
-            # the rate drifts within minutes (in four of five runs on 2026-11-23 the first bare phase was the
-            # fastest, by up to a quarter), so a yardstick taken before only would favour the lists measured later.
+            cpu = CpuMeter(portal=server.pid or 0, postgres=postmaster_pid(), redis=redis.server.pid or 0)
+            # As many as deploy/gunicorn.conf.py starts (they log their boots one by one, after it listens).
+            workers = int(runpy.run_path(str(ROOT / "deploy" / "gunicorn.conf.py"))["workers"])
+
+            def run(tag: str, seconds: int, **extra: str) -> dict[str, Any]:
+                return run_locust(url, tag, seconds, args.users, work, {**locust_env, **extra}, cpu, log)
+
+            # Workers import Django and connect on their first requests: warm them up first, unmeasured. Then on,
+            # until gunicorn has replaced every worker once (max_requests): a worker's boot costs about a second of
+            # CPU, and before the first of them the server runs a quarter faster than it ever will again, which
+            # made the first bare phase of every earlier run its fastest.
+            run("bare", 5, BERTH_BENCH_WARMUP="1")
+            for _ in range(12):
+                if worker_boots(log) >= 2 * workers:
+                    break
+                run("bare", 10, BERTH_BENCH_WARMUP="1")
+            say(f"warm: {worker_boots(log) - workers} worker boots after the first {workers}")
+            # The bare endpoint runs before and after each list, and a list is compared with the mean of the two.
             solo: dict[str, dict[str, Any]] = {}
-            bares = [run_locust(url, "bare", args.solo_seconds, args.users, work, locust_env)]
+            bares = [run("bare", args.solo_seconds)]
             for tag in ["tenants", "requests", "audit"]:
-                solo[tag] = run_locust(url, tag, args.solo_seconds, args.users, work, locust_env)
-                bares.append(run_locust(url, "bare", args.solo_seconds, args.users, work, locust_env))
-            mix = run_locust(url, "mix", args.mix_seconds, args.users, work, locust_env)
+                solo[tag] = run(tag, args.solo_seconds)
+                bares.append(run("bare", args.solo_seconds))
+            mix = run("mix", args.mix_seconds)
         finally:
             server.stop(grace_seconds=10)
         writes = check_writes(mix, data["seeded_requests"])
 
     print(f"\nAPI load: {args.tenants} tenants, {args.audit_rows} audit rows, {TEAMS} teams, {args.users} users\n")
     print(f"Each endpoint alone ({args.solo_seconds} s; the bare endpoint before and after each list):")
-    print(f"  {'endpoint':<28}{'req/s':>8}{'of bare':>9}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}")
+    print(
+        f"  {'endpoint':<22}{'req/s':>7}{'of bare':>8}{'p50 ms':>7}{'p95 ms':>7}{'p99 ms':>7}{'boots':>6}"
+        f"  CPU ms per request: portal, PostgreSQL, Redis, client"
+    )
     ratios: dict[str, float] = {}
     bare_rates = [figures(phase["rows"]["bare DRF endpoint"])["rps"] for phase in bares]
-    rows: list[tuple[str, dict[str, float], str]] = []
+    rows: list[tuple[str, dict[str, Any], str]] = []
     for i, (tag, name) in enumerate(zip(["tenants", "requests", "audit"], LIST_ENDPOINTS, strict=True)):
         f = figures(solo[tag]["rows"][name])
         ratios[name] = f["rps"] / ((bare_rates[i] + bare_rates[i + 1]) / 2)
-        rows += [
-            ("bare DRF endpoint", figures(bares[i]["rows"]["bare DRF endpoint"]), ""),
-            (name, f, f"{ratios[name]:.0%}"),
-        ]
-    rows.append(("bare DRF endpoint", figures(bares[-1]["rows"]["bare DRF endpoint"]), ""))
-    for label, row, share in rows:
-        print(f"  {label:<28}{row['rps']:>8.1f}{share:>9}{row['p50']:>8.0f}{row['p95']:>8.0f}{row['p99']:>8.0f}")
-    print("  (a list's share: of the mean of the bare rates before and after it)")
+        rows += [("bare DRF endpoint", bares[i], ""), (name, solo[tag], f"{ratios[name]:.0%}")]
+    rows.append(("bare DRF endpoint", bares[-1], ""))
+    for label, phase, share in rows:
+        f = figures(phase["rows"][label])
+        per_request = ", ".join(f"{1000 * seconds / max(f['requests'], 1):.2f}" for seconds in phase["cpu"].values())
+        print(
+            f"  {label:<22}{f['rps']:>7.1f}{share:>8}{f['p50']:>7.0f}{f['p95']:>7.0f}{f['p99']:>7.0f}"
+            f"{phase['boots']:>6}  {per_request}"
+        )
+    print("  (a list's share: of the mean of the bare rates before and after it; boots: workers gunicorn replaced")
+    print("  during the phase, about a second of CPU each; CPU: each component's user and system time / requests)")
     print(f"\nMix of reads and writes ({args.mix_seconds} s):")
     print(f"  {'endpoint':<28}{'req/s':>8}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}{'errors':>8}")
     for name, row in mix["rows"].items():
@@ -362,6 +451,7 @@ def main() -> int:
         "audit_rows": args.audit_rows,
         "users": args.users,
         "bare_rps": [round(rate, 1) for rate in bare_rates],
+        "list_ratios": {name: round(ratio, 2) for name, ratio in ratios.items()},
         "list_ratio_min": round(min(ratios[n] for n in LIST_ENDPOINTS), 2),
         "mix_rps": round(figures(mix["rows"]["Aggregated"])["rps"], 1),
         "mix_p95_ms": figures(mix["rows"]["Aggregated"])["p95"],
