@@ -280,9 +280,9 @@ class PlainRows:
         the columns, a lookup and a test per field) was about a third of a page's time in Python. Only names made
         here and the serializer's keys and paths, quoted with repr, go into the source.
         """
-        functions = self._row_functions.get(tz)
-        if functions is not None:
-            return functions
+        known = self._row_functions.get(tz)
+        if known is not None:
+            return known
         q = self._query
         columns = self._plan[1]
         at = {name: position for position, name in enumerate(q.names)}
@@ -310,10 +310,10 @@ class PlainRows:
                 items.append(f"{column.key!r}: None if {value} is None else f{n}({value})")
         lines.append(f"    return v{at['pk']}, {{{', '.join(items)}}}")
         exec(compile("\n".join(lines), f"<{self.serializer_class.__name__} rows>", "exec"), namespace)
-        functions = namespace["convert_row"]
+        function = namespace["convert_row"]
         if len(self._row_functions) < _ZONES_KEPT:
-            self._row_functions[tz] = functions
-        return functions
+            self._row_functions[tz] = function
+        return function
 
     def rows(self, pks: Sequence[Any]) -> list[dict[str, Any]]:
         """The serializer's output for the rows with these primary keys, in this order (those gone are left out).
