@@ -253,15 +253,20 @@ def test_a_view_that_builds_its_list_otherwise_is_not_compiled():
     assert AuditEventViewSet.list_pages is not None
 
 
+def _indexes(table: str) -> dict[str, str]:
+    """The table's indexes by name, with their definitions."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s", [table])
+        return dict(cursor.fetchall())
+
+
 def test_a_members_audit_count_for_a_team_has_an_index_with_all_it_reads(alice, bob, team_a, team_b):
     """The audit page's COUNT for one team (the caller's teams or own actions, and the team asked for) reads the
     team and the actor of each row: audit_team_actor holds both, so PostgreSQL can count from the index alone
     (whether it does is a matter of size and of the visibility map: bench/README.md has the figures)."""
     for i in range(30):
         audit.record(actor=[alice, bob][i % 2], action="t.x", object_type="t", team=[team_a, team_b, None][i % 3])
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'tenants_auditevent'")
-        indexes = dict(cursor.fetchall())
+    indexes = _indexes("tenants_auditevent")
     assert indexes["audit_team_actor"].endswith("USING btree (team_id, actor_id)")
     assert "tenants_auditevent_team_id_246bc6cb" not in indexes  # the team's own index, which it covers
     shape = ("member", False, (("team", 0),))
@@ -286,9 +291,7 @@ def test_a_members_request_count_for_a_team_has_an_index_with_all_it_reads(varie
     assert offered is not None
     offered.pk, offered.action, offered.target_team, offered.status = None, "transfer", team_b, "cancelled"
     offered.save()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'tenants_tenantrequest'")
-        indexes = dict(cursor.fetchall())
+    indexes = _indexes("tenants_tenantrequest")
     assert indexes["request_team_target"].endswith("USING btree (team_id, target_team_id)")
     assert "tenants_request_team_id_aea278c9" not in indexes
     assert not [name for name, definition in indexes.items() if definition.endswith("(team_id)")]
