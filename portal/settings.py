@@ -102,6 +102,9 @@ DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=
 # API list pages prepare their queries (tenants.api.rows, tenants.api.pages): off behind a pooler that cannot
 # keep prepared statements (PgBouncer in transaction mode before 1.21).
 DATABASE_PREPARED_STATEMENTS = env.bool("DATABASE_PREPARED_STATEMENTS", default=True)
+# API list pages keep each row they render, per process, and render it again only when the row or a row it shows
+# has been written since (tenants.api.rows.PlainRows.fragments): at most this many rows per list (0: none).
+API_LIST_ROWS_KEPT = env.int("API_LIST_ROWS_KEPT", default=10_000)
 
 # --- Static files -----------------------------------------------------------
 STATIC_URL = "static/"

@@ -7,7 +7,8 @@ caller's kind (:class:`tenants.selectors.Scope`), whether a team token narrows i
 (and how many values of a multiple choice). For each shape, :class:`PageQueries` has the ORM build the very
 queryset the view would build, from the same selector and the same filters, but with stand-in values, compiles it
 once and remembers where each stand-in landed among the parameters. A request then only validates its filters,
-puts its values where the stand-ins were, and runs the two prepared statements.
+puts its values where the stand-ins were, and runs prepared statements (the ids with the rows' versions, see
+tenants.api.rows.PlainRows.listed_after, and the count when the page does not tell it).
 
 What is not compiled is refused, never guessed: a stand-in that reaches the SQL changed in a way this module does
 not know (only "as is" and a LIKE prefix are known), a stand-in that is lost, or a query whose text or constants
@@ -92,8 +93,27 @@ class _Compiled:
     slots: tuple[tuple[int, _Slot], ...]
 
 
-# The page's ids by (offset, limit), and its count.
-Window = tuple[Callable[[int, int], list[Any]], Callable[[], int]]
+@dataclass(frozen=True)
+class Window:
+    """A request's compiled page: ``ids_sql`` takes ``params`` and then LIMIT and OFFSET; ``count_sql`` takes
+    ``params``. The list's rows (tenants.api.rows) read the page's ids and its rows' versions in one statement
+    built around ``ids_sql``."""
+
+    db: str
+    ids_sql: str
+    count_sql: str
+    params: tuple[Any, ...]
+
+    def ids(self, offset: int, limit: int) -> list[Any]:
+        with prepared_cursor(connections[self.db]) as cursor:
+            cursor.execute(self.ids_sql, [*self.params, limit, offset])
+            return [row[0] for row in cursor.fetchall()]
+
+    def count(self) -> int:
+        with prepared_cursor(connections[self.db]) as cursor:
+            cursor.execute(self.count_sql, self.params)
+            return int(cursor.fetchone()[0])
+
 
 # (caller's kind, narrowed to a token's team, ((filter, number of values or 0 for one value), ...))
 Shape = tuple[str, bool, tuple[tuple[str, int], ...]]
@@ -231,8 +251,8 @@ class PageQueries:
         )
 
     def window(self, shape: Shape, values: Mapping[str, Sequence[Any] | Callable[[], Sequence[Any]]]) -> Window | None:
-        """The page's ids (by offset and limit) and its count, for a request of ``shape`` with these values (a
-        callable is asked only if its source is used); None when this shape is left to the ORM."""
+        """The page's queries for a request of ``shape`` with these values (a callable is asked only if its source
+        is used); None when this shape is left to the ORM."""
         compiled = self.compiled(shape)
         if compiled is None:
             return None
@@ -245,18 +265,7 @@ class PageQueries:
                 resolved[slot.source] = given() if callable(given) else given
             value = resolved[slot.source][slot.index]
             params[position] = like(value) + "%" if slot.like_prefix else value
-
-        def ids(offset: int, limit: int) -> list[Any]:
-            with prepared_cursor(connections[compiled.db]) as cursor:
-                cursor.execute(compiled.ids_sql, [*params, limit, offset])
-                return [row[0] for row in cursor.fetchall()]
-
-        def count() -> int:
-            with prepared_cursor(connections[compiled.db]) as cursor:
-                cursor.execute(compiled.count_sql, params)
-                return int(cursor.fetchone()[0])
-
-        return ids, count
+        return Window(compiled.db, compiled.ids_sql, compiled.count_sql, tuple(params))
 
 
 class _NotCompiled(Exception):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import Model, QuerySet
 from django.http import HttpResponse, StreamingHttpResponse
@@ -13,8 +13,10 @@ from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request as ApiRequest
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from tenants import models, selectors, services
@@ -23,7 +25,7 @@ from tenants.api.authentication import OidcBearerAuthentication
 from tenants.api.filters import AuditEventFilter, BerthFilterSet, RequestFilter, TenantFilter
 from tenants.api.pages import CALLER, CALLER_TEAMS, TOKEN_TEAM, PageQueries, Window, shape_of, team_ids_of
 from tenants.api.pagination import BerthPagination
-from tenants.api.rows import PlainRows
+from tenants.api.rows import PageJSONRenderer, PlainRows, RenderedRows
 from tenants.api.sleep_views import TenantSleepActions
 from tenants.api.throttling import SharedRateThrottle, WriteThrottle
 from tenants.audit import AuditContext
@@ -108,9 +110,16 @@ def of_team(queryset: QuerySet[Any], team_id: int, lookup: str = "team_id") -> Q
 #
 # The page's ids and count come from SQL compiled once per shape of request (tenants.api.pages), from the same
 # selector (``visible_in``, a function of the caller's Scope), token narrowing and filters as ``get_queryset`` and
-# ``filter_queryset``; a shape it cannot compile is listed through those, as before.
+# ``filter_queryset``; a shape it cannot compile is listed through those, as before. A compiled page's ids and its
+# rows' versions come in one statement (PlainRows.listed_after); rows rendered before at the same version are not
+# read again (PlainRows.fragments).
 class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
     list_rows: PlainRows | None = None
+    # A page's rows come rendered (RenderedRows); PageJSONRenderer answers anything else as JSONRenderer does.
+    renderer_classes: list[type[BaseRenderer]] = [
+        PageJSONRenderer if r is JSONRenderer else cast(type[BaseRenderer], r)
+        for r in api_settings.DEFAULT_RENDERER_CLASSES
+    ]
     filterset_class: type[BerthFilterSet]
     visible_in: Callable[[selectors.Scope], QuerySet[Any]]
     # Whether ``visible_in`` reads a member's teams from the Scope (selectors.Scope.team_ids).
@@ -139,16 +148,23 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
         return self.for_token_team(type(self).visible_in(scope))
 
     def list(self, request: ApiRequest, *args: Any, **kwargs: Any) -> Response:
-        if self.list_rows is None:
+        rows = self.list_rows
+        if rows is None:
             return super().list(request, *args, **kwargs)
         paginator = self.paginator
         assert isinstance(paginator, BerthPagination)
         window = self._compiled_window(request)
         if window is None:
-            ids = paginator.page_ids(self.filter_queryset(self.get_queryset()), request)
+            listed = rows.listed(paginator.page_ids(self.filter_queryset(self.get_queryset()), request))
         else:
-            ids = paginator.window(request, *window)
-        return self.get_paginated_response(self.list_rows.rows(ids))
+            listed = []
+
+            def ids(offset: int, limit: int) -> list[Any]:
+                listed[:] = rows.listed_after(window.db, window.ids_sql, [*window.params, limit, offset])
+                return [pk for pk, _ in listed]
+
+            paginator.window(request, ids, window.count)
+        return self.get_paginated_response(RenderedRows(rows.fragments(listed)))
 
     def _compiled_window(self, request: ApiRequest) -> Window | None:
         if self.list_pages is None:
