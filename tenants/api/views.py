@@ -160,7 +160,7 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
             listed = []
 
             def ids(offset: int, limit: int) -> list[Any]:
-                listed[:] = rows.listed_after(window.db, window.ids_sql, [*window.params, limit, offset])
+                listed[:] = rows.listed_after(window.db, *window.page(offset, limit))
                 return [pk for pk, _ in listed]
 
             paginator.window(request, ids, window.count)
