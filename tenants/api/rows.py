@@ -262,9 +262,11 @@ class _Versions:
         column = "concat(" + ", ' ', ".join(parts) + ")"
         return cls(column, parts[0], tuple(keys), tuple(targets), tuple(joined))
 
-    def page_sql(self, ids_sql: str, table: str, pk: str) -> str:
+    def page_sql(self, ids_sql: str, table: str, pk: str, count_sql: str) -> str:
         """The page's statement: the pk, own version and foreign keys of each row of ``ids_sql``'s page, in its
-        order, and (on the first row) the joined rows' versions as ``"<table>/<key>=<version>"``."""
+        order, and on the first row the joined rows' versions (``"<table>/<key>=<version>"``) and, when the page
+        is full (as long as its first parameter after the ids query's), ``count_sql``'s answer. PostgreSQL runs
+        the count only then: a subquery that does not depend on the row runs when it is first needed."""
         keys = "".join(f", {key} AS berth_k{i}" for i, key in enumerate(self.keys))
         lookups = [
             f"SELECT concat('{n}/', berth_v.{column}, '=', {_row_version('berth_v')}) FROM {joined} berth_v"
@@ -278,7 +280,8 @@ class _Versions:
             f"WITH berth_rows AS MATERIALIZED (SELECT berth_page.n, {pk} AS berth_pk, {self.base} AS berth_v{keys}"
             f" FROM unnest(ARRAY(SELECT berth_ids.id FROM ({ids_sql}) AS berth_ids(id))) WITH ORDINALITY"
             f" AS berth_page(id, n) INNER JOIN {table} ON ({pk} = berth_page.id))"
-            f" SELECT berth_pk, berth_v{''.join(f', berth_k{i}' for i in range(len(self.keys)))}, {versions}"
+            f" SELECT berth_pk, berth_v{''.join(f', berth_k{i}' for i in range(len(self.keys)))}, {versions},"
+            f" CASE WHEN n = 1 AND (SELECT count(*) FROM berth_rows) = %s THEN ({count_sql}) END"
             " FROM berth_rows ORDER BY n"
         )
 
@@ -286,12 +289,12 @@ class _Versions:
         """(pk, version) of each row the page's statement read: the version as the row query's column has it."""
         if not raw:
             return []
-        joined = dict(entry.split("=", 1) for entry in raw[0][-1] or ())
+        joined = dict(entry.split("=", 1) for entry in raw[0][-2] or ())
         targets = self.targets
         listed = []
         for row in raw:
             parts = [row[1]]
-            for target, key in zip(targets, row[2:-1], strict=True):
+            for target, key in zip(targets, row[2:-2], strict=True):
                 parts.append("" if key is None else joined.get(f"{target}/{key}", ""))
             listed.append((row[0], " ".join(parts)))
         return listed
@@ -359,8 +362,8 @@ class PlainRows:
         self._kept: dict[dt.tzinfo | None, dict[Any, tuple[str, bytes]]] = {}
         self._kept_since = time.monotonic()
         self._kept_lock = threading.Lock()
-        # The statement of listed_after() by the page's ids query.
-        self._after: dict[str, str] = {}
+        # The statement of listed_after() by the page's ids and count queries.
+        self._after: dict[tuple[str, str], str] = {}
 
     @cached_property
     def _plan(self) -> tuple[type[Model], list[_Column], list[str], dict[str, _UtcText]]:
@@ -527,8 +530,11 @@ class PlainRows:
             found = dict(cursor.fetchall())
         return [(pk, found[pk]) for pk in pks if pk in found]
 
-    def listed_after(self, db: str, ids_sql: str, params: Sequence[Any]) -> list[tuple[Any, str]]:
-        """The pk and version of each row a page's ids query answers (with ``params``), in its order: one statement.
+    def listed_after(
+        self, db: str, ids_sql: str, params: Sequence[Any], limit: int, count_sql: str, count_params: Sequence[Any]
+    ) -> tuple[list[tuple[Any, str]], int | None]:
+        """The pk and version of each row a page's ids query answers (with ``params``), in its order, and when the
+        page is full (``limit`` rows) the count of ``count_sql`` (with ``count_params``): one statement.
 
         The ids query sorts and cuts the page (its first column is the pk; a DISTINCT one also selects what it sorts
         by); its ids, in that order (an array's, numbered WITH ORDINALITY), are joined to the list's table, so that
@@ -537,13 +543,14 @@ class PlainRows:
         q = self._query
         if db != q.db:
             raise RuntimeError(f"{self.serializer_class.__name__}: a page of database {db!r} for rows of {q.db!r}")
-        sql = self._after.get(ids_sql)
+        sql = self._after.get((ids_sql, count_sql))
         if sql is None:
-            sql = q.versions.page_sql(ids_sql, q.table, q.pk_ref)
-            self._after[ids_sql] = sql
+            sql = q.versions.page_sql(ids_sql, q.table, q.pk_ref, count_sql)
+            self._after[(ids_sql, count_sql)] = sql
         with prepared_cursor(connections[q.db]) as cursor:
-            cursor.execute(sql, params)
-            return q.versions.listed(cursor.fetchall())
+            cursor.execute(sql, [*params, limit, *count_params])
+            raw = cursor.fetchall()
+        return q.versions.listed(raw), (raw[0][-1] if raw else None)
 
     def fragments(self, listed: Sequence[tuple[Any, str]]) -> list[bytes]:
         """Each listed row (pk, version) rendered as JSON by PageJSONRenderer, in this order (those gone left out).

@@ -154,16 +154,22 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
         paginator = self.paginator
         assert isinstance(paginator, BerthPagination)
         window = self._compiled_window(request)
+        listed: list[tuple[Any, str]]
         if window is None:
             listed = rows.listed(paginator.page_ids(self.filter_queryset(self.get_queryset()), request))
         else:
             listed = []
+            counted: list[int] = []
 
             def ids(offset: int, limit: int) -> list[Any]:
-                listed[:] = rows.listed_after(window.db, *window.page(offset, limit))
-                return [pk for pk, _ in listed]
+                page, total = rows.listed_after(
+                    window.db, *window.page(offset, limit), limit, window.count_sql, window.params
+                )
+                listed[:], counted[:] = page, ([] if total is None else [int(total)])
+                return [pk for pk, _ in page]
 
-            paginator.window(request, ids, window.count)
+            # A full page's statement has counted; an empty one past the end has not.
+            paginator.window(request, ids, lambda: counted[0] if counted else window.count())
         return self.get_paginated_response(RenderedRows(rows.fragments(listed)))
 
     def _compiled_window(self, request: ApiRequest) -> Window | None:

@@ -142,24 +142,43 @@ def test_a_shape_is_compiled_once_and_its_queries_are_prepared(callers, monkeypa
         numbers = iter(range(1, 100))
         return re.sub(r"%s", lambda _: f"${next(numbers)}", sql)
 
-    # The ids query runs inside the statement that also reads the page's rows' versions (PlainRows.listed_after).
-    assert [
-        statement for statement in prepared if as_prepared(compiled.ids_sql) in statement and "berth_page" in statement
-    ]
-    assert as_prepared(compiled.count_sql) in prepared
+    # The ids query runs inside the statement that also reads the page's rows' versions (PlainRows.listed_after),
+    # with its LIMIT in the text on a first page.
+    ids = as_prepared(compiled.ids_sql)
+    pages = [statement for statement in prepared if ids in statement and "berth_page" in statement]
+    assert [statement for statement in pages if f"{ids} LIMIT 3)" in statement]
+    assert [statement for statement in pages if f"{ids} LIMIT $3 OFFSET $4)" in statement]
+    # So does the count, run by PostgreSQL only for a full page (see the test below).
+    assert all("AS page_count) END FROM berth_rows" in statement for statement in pages)
 
 
-def test_a_page_runs_two_queries_and_counts_only_when_the_page_does_not_tell(callers):
+def _counts_run(sql: str) -> int:
+    """How many COUNT aggregates PostgreSQL ran for ``sql`` (its page's rows' own count included)."""
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE) " + sql)
+        lines = [line for (line,) in cursor.fetchall() if "Aggregate" in line]
+    return sum("never executed" not in line for line in lines)
+
+
+def test_a_page_is_one_statement_that_counts_only_when_the_page_does_not_tell(callers):
     client = callers["member"]
     client.get(f"{API}/tenants/?team=team-a&limit=3")  # compiled before counting queries
     with CaptureQueriesContext(connection) as full:
         body = client.get(f"{API}/tenants/?team=team-a&limit=3").json()
-    assert body["count"] == Tenant.objects.filter(team__slug="team-a").count()
-    assert [q["sql"] for q in full.captured_queries if "COUNT(*)" in q["sql"]], "a full page counts"
+    assert body["count"] == Tenant.objects.filter(team__slug="team-a").count() > 3
+    (page,) = [q["sql"] for q in full.captured_queries if "berth_rows" in q["sql"]]
+    assert not [q["sql"] for q in full.captured_queries if q["sql"].startswith("SELECT COUNT(*)")]
+    assert _counts_run(page) == 2  # the page's rows (it is full), then the list's
     with CaptureQueriesContext(connection) as last:
         body = client.get(f"{API}/tenants/?team=team-a&limit=200").json()
     assert body["count"] == len(body["results"])
-    assert not [q["sql"] for q in last.captured_queries if "COUNT(*)" in q["sql"]]
+    (page,) = [q["sql"] for q in last.captured_queries if "berth_rows" in q["sql"]]
+    assert _counts_run(page) == 1  # the page's rows only: it is not full, so it tells the count
+    # Past the end, a page has no row to carry the count: it is counted on its own.
+    with CaptureQueriesContext(connection) as past:
+        body = client.get(f"{API}/tenants/?team=team-a&limit=3&offset=1000").json()
+    assert body["count"] == Tenant.objects.filter(team__slug="team-a").count() and body["results"] == []
+    assert [q["sql"] for q in past.captured_queries if q["sql"].startswith("SELECT COUNT(*)")]
 
 
 class _Contains(BerthFilterSet):
