@@ -206,3 +206,20 @@ def test_a_row_gone_after_its_page_was_read_is_left_out(varied):
     gone = Tenant(pk=None).pk  # a fresh uuid no row has
     fragments = s.TENANT_ROWS.fragments([listed[0], (gone, listed[0][1]), listed[1]])
     assert [fragment.count(str(pk).encode()) > 0 for fragment, pk in zip(fragments, tenants, strict=True)] == [True] * 2
+
+
+def test_pages_and_kept_rows_work_without_prepared_statements(api, varied, dave, monkeypatch, settings, loads):
+    """Behind a pooler that cannot keep prepared statements (DATABASE_PREPARED_STATEMENTS=false) the page's
+    statement is bound by the client: the same pages, counts and kept rows."""
+    settings.DATABASE_PREPARED_STATEMENTS = False
+    client = api(dave)
+    for view, path in (
+        (TenantViewSet, "tenants/"),
+        (RequestViewSet, "requests/"),
+        (AuditEventViewSet, "audit-events/"),
+    ):
+        for page in ("?limit=5", "?limit=5&offset=5", "?limit=200", "?offset=1000"):
+            first = _page(client, monkeypatch, view, f"{API}/{path}{page}")
+            read = len(loads)
+            assert _page(client, monkeypatch, view, f"{API}/{path}{page}") == first
+            assert len(loads) == read
