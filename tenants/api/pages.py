@@ -116,12 +116,6 @@ class Window:
             return f"{self.ids_sql} LIMIT {limit}", list(self.params)
         return f"{self.ids_sql} LIMIT %s OFFSET %s", [*self.params, limit, offset]
 
-    def ids(self, offset: int, limit: int) -> list[Any]:
-        sql, params = self.page(offset, limit)
-        with prepared_cursor(connections[self.db]) as cursor:
-            cursor.execute(sql, params)
-            return [row[0] for row in cursor.fetchall()]
-
     def count(self) -> int:
         with prepared_cursor(connections[self.db]) as cursor:
             cursor.execute(self.count_sql, self.params)

@@ -312,9 +312,6 @@ class RenderedRows:
     def __init__(self, fragments: list[bytes]):
         self.fragments = fragments
 
-    def __len__(self) -> int:
-        return len(self.fragments)
-
     def __iter__(self) -> Any:
         return (json.loads(fragment) for fragment in self.fragments)
 
