@@ -265,8 +265,8 @@ class _Versions:
     def page_sql(self, ids_sql: str, table: str, pk: str, count_sql: str) -> str:
         """The page's statement: the pk, own version and foreign keys of each row of ``ids_sql``'s page, in its
         order, and on the first row the joined rows' versions (``"<table>/<key>=<version>"``) and, when the page
-        is full (as long as its first parameter after the ids query's), ``count_sql``'s answer. PostgreSQL runs
-        the count only then: a subquery that does not depend on the row runs when it is first needed."""
+        is full (as many rows as the parameter after the ids query's own: the limit), ``count_sql``'s answer.
+        PostgreSQL runs the count only then: a subquery that does not depend on the row runs when first needed."""
         keys = "".join(f", {key} AS berth_k{i}" for i, key in enumerate(self.keys))
         lookups = [
             f"SELECT concat('{n}/', berth_v.{column}, '=', {_row_version('berth_v')}) FROM {joined} berth_v"
