@@ -78,6 +78,12 @@ class _Compiled:
     table: str
     pk_ref: str
 
+    def params_for(self, pks: Sequence[Any]) -> list[Any]:
+        """The parameters of ``sql`` and ``versions_sql`` for the rows with these primary keys."""
+        params = list(self.params)
+        params[self.pks_at] = list(pks)
+        return params
+
 
 class _UtcText(Func):
     """A timestamptz as UTC text, ``YYYY-MM-DDTHH:MM:SS.ffffff``, whatever the session's DateStyle and TimeZone.
@@ -520,10 +526,8 @@ class PlainRows:
         if not pks:
             return []
         q = self._query
-        params = list(q.params)
-        params[q.pks_at] = list(pks)
         with prepared_cursor(connections[q.db]) as cursor:
-            cursor.execute(q.versions_sql, params)
+            cursor.execute(q.versions_sql, q.params_for(pks))
             found = dict(cursor.fetchall())
         return [(pk, found[pk]) for pk in pks if pk in found]
 
@@ -587,11 +591,9 @@ class PlainRows:
         """(pk, version, item) of the rows with these primary keys, in the query's order."""
         convert_row = self._row_function(tz)
         q = self._query
-        params = list(q.params)
-        params[q.pks_at] = list(pks)
         connection = connections[q.db]
         with prepared_cursor(connection) as cursor:
-            cursor.execute(q.sql, params)
+            cursor.execute(q.sql, q.params_for(pks))
             raw = cursor.fetchall()
         loaded = []
         for row in raw:
