@@ -300,10 +300,11 @@ def enforce_sleep(tenant: Tenant, k: kube.Kube) -> Progress:
         result = sleep.sleep_namespace(k, tenant.namespace)
     elif not tenant.sleep_applied:
         result = sleep.wake_namespace(k, tenant.namespace, max_replicas=tenant.tier.max_pods)
+        result.carry(tenant.sleep_note)  # what an earlier pass of this wake left at zero
     else:
         return Progress(Outcome.IN_SYNC)
     if result.conflicts:
-        services.tenant_note_sleep(tenant=tenant, note=result.note())
+        services.tenant_note_sleep(tenant=tenant, sleeping=tenant.sleeping, note=result.note())
         return Progress(Outcome.NOT_YET, reason=result.note(), requeue_after=POLL_MIN_SECONDS)
     services.tenant_record_sleep_applied(tenant=tenant, sleeping=tenant.sleeping, note=result.note())
     outcome = Outcome.REPAIRED if result.changed else Outcome.IN_SYNC

@@ -28,6 +28,9 @@ from worker.kube import Kube, KubePermanentError, Manifest
 REPLICAS_ANNOTATION = "berth.dev/slept-replicas"
 SUSPEND_ANNOTATION = "berth.dev/slept-suspend"
 SCALED_KINDS = ("Deployment", "StatefulSet")
+CHANGED_UNDER = "changed while Berth worked, retried next pass: "
+LEFT_AT_ZERO = "left at zero, unreadable " + REPLICAS_ANNOTATION + ": "
+NOTED = 10  # names per part of a note
 
 
 @dataclass
@@ -41,10 +44,23 @@ class SleepResult:
     def note(self) -> str:
         parts = []
         if self.conflicts:
-            parts.append("changed while Berth worked, retried next pass: " + ", ".join(self.conflicts[:10]))
+            parts.append(CHANGED_UNDER + ", ".join(self.conflicts[:NOTED]))
         if self.unreadable:
-            parts.append("left at zero, unreadable " + REPLICAS_ANNOTATION + ": " + ", ".join(self.unreadable[:10]))
+            parts.append(LEFT_AT_ZERO + ", ".join(self.unreadable[:NOTED]))
         return "; ".join(parts)
+
+    def carry(self, earlier_note: str) -> None:
+        """Keep what an earlier pass of the same wake left at zero, as its ``note()`` said.
+
+        A wake that meets a conflict takes more than one pass, and a pass removes the annotation of every object it
+        restores or leaves at zero, so the pass that completes the wake no longer sees what an earlier one found
+        unreadable. The wake's note is the only record of it (``tenant_wake`` clears the note when a wake begins).
+        Object names are DNS labels, so ``", "`` and ``"; "`` cannot occur inside one.
+        """
+        for part in earlier_note.split("; "):
+            if part.startswith(LEFT_AT_ZERO):
+                earlier = [name for name in part.removeprefix(LEFT_AT_ZERO).split(", ") if name]
+                self.unreadable = earlier + [name for name in self.unreadable if name not in earlier]
 
 
 def _name(obj: Manifest) -> str:
@@ -71,17 +87,19 @@ def _patch(obj: Manifest, annotations: dict[str, Any], spec: dict[str, Any]) -> 
     return {"kind": obj["kind"], "name": obj["metadata"]["name"], "body": {"metadata": meta, "spec": spec}}
 
 
-def _send(k: Kube, namespace: str, patch: Manifest, result: SleepResult) -> None:
-    """One guarded patch in ``namespace`` (the tenant's: the path names it); a conflict is left to the next pass."""
+def _send(k: Kube, namespace: str, patch: Manifest, result: SleepResult) -> bool:
+    """One guarded patch in ``namespace`` (the tenant's: the path names it); False on a conflict, which is left to
+    the next pass."""
     name = f"{patch['kind']}/{patch['name']}"
     try:
         k.patch(patch["kind"], patch["name"], patch["body"], namespace=namespace)
     except KubePermanentError as exc:
         if exc.status in (404, 409):  # deleted or changed since it was listed
             result.conflicts.append(name)
-            return
+            return False
         raise
     result.changed.append(name)
+    return True
 
 
 def _workloads(k: Kube, namespace: str) -> list[Manifest]:
@@ -124,6 +142,7 @@ def wake_namespace(k: Kube, namespace: str, *, max_replicas: int) -> SleepResult
     result = SleepResult()
     for obj in _workloads(k, namespace):
         notes = _annotations(obj)
+        unreadable = ""
         spec: dict[str, Any]
         if obj["kind"] == "CronJob":
             if SUSPEND_ANNOTATION not in notes:
@@ -137,9 +156,10 @@ def wake_namespace(k: Kube, namespace: str, *, max_replicas: int) -> SleepResult
             if _replicas(obj) == 0:
                 wanted = slept_replicas(notes[REPLICAS_ANNOTATION], max_replicas=max_replicas)
                 if wanted is None:
-                    result.unreadable.append(_name(obj))
+                    unreadable = _name(obj)
                 else:
                     spec = {"replicas": wanted}
             patch = _patch(obj, {REPLICAS_ANNOTATION: None}, spec)
-        _send(k, namespace, patch, result)
+        if _send(k, namespace, patch, result) and unreadable:  # else the annotation is there for the next pass
+            result.unreadable.append(unreadable)
     return result

@@ -333,9 +333,10 @@ def tenant_record_sleep_applied(*, tenant: Tenant, sleeping: bool, note: str = "
     )
 
 
-def tenant_note_sleep(*, tenant: Tenant, note: str) -> None:
-    """A visible note on the tenant's sleep (e.g. objects that changed while the worker scaled them)."""
-    Tenant.objects.filter(pk=tenant.pk).update(sleep_note=note[:500])
+def tenant_note_sleep(*, tenant: Tenant, sleeping: bool, note: str) -> None:
+    """A visible note on the worker's pass towards ``sleeping`` (e.g. objects that changed while it scaled them);
+    nothing is noted when Berth wants otherwise by now: the note belongs to the sleep or wake the pass was for."""
+    Tenant.objects.filter(pk=tenant.pk, sleeping=sleeping).update(sleep_note=note[:500])
 
 
 def tenant_touch_activity(*, tenant: Tenant, at: dt.datetime | None = None) -> None:

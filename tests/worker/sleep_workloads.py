@@ -110,3 +110,14 @@ def wait_pods(api: client.ApiClient, namespace: str, app: str, count: int, timeo
         timeout=timeout,
         what=f"{count} pods app={app} in {namespace}",
     )
+
+
+def wait_settled(api: client.ApiClient, namespace: str, timeout: float = 60.0) -> None:
+    """Until the deployment controller has nothing left to write: every Deployment's status is of its generation
+    and counts no replica (a status write changes the resourceVersion a guarded patch names)."""
+
+    def settled() -> bool:
+        items = client.AppsV1Api(api).list_namespaced_deployment(namespace).items
+        return all(d.status.observed_generation == d.metadata.generation and not d.status.replicas for d in items)
+
+    wait_for(lambda: settled() or None, timeout=timeout, what=f"the Deployments in {namespace} to settle at zero")

@@ -19,8 +19,18 @@ from tenants import services
 from tenants.models import AuditEvent, Tenant, TenantRequest, TenantSleepPeriod
 from tests.plugins.kube import manifest, wait_for
 from tests.plugins.worker import fetch_kubeconfig, wait_status
-from tests.worker.sleep_workloads import apply_as, cronjob, deployment, pods_of, state, statefulset, wait_pods
-from worker import provisioning, reconcile
+from tests.worker.sleep_workloads import (
+    apply_as,
+    cronjob,
+    deployment,
+    pods_of,
+    state,
+    statefulset,
+    wait_pods,
+    wait_settled,
+)
+from worker import kube, provisioning, reconcile
+from worker.sleep import REPLICAS_ANNOTATION
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pytest.mark.worker]
 
@@ -124,6 +134,55 @@ def test_sleep_scales_to_zero_reconcile_keeps_it_asleep_and_wake_restores_exactl
     assert {"tenant.slept", "tenant.woke"} <= set(actions)
     period = TenantSleepPeriod.objects.get(tenant=tenant)
     assert period.reason == "owner" and period.ended_at is not None
+
+
+class _EditedUnderTheFirstPatch(kube.Kube):
+    """The worker's real client, with an admin editing ``victim`` after the pass listed it and before its first
+    patch: the guarded patch of ``victim`` then meets a real 409 from the API server."""
+
+    def __init__(self, real: kube.Kube, admin, namespace: str, victim: str) -> None:
+        super().__init__(real._api, server=real.server)
+        self._admin, self._namespace, self._victim, self.edited = admin, namespace, victim, False
+
+    def patch(self, kind, name, patch, *, namespace=None, dry_run=False):
+        if not self.edited:
+            self.edited = True
+            client.AppsV1Api(self._admin).patch_namespaced_deployment(
+                self._victim, self._namespace, {"metadata": {"labels": {"edited": "meanwhile"}}}
+            )
+        return super().patch(kind, name, patch, namespace=namespace, dry_run=dry_run)
+
+
+def test_a_wake_that_takes_two_passes_still_says_what_it_left_at_zero(
+    celery_worker, live_cluster, kube_admin, kubectl, alice, carol, team_a, sleepy, tmp_path
+):
+    tenant = _ready(alice=alice, carol=carol, team_a=team_a, tier=sleepy, cluster=live_cluster, name="twopass")
+    ns = tenant.namespace
+    config, _ = fetch_kubeconfig(alice, tenant, tmp_path)
+    apply_as(kubectl, config, deployment("junk", 1), deployment("late", 2))
+    services.tenant_sleep(tenant=tenant, actor=alice)
+    _wait_state(tenant, "asleep")
+    garbled = kubectl("annotate", "deployment/junk", f"{REPLICAS_ANNOTATION}=lots", "--overwrite", kubeconfig=config)
+    assert garbled.returncode == 0, garbled.stderr
+    wait_settled(kube_admin, ns)  # so that the admin's edit below is the only write under the passes
+
+    # The passes run here, holding the tenant's lock as the worker does (its own task finds it taken and waits).
+    with provisioning.tenant_lock(str(tenant.pk)) as got:
+        assert got
+        services.tenant_wake(tenant=Tenant.objects.get(pk=tenant.pk), actor=alice)
+        k = _EditedUnderTheFirstPatch(kube.for_cluster(live_cluster), kube_admin, ns, "late")
+        first = provisioning.enforce_sleep(Tenant.objects.select_related("tier").get(pk=tenant.pk), k)
+        assert first.outcome == provisioning.Outcome.NOT_YET and k.edited
+        noted = Tenant.objects.get(pk=tenant.pk).sleep_note
+        assert "retried next pass: Deployment/late" in noted and "unreadable" in noted
+        # The first pass consumed junk's annotation: the second no longer sees it, and completes the wake.
+        assert state(kube_admin, ns)["Deployment/junk"] == (0, None)
+        second = provisioning.enforce_sleep(Tenant.objects.select_related("tier").get(pk=tenant.pk), k)
+        assert second.outcome == provisioning.Outcome.REPAIRED
+
+    tenant = _wait_state(tenant, "awake")
+    assert state(kube_admin, ns) == {"Deployment/junk": (0, None), "Deployment/late": (2, None)}
+    assert tenant.sleep_note == f"left at zero, unreadable {REPLICAS_ANNOTATION}: Deployment/junk"
 
 
 @pytest.mark.nodes
