@@ -1,7 +1,9 @@
 """Locust users of bench/api_load.py: people of several teams reading and writing through the API.
 
 Tags pick the scenario: ``bare`` (the baseline endpoint), ``tenants``, ``requests``, ``audit`` (one list
-endpoint alone), ``mix`` (reads and writes together). BERTH_BENCH_USERS names a JSON file of
+endpoint alone), ``mix`` (reads and writes together). The tenants and requests lists are read at their first page;
+the audit trail, paged by cursor, is read as a reader walks it: its first page, then its ``next`` links,
+AUDIT_DEPTH pages deep, then from the top again. BERTH_BENCH_USERS names a JSON file of
 ``{"username", "team", "token"}``; what the writes got back is written to BERTH_BENCH_RESULTS at the end.
 """
 
@@ -11,13 +13,14 @@ import itertools
 import json
 import os
 from collections import Counter
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from locust import FastHttpUser, constant, events, tag, task
 
 PEOPLE = json.loads(open(os.environ["BERTH_BENCH_USERS"]).read())
 SINCE = quote(os.environ.get("BERTH_BENCH_SINCE", ""))  # "+00:00" would arrive as " 00:00"
 RUN = os.environ.get("BERTH_BENCH_RUN", "run")
+AUDIT_DEPTH = 10
 _next_person = itertools.cycle(PEOPLE)
 _names = itertools.count()
 created: list[str] = []
@@ -44,6 +47,8 @@ class TeamMember(FastHttpUser):
         self.username, self.team = person["username"], person["team"]
         self.auth = {"Authorization": f"Token {person['token']}"}
         self.pending: list[str] = []
+        self.audit_next: str | None = None
+        self.audit_depth = 0
 
     def get(self, path: str, name: str) -> None:
         self.client.get(path, headers=self.auth, name=name)
@@ -66,7 +71,13 @@ class TeamMember(FastHttpUser):
     @tag("audit", "mix")
     @task(3)
     def audit(self) -> None:
-        self.get(f"/api/v1/audit-events/?team={self.team}&limit=50", "GET audit-events")
+        path = self.audit_next or f"/api/v1/audit-events/?team={self.team}&limit=50"
+        response = self.client.get(path, headers=self.auth, name="GET audit-events")
+        self.audit_depth = 1 if self.audit_next is None else self.audit_depth + 1
+        self.audit_next = None
+        if response.status_code == 200 and self.audit_depth < AUDIT_DEPTH:
+            link = urlsplit(response.json().get("next") or "")
+            self.audit_next = f"{link.path}?{link.query}" if link.path else None
 
     @tag("mix")
     @task(1)

@@ -1,7 +1,8 @@
 """The portal's REST API (``/api/v1/``) over HTTP: credentials, pagination, and answers turned into exit codes.
 
 The credential goes to the configured portal URL and nowhere else: redirects are refused rather than
-followed, and list pages are walked with ``limit``/``offset`` instead of the server's ``next`` links.
+followed, and list pages are walked with ``limit`` and ``offset``, or, on a list paged by cursor (the audit trail),
+the ``cursor`` of the server's ``next`` link, always sent to the configured URL rather than following the link.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import requests
 
@@ -156,10 +157,12 @@ class Api:
         return self.call("POST", path, json=body or {}, headers=headers).json()
 
     def each(self, path: str, *, limit: int | None = None, **params: Any) -> Iterator[dict[str, Any]]:
-        """Every item of a paginated list (at most ``limit``), page by page."""
-        offset, seen = 0, 0
+        """Every item of a paginated list (at most ``limit``), page by page: by offset while the list counts its
+        rows, else by the cursor of its ``next`` link."""
+        paging: dict[str, Any] = {}
+        seen = 0
         while True:
-            page = self.get(path, limit=PAGE_SIZE, offset=offset, **params)
+            page = self.get(path, limit=PAGE_SIZE, **paging, **params)
             if not isinstance(page, dict) or not isinstance(page.get("results"), list):
                 raise CliError(f"unexpected answer from {path}: not a paginated list")
             for item in page["results"]:
@@ -167,12 +170,31 @@ class Api:
                 seen += 1
                 if limit is not None and seen >= limit:
                     return
-            offset += len(page["results"])
-            if not page["results"] or offset >= int(page.get("count") or 0):
+            if not page["results"]:
                 return
+            if "count" in page:
+                offset = int(paging.get("offset", 0)) + len(page["results"])
+                if offset >= int(page.get("count") or 0):
+                    return
+                paging = {"offset": offset}
+            else:
+                after = _cursor_of(page.get("next"))
+                if after is None:
+                    return
+                paging = {"cursor": after}
 
     def all(self, path: str, *, limit: int | None = None, **params: Any) -> list[dict[str, Any]]:
         return list(self.each(path, limit=limit, **params))
+
+
+def _cursor_of(link: Any) -> str | None:
+    """The ``cursor`` of a list's ``next`` link; None when there is no next page."""
+    if link is None:
+        return None
+    values = parse_qs(urlsplit(str(link)).query).get("cursor") if isinstance(link, str) else None
+    if not values:
+        raise CliError(f"unexpected next link from the portal: {link!r}")
+    return values[0]
 
 
 def _detail(body: Any) -> str:

@@ -38,6 +38,7 @@ from django.db.models import QuerySet
 from django_filters import Filter, FilterSet
 from django_filters.constants import EMPTY_VALUES
 
+from tenants.api.pagination import After
 from tenants.api.rows import prepared_cursor
 from tenants.selectors import Scope, team_ids_query
 
@@ -51,6 +52,9 @@ _TEAMS = -1_987_654_323
 CALLER = "@caller"
 CALLER_TEAMS = "@caller-teams"  # one value: the list of a member's teams (Scope.team_ids)
 TOKEN_TEAM = "@token-team"
+# Where a keyset page starts (tenants.api.pagination.After): a source of two values, given in a shape as a filter.
+AFTER = "@after"
+_AFTER_PK = -1_987_654_400
 # Text stand-ins carry LIKE's special characters, so that a value escaped on its way is told from one used as is.
 _MARK = "berth-stand-in"
 
@@ -127,10 +131,15 @@ Shape = tuple[str, bool, tuple[tuple[str, int], ...]]
 
 
 def shape_of(
-    scope: Scope, token_team_id: int | None, cleaned: Mapping[str, Any], filters: Mapping[str, Filter]
+    scope: Scope,
+    token_team_id: int | None,
+    cleaned: Mapping[str, Any],
+    filters: Mapping[str, Filter],
+    *,
+    after: bool = False,
 ) -> Shape | None:
     """The request's shape, or None when a value is one the filters treat specially: text with a NUL (an empty
-    page), a choice filter's ``null_value`` (IS NULL)."""
+    page), a choice filter's ``null_value`` (IS NULL). A keyset page that starts ``after`` a row has it last."""
     given: list[tuple[str, int]] = []
     for name, value in cleaned.items():
         if value in EMPTY_VALUES:
@@ -142,6 +151,8 @@ def shape_of(
         if null is not None and null in values:
             return None
         given.append((name, len(set(value)) if isinstance(value, list) else 0))
+    if after:
+        given.append((AFTER, 0))
     return (scope.kind, token_team_id is not None, tuple(given))
 
 
@@ -149,8 +160,10 @@ class PageQueries:
     """The compiled ids and count queries of one list, by shape.
 
     ``scoped`` builds the list's queryset for a scope (a selector such as ``selectors.tenants_in``), ``narrow``
-    narrows it to a token's team, and ``filterset_class`` is the view's. Shapes are few (three kinds of caller,
-    two ways of token, the subsets of a handful of filters), and each is compiled once per process.
+    narrows it to a token's team, and ``filterset_class`` is the view's; ``after``, for a list paged by keyset,
+    narrows it to the rows after a position, as its paginator does. Shapes are few (three kinds of caller, two
+    ways of token, the subsets of a handful of filters, with or without a position), and each is compiled once per
+    process.
     """
 
     def __init__(
@@ -158,10 +171,12 @@ class PageQueries:
         scoped: Callable[[Scope], QuerySet[Any]],
         narrow: Callable[[QuerySet[Any], int], QuerySet[Any]],
         filterset_class: type[FilterSet],
+        after: Callable[[QuerySet[Any], After], QuerySet[Any]] | None = None,
     ):
         self.scoped = scoped
         self.narrow = narrow
         self.filterset_class = filterset_class
+        self.after = after
         self._compiled: dict[Shape, _Compiled | None] = {}
         self._lock = threading.Lock()
 
@@ -178,6 +193,13 @@ class PageQueries:
         filters = self.filterset_class(data={}, queryset=qs).filters
         counter = itertools.count()
         for name, count in given:
+            if name == AFTER:
+                if self.after is None:
+                    raise _NotCompiled("a position in a list not paged by keyset")
+                position = After(_moment(999_999, round_), _AFTER_PK - round_)
+                stand_ins[AFTER] = list(position)
+                qs = self.after(qs, position)
+                continue
             make = _stand_in_maker(filters[name].field_class)
             values = [make(next(counter), round_) for _ in range(max(count, 1))]
             stand_ins[name] = values

@@ -1,13 +1,18 @@
-"""Paging of list endpoints: ``limit``/``offset``, bounded, and refused with a field error when malformed."""
+"""Paging of list endpoints, bounded and refused with a field error when malformed: ``limit``/``offset`` with an
+exact ``count`` (BerthPagination), or, for a list that only grows (the audit trail), ``limit``/``cursor`` with no
+count (NewestFirstPagination), so that no page's cost grows with the table."""
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from rest_framework import pagination, serializers
 from rest_framework.request import Request as ApiRequest
+from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 DEFAULT_LIMIT: int = api_settings.PAGE_SIZE or 50
@@ -94,3 +99,157 @@ class BerthPagination(pagination.LimitOffsetPagination):
         for parameter in parameters:
             parameter["schema"].update(bounds[parameter["name"]])
         return parameters
+
+
+class After(NamedTuple):
+    """A position in a newest-first list: the row at ``at`` with id ``pk`` and everything newer are before it."""
+
+    at: dt.datetime
+    pk: int
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MIN_AT = dt.datetime(1, 1, 1, tzinfo=dt.UTC)
+_MAX_AT = dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=dt.UTC)
+_MAX_PK = 2**63 - 1  # a bigint
+CURSOR_PATTERN = r"(-?[0-9]{1,19})\.([0-9]{1,19})"
+_CURSOR = re.compile(CURSOR_PATTERN)
+
+
+def encode_cursor(after: After) -> str:
+    """The text of a position: its instant in microseconds since 1970, a dot, and its id."""
+    return f"{(after.at - _EPOCH) // dt.timedelta(microseconds=1)}.{after.pk}"
+
+
+def decode_cursor(text: str) -> After | None:
+    """The position a cursor names, or None if the text is not one. Any instant and id the pattern allows is a
+    position: one beyond every row's (before year 1, after 9999, an id past a bigint) is the same place as the
+    nearest one a row could have, so it is moved there rather than refused. A cursor is not checked further: it
+    only says where a page starts, and what the page may hold is the caller's scope, as always."""
+    match = _CURSOR.fullmatch(text)
+    if match is None:
+        return None
+    micros, pk = int(match[1]), int(match[2])
+    span = (_MIN_AT - _EPOCH) // dt.timedelta(microseconds=1), (_MAX_AT - _EPOCH) // dt.timedelta(microseconds=1)
+    if micros < span[0]:
+        return After(_MIN_AT, 0)  # nothing is older
+    if micros > span[1]:
+        return After(_MAX_AT, _MAX_PK)  # everything is older
+    return After(_EPOCH + dt.timedelta(microseconds=micros), min(pk, _MAX_PK))
+
+
+def older_than(after: After, *, at: str = "at", pk: str = "pk") -> Q:
+    """The rows after ``after`` in newest-first order: ``(at, pk) < (after.at, after.pk)``, written so that an
+    index on (…, at DESC, id DESC) starts its scan there (``at <= t``) and tests the id only on rows of instant t."""
+    return Q(**{f"{at}__lte": after.at}) & (Q(**{f"{at}__lt": after.at}) | Q(**{f"{pk}__lt": after.pk}))
+
+
+class NewestFirstPagination(pagination.BasePagination):
+    """Keyset paging, newest first (``at`` then id, both descending): ``limit`` rows after ``cursor``.
+
+    The answer is ``{"next": URL or null, "results": [...]}``; ``next`` is the same query with the cursor of the
+    page's last row, and null exactly when no row follows it (the page is read with one row more than it shows).
+    There is no ``count``: counting a team's whole trail on every page cost as much as the rest of the page and grew
+    with the trail, and an OFFSET deep into it reads every row before it. Every page costs the same, however deep.
+    ``offset`` is refused with a field error rather than ignored, so that a client walking by offset hears of it
+    instead of reading its first page again and again.
+    """
+
+    limit_query_param = "limit"
+    cursor_query_param = "cursor"
+    offset_query_param = "offset"
+    at_field = "at"  # the list's instant; the second key is the pk
+
+    @classmethod
+    def narrow(cls, queryset: QuerySet[Any], after: After) -> QuerySet[Any]:
+        """``queryset``'s rows after ``after``."""
+        return queryset.filter(older_than(after, at=cls.at_field))
+
+    def begin(self, request: ApiRequest) -> After | None:
+        """Read and check the paging of ``request``: the limit (``self.limit``) and where the page starts."""
+        self.request = request
+        self.next_after: After | None = None
+        if self.offset_query_param in request.query_params:
+            raise serializers.ValidationError(
+                {self.offset_query_param: ["This list pages by cursor: follow `next`, or pass its `cursor`."]}
+            )
+        self.limit = _bounded_int(request, self.limit_query_param, default=DEFAULT_LIMIT, low=1, high=MAX_LIMIT)
+        text = request.query_params.get(self.cursor_query_param)
+        if text is None:
+            return None
+        after = decode_cursor(text)
+        if after is None:
+            raise serializers.ValidationError(
+                {self.cursor_query_param: ["Not a cursor: pass the one in `next` as it is (microseconds.id)."]}
+            )
+        return after
+
+    def end(self, positions: Sequence[After]) -> int:
+        """Given the positions of the rows read (at most ``limit + 1``), how many the page shows; sets ``next``."""
+        if len(positions) > self.limit:
+            self.next_after = positions[self.limit - 1]
+            return self.limit
+        return len(positions)
+
+    def ids(self, queryset: QuerySet[Any], after: After | None) -> list[Any]:
+        """The ids of the page after ``after`` (``begin`` has read the request), by the ORM."""
+        if after is not None:
+            queryset = self.narrow(queryset, after)
+        at = self.at_field
+        rows = list(queryset.order_by(f"-{at}", "-pk").values_list("pk", at)[: self.limit + 1])
+        shown = self.end([After(when, pk) for pk, when in rows])
+        return [pk for pk, _ in rows[:shown]]
+
+    def paginate_queryset(
+        self, queryset: QuerySet[Any] | Sequence[Any], request: ApiRequest, view: Any = None
+    ) -> list[Any]:
+        assert isinstance(queryset, QuerySet), "keyset paging needs a queryset"
+        window = self.ids(queryset, self.begin(request))
+        rows = {row.pk: row for row in queryset.filter(pk__in=window).order_by()}
+        return [rows[pk] for pk in window if pk in rows]
+
+    def get_next_link(self) -> str | None:
+        """The request's URL with the next page's cursor. The query is made again from the parameters as decoded,
+        not from the request's raw query string: Django quotes a raw non-ASCII byte of that as if it were a
+        character of its own (Latin-1), which would change ``actor=✓`` into another name in the link."""
+        if self.next_after is None:
+            return None
+        query = self.request.query_params.copy()
+        query[self.cursor_query_param] = encode_cursor(self.next_after)
+        return f"{self.request.build_absolute_uri(self.request.path)}?{query.urlencode()}"
+
+    def get_paginated_response(self, data: Any) -> Response:
+        return Response({"next": self.get_next_link(), "results": data})
+
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "required": ["next", "results"],
+            "properties": {
+                "next": {
+                    "type": "string",
+                    "nullable": True,
+                    "format": "uri",
+                    "description": "The next page (older rows), or null when there is none.",
+                },
+                "results": schema,
+            },
+        }
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": self.limit_query_param,
+                "required": False,
+                "in": "query",
+                "description": "Number of results to return per page.",
+                "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
+            },
+            {
+                "name": self.cursor_query_param,
+                "required": False,
+                "in": "query",
+                "description": "Where the page starts: the `cursor` of the previous page's `next`, as it is.",
+                "schema": {"type": "string", "pattern": f"^{CURSOR_PATTERN}$"},
+            },
+        ]

@@ -268,10 +268,11 @@ class _Versions:
         column = "concat(" + ", ' ', ".join(parts) + ")"
         return cls(column, parts[0], tuple(keys), tuple(targets), tuple(joined))
 
-    def page_sql(self, ids_sql: str, table: str, pk: str, count_sql: str) -> str:
+    def page_sql(self, ids_sql: str, table: str, pk: str, count_sql: str | None, at: str | None = None) -> str:
         """The page's statement: the pk, own version and foreign keys of each row of ``ids_sql``'s page, in its
-        order, and on the first row the joined rows' versions (``"<table>/<key>=<version>"``) and, when the page
-        is full (as many rows as the parameter after the ids query's own: the limit), ``count_sql``'s answer.
+        order; on the first row the joined rows' versions (``"<table>/<key>=<version>"``) and, when the page is
+        full (as many rows as the parameter after the ids query's own: the limit), ``count_sql``'s answer (NULL
+        without a ``count_sql``, and no such parameter); and, with ``at`` (a column of ``table``), each row's.
         PostgreSQL runs the count only then: a subquery that does not depend on the row runs when first needed."""
         keys = "".join(f", {key} AS berth_k{i}" for i, key in enumerate(self.keys))
         lookups = [
@@ -282,28 +283,38 @@ class _Versions:
             for n, (joined, column) in enumerate(self.joined)
         ]
         versions = f"CASE WHEN n = 1 THEN ARRAY({' UNION ALL '.join(lookups)}) END" if lookups else "NULL"
+        count = (
+            "NULL"
+            if count_sql is None
+            else f"CASE WHEN n = 1 AND (SELECT count(*) FROM berth_rows) = %s THEN ({count_sql}) END"
+        )
         return (
             f"WITH berth_rows AS MATERIALIZED (SELECT berth_page.n, {pk} AS berth_pk, {self.base} AS berth_v{keys}"
+            f"{'' if at is None else f', {at} AS berth_at'}"
             f" FROM unnest(ARRAY(SELECT berth_ids.id FROM ({ids_sql}) AS berth_ids(id))) WITH ORDINALITY"
             f" AS berth_page(id, n) INNER JOIN {table} ON ({pk} = berth_page.id))"
             f" SELECT berth_pk, berth_v{''.join(f', berth_k{i}' for i in range(len(self.keys)))}, {versions},"
-            f" CASE WHEN n = 1 AND (SELECT count(*) FROM berth_rows) = %s THEN ({count_sql}) END"
-            " FROM berth_rows ORDER BY n"
+            f" {count}{'' if at is None else ', berth_at'} FROM berth_rows ORDER BY n"
         )
 
     def listed(self, raw: Sequence[Sequence[Any]]) -> list[tuple[Any, str]]:
         """(pk, version) of each row the page's statement read: the version as the row query's column has it."""
         if not raw:
             return []
-        joined = dict(entry.split("=", 1) for entry in raw[0][-2] or ())
+        end = 2 + len(self.keys)  # then the joined rows' versions, the count and the row's ``at``, if any
+        joined = dict(entry.split("=", 1) for entry in raw[0][end] or ())
         targets = self.targets
         listed = []
         for row in raw:
             parts = [row[1]]
-            for target, key in zip(targets, row[2:-2], strict=True):
+            for target, key in zip(targets, row[2:end], strict=True):
                 parts.append("" if key is None else joined.get(f"{target}/{key}", ""))
             listed.append((row[0], " ".join(parts)))
         return listed
+
+    def count(self, raw: Sequence[Sequence[Any]]) -> int | None:
+        """The count the page's statement read (on its first row), if it did."""
+        return raw[0][3 + len(self.keys)] if raw else None
 
 
 class RenderedRows:
@@ -365,8 +376,8 @@ class PlainRows:
         self._kept: dict[dt.tzinfo | None, dict[Any, tuple[str, bytes]]] = {}
         self._kept_since = time.monotonic()
         self._kept_lock = threading.Lock()
-        # The statement of listed_after() by the page's ids and count queries.
-        self._after: dict[tuple[str, str], str] = {}
+        # The statement of listed_after() by the page's ids and count queries and the column it reads.
+        self._after: dict[tuple[str, str | None, str | None], str] = {}
 
     @cached_property
     def _plan(self) -> tuple[type[Model], list[_Column], list[str], dict[str, _UtcText]]:
@@ -532,10 +543,19 @@ class PlainRows:
         return [(pk, found[pk]) for pk in pks if pk in found]
 
     def listed_after(
-        self, db: str, ids_sql: str, params: Sequence[Any], limit: int, count_sql: str, count_params: Sequence[Any]
-    ) -> tuple[list[tuple[Any, str]], int | None]:
-        """The pk and version of each row a page's ids query answers (with ``params``), in its order, and when the
-        page is full (``limit`` rows) the count of ``count_sql`` (with ``count_params``): one statement.
+        self,
+        db: str,
+        ids_sql: str,
+        params: Sequence[Any],
+        limit: int,
+        count_sql: str | None,
+        count_params: Sequence[Any],
+        *,
+        at: str | None = None,
+    ) -> tuple[list[tuple[Any, str]], int | None, list[Any]]:
+        """The pk and version of each row a page's ids query answers (with ``params``), in its order; when the page
+        is full (``limit`` rows) and there is a ``count_sql``, its count (with ``count_params``); and with ``at``
+        (a field of the list's model) each row's value of it: one statement.
 
         The ids query sorts and cuts the page (its first column is the pk; a DISTINCT one also selects what it sorts
         by); its ids, in that order (an array's, numbered WITH ORDINALITY), are joined to the list's table, so that
@@ -544,14 +564,19 @@ class PlainRows:
         q = self._query
         if db != q.db:
             raise RuntimeError(f"{self.serializer_class.__name__}: a page of database {db!r} for rows of {q.db!r}")
-        sql = self._after.get((ids_sql, count_sql))
+        key = (ids_sql, count_sql, at)
+        sql = self._after.get(key)
         if sql is None:
-            sql = q.versions.page_sql(ids_sql, q.table, q.pk_ref, count_sql)
-            self._after[(ids_sql, count_sql)] = sql
+            at_sql = None
+            if at is not None:
+                column = self.model._meta.get_field(at).column  # type: ignore[union-attr]
+                at_sql = f"{q.table}.{connections[q.db].ops.quote_name(str(column))}"
+            sql = q.versions.page_sql(ids_sql, q.table, q.pk_ref, count_sql, at_sql)
+            self._after[key] = sql
         with prepared_cursor(connections[q.db]) as cursor:
-            cursor.execute(sql, [*params, limit, *count_params])
+            cursor.execute(sql, [*params] if count_sql is None else [*params, limit, *count_params])
             raw = cursor.fetchall()
-        return q.versions.listed(raw), (raw[0][-1] if raw else None)
+        return q.versions.listed(raw), q.versions.count(raw), [row[-1] for row in raw] if at is not None else []
 
     def fragments(self, listed: Sequence[tuple[Any, str]]) -> list[bytes]:
         """Each listed row (pk, version) rendered as JSON by PageJSONRenderer, in this order (those gone left out).

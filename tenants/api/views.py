@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from django.db.models import Model, QuerySet
@@ -23,8 +23,8 @@ from tenants import models, selectors, services
 from tenants.api import serializers as s
 from tenants.api.authentication import OidcBearerAuthentication
 from tenants.api.filters import AuditEventFilter, BerthFilterSet, RequestFilter, TenantFilter
-from tenants.api.pages import CALLER, CALLER_TEAMS, TOKEN_TEAM, PageQueries, Window, shape_of, team_ids_of
-from tenants.api.pagination import BerthPagination
+from tenants.api.pages import AFTER, CALLER, CALLER_TEAMS, TOKEN_TEAM, PageQueries, Window, shape_of, team_ids_of
+from tenants.api.pagination import After, BerthPagination, NewestFirstPagination
 from tenants.api.rows import PageJSONRenderer, PlainRows, RenderedRows
 from tenants.api.sleep_views import TenantSleepActions
 from tenants.api.throttling import SharedRateThrottle, WriteThrottle
@@ -141,7 +141,9 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
             and cls.filterset_class.filter_queryset is FilterSet.filter_queryset
             and cls.filterset_class.qs is FilterSet.qs
         ):
-            cls.list_pages = PageQueries(cls.__dict__["visible_in"], of_team, cls.filterset_class)
+            paging = cls.pagination_class
+            after = paging.narrow if paging is not None and issubclass(paging, NewestFirstPagination) else None
+            cls.list_pages = PageQueries(cls.__dict__["visible_in"], of_team, cls.filterset_class, after)
 
     def scoped_queryset(self):
         scope = selectors.scope_of(actor_of(self.request), with_team_ids=self.scope_team_ids)
@@ -152,6 +154,8 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
         if rows is None:
             return super().list(request, *args, **kwargs)
         paginator = self.paginator
+        if isinstance(paginator, NewestFirstPagination):
+            return self.get_paginated_response(RenderedRows(rows.fragments(self._newest_first(request, paginator))))
         assert isinstance(paginator, BerthPagination)
         window = self._compiled_window(request)
         listed: list[tuple[Any, str]]
@@ -162,7 +166,7 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
             counted: list[int] = []
 
             def ids(offset: int, limit: int) -> list[Any]:
-                page, total = rows.listed_after(
+                page, total, _ = rows.listed_after(
                     window.db, *window.page(offset, limit), limit, window.count_sql, window.params
                 )
                 listed[:], counted[:] = page, ([] if total is None else [int(total)])
@@ -172,23 +176,38 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
             paginator.window(request, ids, lambda: counted[0] if counted else window.count())
         return self.get_paginated_response(RenderedRows(rows.fragments(listed)))
 
-    def _compiled_window(self, request: ApiRequest) -> Window | None:
+    def _newest_first(self, request: ApiRequest, paginator: NewestFirstPagination) -> Sequence[tuple[Any, str]]:
+        """The (pk, version) of a keyset page's rows: one row more is read, to know whether a next page exists."""
+        rows = self.list_rows
+        assert rows is not None
+        after = paginator.begin(request)
+        window = self._compiled_window(request, after)
+        if window is None:
+            return rows.listed(paginator.ids(self.filter_queryset(self.get_queryset()), after))
+        read = paginator.limit + 1
+        page, _, ats = rows.listed_after(window.db, *window.page(0, read), read, None, (), at=paginator.at_field)
+        shown = paginator.end([After(at, pk) for (pk, _), at in zip(page, ats, strict=True)])
+        return page[:shown]
+
+    def _compiled_window(self, request: ApiRequest, after: After | None = None) -> Window | None:
         if self.list_pages is None:
             return None
         cleaned = self.filterset_class.cleaned(request.query_params)
         scope = selectors.scope_of(actor_of(request))
         team_id = token_team_id(request)
-        shape = shape_of(scope, team_id, cleaned, self.filterset_class.base_filters)
+        shape = shape_of(scope, team_id, cleaned, self.filterset_class.base_filters, after=after is not None)
         if shape is None:
             return None
         values: dict[str, Any] = {
             CALLER: [scope.user_id],
             CALLER_TEAMS: lambda: [team_ids_of(scope.user_id)],
             TOKEN_TEAM: [team_id],
+            AFTER: list(after or ()),
         }
         for name, given in shape[2]:
-            value = cleaned[name]
-            values[name] = list(set(value)) if given else [value]
+            if name != AFTER:
+                value = cleaned[name]
+                values[name] = list(set(value)) if given else [value]
         return self.list_pages.window(shape, values)
 
 
@@ -425,6 +444,7 @@ class MergedKubeconfigView(OneValueEach, APIView):
 
 class AuditEventViewSet(PlainListMixin):
     serializer_class = s.AuditEventSerializer
+    pagination_class = NewestFirstPagination
     list_rows = s.AUDIT_EVENT_ROWS
     filterset_class = AuditEventFilter
     visible_in = staticmethod(selectors.audit_events_in)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from tenants import audit
 from tenants.models import AuditEvent, Tenant, TenantRequest
 from tests.fixtures import TokenFactory
 from tests.plugins.kube import wait_for
@@ -93,6 +94,19 @@ def test_audit_since_shows_alices_request(berth: BerthRunner, api_token: TokenFa
     table = berth("audit", "--since", "2000-01-01", token=token)
     assert table.code == 0 and "request.submit" in table.stdout
     assert berth("audit", "--since", "2099-01-01T00:00", "-o", "json", token=token).json() == []
+
+
+def test_audit_walks_the_trail_page_by_page_by_cursor(berth: BerthRunner, api_token: TokenFactory, alice, team_a):
+    """The audit trail pages by cursor (no count): the CLI follows ``next`` past its 100-row pages, newest first,
+    with no row twice, and stops at --limit."""
+    for i in range(230):
+        audit.record(actor=alice, action="test.walk", object_type="x", object_id=str(i), team=team_a)
+    token = api_token(alice)
+    walked = berth("audit", "--since", "1h", "--action", "test.walk", "--limit", "1000", "-o", "json", token=token)
+    assert walked.code == 0, walked.stderr
+    assert [e["object_id"] for e in walked.json()] == [str(i) for i in reversed(range(230))]
+    some = berth("audit", "--since", "1h", "--action", "test.walk", "--limit", "150", "-o", "json", token=token)
+    assert [e["object_id"] for e in some.json()] == [str(i) for i in reversed(range(80, 230))]
 
 
 # --- Exit codes scripts can test --------------------------------------------------------------------------

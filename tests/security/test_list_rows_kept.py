@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import requests
 
-from tenants import services
-from tenants.models import Cluster, Team, Tenant, Tier, User
+from tenants import audit, services
+from tenants.api.pagination import After, encode_cursor
+from tenants.models import AuditEvent, Cluster, Team, Tenant, Tier, User
 from tests.fixtures import TokenFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -58,6 +59,7 @@ def test_rows_kept_for_others_never_reach_a_member_and_a_transfer_shows_at_once(
     ours = tenant("ours", team_a, alice)
     for n in range(3):
         tenant(f"theirs-{n}", team_b, bob)
+        audit.record(actor=bob, action="test.theirs", object_type="tenant", object_id=str(n), team=team_b)
     admin, owner_b, attacker = api_token(dave), api_token(bob), api_token(amir)
 
     # Every row rendered and kept by both workers, for people who may see them.
@@ -75,8 +77,17 @@ def test_rows_kept_for_others_never_reach_a_member_and_a_transfer_shows_at_once(
         "tenants/?status=ready&status=failed&limit=2",
     ):
         assert _names(_pages(live_portal, attacker, path)) <= {"ours"}, path
-    audit = _pages(live_portal, attacker, "audit-events/?limit=200")
-    assert not [row for page in audit for row in page["results"] if row["team"] == "team-b"]
+    audit_pages = _pages(live_portal, attacker, "audit-events/?limit=200")
+    assert not [row for page in audit_pages for row in page["results"] if row["team"] == "team-b"]
+    # The audit trail pages by cursor, a position anyone can write: one set at team-b's newest event (its instant
+    # and id read here, as if guessed), or past every row, reads none of team-b's events either.
+    newest_b = AuditEvent.objects.filter(team=team_b).order_by("-at", "-id").first()
+    assert newest_b is not None
+    for cursor in (encode_cursor(After(newest_b.at, newest_b.pk + 1)), "9999999999999999999.1"):
+        paged = _pages(live_portal, attacker, f"audit-events/?limit=200&team=team-b&cursor={cursor}")
+        assert not [row for page in paged for row in page["results"] if row["team"] == "team-b"], cursor
+        paged = _pages(live_portal, owner_b, f"audit-events/?limit=200&team=team-b&cursor={cursor}")
+        assert [row for page in paged for row in page["results"] if row["team"] == "team-b"], cursor
 
     # team-a's tenant goes to team-b (asked by its owner, accepted by team-b's): amir loses it at once, on every
     # worker, though both kept its row; team-b sees the row as it is now.

@@ -7,12 +7,13 @@ operation can answer is in the schema with its body; nullable fields, formats an
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 import yaml
 
 from tenants import audit
-from tenants.api.pagination import MAX_LIMIT, MAX_OFFSET
+from tenants.api.pagination import CURSOR_PATTERN, MAX_LIMIT, MAX_OFFSET
 from tenants.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
@@ -75,7 +76,8 @@ def test_paging_up_to_the_bounds_is_answered(api, alice, submit, small):
 def test_a_page_without_limit_has_the_default_size(api, alice, team_a):
     for i in range(55):
         audit.record(actor=alice, action="test.row", obj=team_a, team=team_a, after={"i": i})
-    assert len(api(alice).get(f"{API}/audit-events/").json()["results"]) == 50
+    page = api(alice).get(f"{API}/audit-events/").json()
+    assert len(page["results"]) == 50 and page["next"]
 
 
 # --- date-time filters ------------------------------------------------------------------------------------------
@@ -152,9 +154,36 @@ def test_credential_endpoints_say_yaml_and_may_be_unavailable(schema):
 
 def test_paging_bounds_are_documented(schema):
     for path in LISTS:
-        parameters = {p["name"]: p["schema"] for p in schema["paths"][f"/api/v1/{path}"]["get"]["parameters"]}
+        operation = schema["paths"][f"/api/v1/{path}"]["get"]
+        parameters = {p["name"]: p["schema"] for p in operation["parameters"]}
         assert parameters["limit"] == {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 50}
-        assert parameters["offset"] == {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET, "default": 0}
+        page = schema["components"]["schemas"][
+            operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+        ]
+        if path == "audit-events/":  # keyset paging: a cursor and a next link, no offset and no count
+            assert "offset" not in parameters
+            assert parameters["cursor"] == {"type": "string", "pattern": f"^{CURSOR_PATTERN}$"}
+            assert page["required"] == ["next", "results"] and set(page["properties"]) == {"next", "results"}
+            assert page["properties"]["next"]["nullable"] is True
+        else:
+            assert parameters["offset"] == {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET, "default": 0}
+            assert "cursor" not in parameters and "count" in page["required"]
+
+
+def test_the_cursor_pattern_is_exactly_what_the_audit_trail_accepts(api, alice, team_a):
+    """Anything the schema's pattern allows is a position (one beyond every row's is moved to the nearest one a
+    row could have); anything else is a field error."""
+    audit.record(actor=alice, action="test.row", obj=team_a, team=team_a)
+    client = api(alice)
+    pattern = re.compile(f"^{CURSOR_PATTERN}$")
+    for cursor in ["0.0", "-0.0", "1.1", "00001.00001", "9" * 19 + "." + "9" * 19, "-" + "9" * 19 + ".0"]:
+        assert pattern.fullmatch(cursor)
+        assert client.get(f"{API}/audit-events/", {"cursor": cursor}).status_code == 200, cursor
+    everything = client.get(f"{API}/audit-events/", {"cursor": "9" * 19 + "." + "9" * 19}).json()
+    assert [e["action"] for e in everything["results"]] == ["test.row"]
+    for cursor in ["", "1", "1.", ".1", "1.1.1", "+1.1", "1.-1", "1e3.1", " 1.1", "1.1 ", "9" * 20 + ".1"]:
+        assert not pattern.fullmatch(cursor)
+        assert client.get(f"{API}/audit-events/", {"cursor": cursor}).status_code == 400, cursor
 
 
 def test_nullable_fields_are_declared_nullable(schema):

@@ -1,16 +1,19 @@
 """A list page's ids and count from SQL compiled once per shape of request (tenants.api.pages).
 
 Every kind of caller (a member, an approver, an admin, a team token) and every filter alone and together, LIKE's
-special characters and a NUL included, is answered the same through the compiled SQL as through the ORM. The
+special characters and a NUL included, and for the audit trail every kind of cursor, is answered the same through
+the compiled SQL as through the ORM. The
 shapes that can be compiled are (so the comparison is not vacuous), each is compiled once and run as a prepared
 statement, and what cannot be compiled (a value changed on its way in a way not known, or lost) is left to the ORM.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import django_filters
 import pytest
@@ -59,15 +62,52 @@ FILTERS = {
         "actor=a%00b",
     ],
 }
-PAGES = ["", "limit=3", "limit=3&offset=3", "offset=1000"]
+OFFSET_PAGES = ["", "limit=3", "limit=3&offset=3", "offset=1000"]
+# The audit trail pages by keyset (NewestFirstPagination): from the top, inside a tie of instants (TIED holds
+# seven events), past every row and before every row, and the nearest positions to those a row could have.
+TIED = dt.datetime(2026, 3, 2, 12, 0, 0, 123456, tzinfo=dt.UTC)
+TIED_MICROS = (TIED - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
+CURSOR_PAGES = [
+    "",
+    "limit=3",
+    "limit=3&cursor={tie}",
+    "limit=2&cursor={tie_top}",
+    f"limit=4&cursor={TIED_MICROS}.0",
+    "cursor=99999999999999999.1",
+    "cursor=9999999999999999999.9999999999999999999",
+    "cursor=-9999999999999999999.5",
+    "limit=1&cursor=0.1",
+]
 PATHS = {TenantViewSet: "tenants/", RequestViewSet: "requests/", AuditEventViewSet: "audit-events/"}
 
 
+def _tied_events(people, teams) -> list[AuditEvent]:
+    """Seven events of one instant (one transaction's often are), whose order is their ids'."""
+    at = AuditEvent._meta.get_field("at")
+    at.auto_now_add = False  # as bench/api_load.py seeds: the table refuses UPDATE
+    try:
+        return AuditEvent.objects.bulk_create(
+            AuditEvent(
+                at=TIED,
+                actor=people[i % len(people)],
+                actor_name=people[i % len(people)].username,
+                team=teams[i % len(teams)],
+                object_type="tenant",
+                object_id=str(i),
+                action=f"test.tie{i}",
+            )
+            for i in range(7)
+        )
+    finally:
+        at.auto_now_add = True
+
+
 @pytest.fixture
-def callers(varied, alice, bob, carol, dave, team_a, token_client, api) -> dict[str, Any]:
+def callers(varied, alice, bob, carol, dave, team_a, team_b, token_client, api) -> dict[str, Any]:
     # Events whose actions hold LIKE's wildcards, to be matched as text.
     for action in ("test_a", "100%", "te%t_x"):
         audit.record(actor=alice, action=action, object_type="tenant", object_id="3", team=team_a)
+    _tied_events([alice, bob, carol], [team_a, team_b, None])
     return {
         "member": api(alice),
         "other member": api(bob),
@@ -80,7 +120,7 @@ def callers(varied, alice, bob, carol, dave, team_a, token_client, api) -> dict[
 def _answers(client, url: str, monkeypatch, *, compiled: bool) -> tuple[int, bytes]:
     with monkeypatch.context() as m:
         if not compiled:
-            m.setattr(PlainListMixin, "_compiled_window", lambda self, request: None)
+            m.setattr(PlainListMixin, "_compiled_window", lambda self, request, after=None: None)
         response = client.get(url)
     return response.status_code, response.content
 
@@ -88,10 +128,16 @@ def _answers(client, url: str, monkeypatch, *, compiled: bool) -> tuple[int, byt
 @pytest.mark.parametrize("view", list(FILTERS))
 def test_compiled_pages_answer_as_the_orm_does_for_every_caller_and_filter(callers, monkeypatch, view):
     view.list_pages._compiled.clear()
+    tied = sorted(AuditEvent.objects.filter(at=TIED).values_list("pk", flat=True))
+    pages = (
+        [p.format(tie=f"{TIED_MICROS}.{tied[4]}", tie_top=f"{TIED_MICROS}.{tied[-1] + 1}") for p in CURSOR_PAGES]
+        if view is AuditEventViewSet
+        else OFFSET_PAGES
+    )
     seen_rows = 0
     for who, client in callers.items():
         for query in FILTERS[view]:
-            for page in PAGES:
+            for page in pages:
                 url = f"{API}/{PATHS[view]}?" + "&".join(p for p in (query, page) if p)
                 compiled = _answers(client, url, monkeypatch, compiled=True)
                 orm = _answers(client, url, monkeypatch, compiled=False)
@@ -104,6 +150,87 @@ def test_compiled_pages_answer_as_the_orm_does_for_every_caller_and_filter(calle
     assert shapes and all(compiled is not None for compiled in shapes.values()), shapes
     kinds = {(kind, narrowed) for kind, narrowed, _ in shapes}
     assert kinds == {("member", False), ("approver", False), ("admin", False), ("admin", True)}
+
+
+def _walk(client, url: str, monkeypatch, *, compiled: bool) -> list[dict[str, Any]]:
+    """Every page of a keyset list from ``url`` on, following ``next``: the rows in the order they came."""
+    rows: list[dict[str, Any]] = []
+    while url:
+        status, content = _answers(client, url, monkeypatch, compiled=compiled)
+        assert status == 200, (url, content)
+        body = json.loads(content)
+        assert set(body) == {"next", "results"}
+        assert body["results"] or not rows, f"{url}: an empty page after a next link"
+        rows += body["results"]
+        url = body["next"] or ""
+        if url:
+            parts = urlsplit(url)
+            assert parts.path == f"{API}/audit-events/" and "offset" not in parse_qs(parts.query)
+            url = f"{parts.path}?{parts.query}"
+    return rows
+
+
+@pytest.mark.parametrize("query", ["", "team=team-a", "action=test.", "actor=system ✓", "team=team-b&action=test.t"])
+def test_walking_the_audit_trail_by_next_reads_every_row_once_newest_first(callers, monkeypatch, query):
+    for who, client in callers.items():
+        whole = json.loads(client.get(f"{API}/audit-events/?limit=200&{query}").content)
+        assert whole["next"] is None, who
+        for limit in (1, 4, 7):
+            url = f"{API}/audit-events/?limit={limit}&{query}"
+            walked = _walk(client, url, monkeypatch, compiled=True)
+            assert walked == _walk(client, url, monkeypatch, compiled=False), (who, limit)
+            assert walked == whole["results"], (who, query, limit)
+        ids = [row["id"] for row in whole["results"]]
+        events = AuditEvent.objects.in_bulk(ids)
+        keys = [(events[pk].at, pk) for pk in ids]
+        assert keys == sorted(keys, reverse=True) and len(set(ids)) == len(ids)
+        if who in ("approver", "admin") and query in ("", "action=test."):
+            assert len([pk for pk in ids if events[pk].at == TIED]) >= 5, (who, query)  # the ties were walked
+
+
+def test_a_keyset_page_is_one_statement_without_a_count_and_reads_one_row_more(callers):
+    client = callers["admin"]
+    client.get(f"{API}/audit-events/?limit=3")  # compiled first
+    with CaptureQueriesContext(connection) as queries:
+        body = client.get(f"{API}/audit-events/?limit=3").json()
+    assert len(body["results"]) == 3 and body["next"]
+    (page,) = [q["sql"] for q in queries.captured_queries if "berth_rows" in q["sql"]]
+    assert " LIMIT 4)" in page and "page_count" not in page
+    assert not [q["sql"] for q in queries.captured_queries if "COUNT(" in q["sql"].upper()]
+    assert _counts_run(page) == 0
+    last = AuditEvent.objects.order_by("at", "id").first()
+    assert last is not None
+    micros = (last.at - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
+    # A page that ends with the oldest row has no next link, though it is full.
+    body = client.get(f"{API}/audit-events/?limit=1&cursor={micros}.{last.pk + 1}").json()
+    assert [row["id"] for row in body["results"]] == [last.pk] and body["next"] is None
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "offset=0",
+        "offset=3&limit=3",
+        "cursor=",
+        "cursor=abc",
+        "cursor=1.2.3",
+        "cursor=1",
+        "cursor=.5",
+        "cursor=1.-5",
+        "cursor=+1.5",
+        "cursor=１.5",  # a full-width digit
+        "cursor=1.5%0A",
+        "cursor=%201.5",
+        "cursor=12345678901234567890.1",
+        "cursor=1.12345678901234567890",
+        "cursor=1.5&limit=0",
+    ],
+)
+def test_a_bad_cursor_or_an_offset_is_a_field_error_on_the_audit_trail(callers, query):
+    response = callers["member"].get(f"{API}/audit-events/?{query}")
+    assert response.status_code == 400, response.content
+    (field,) = response.json()
+    assert field in {"offset", "cursor", "limit"}
 
 
 def test_the_audit_trail_matches_an_action_prefix_as_text_not_as_a_pattern(callers):
@@ -284,7 +411,9 @@ def _indexes(table: str) -> dict[str, str]:
 
 def _page_of(view, window, limit: int = 200) -> list[tuple[Any, str]]:
     """The (pk, version) of the rows of the window's first page, as the view reads them."""
-    listed, _ = view.list_rows.listed_after(window.db, *window.page(0, limit), limit, window.count_sql, window.params)
+    listed, _, _ = view.list_rows.listed_after(
+        window.db, *window.page(0, limit), limit, window.count_sql, window.params
+    )
     return listed
 
 

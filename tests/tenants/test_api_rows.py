@@ -19,6 +19,7 @@ from rest_framework.renderers import JSONRenderer
 
 from tenants.api import rows as rows_module
 from tenants.api import serializers as s
+from tenants.api.pagination import After, encode_cursor
 from tenants.api.rows import Computed, PlainRows
 from tenants.api.views import AuditEventViewSet, RequestViewSet, TenantViewSet
 from tenants.models import AuditEvent, Tenant, TenantRequest
@@ -47,6 +48,20 @@ PAGES = [
 ]
 
 
+def _cursor_pages() -> list[str]:
+    """The audit trail's pages (by keyset): from the top, after its 7th and 30th rows, and past every row."""
+    rows = list(AuditEvent.objects.order_by("-at", "-id").values_list("at", "id"))
+    cursors = [encode_cursor(After(*rows[n - 1])) for n in (7, 30)]
+    return [
+        "",
+        "?limit=7",
+        f"?limit=7&cursor={cursors[0]}",
+        f"?limit=5&cursor={cursors[1]}",
+        "?cursor=-1.0",
+        "?limit=200",
+    ]
+
+
 @pytest.mark.parametrize("who", ["alice", "carol", "dave"])
 @pytest.mark.parametrize(
     ("view", "path", "filters"),
@@ -62,7 +77,7 @@ def test_list_pages_are_the_serializers_output_byte_for_byte(
     client = api(request.getfixturevalue(who))
     compared = 0
     for query in filters:
-        for page in PAGES:
+        for page in _cursor_pages() if view is AuditEventViewSet else PAGES:
             url = f"{API}/{path}{page}"
             if query:
                 url += ("&" if page else "?") + query

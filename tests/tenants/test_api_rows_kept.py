@@ -15,9 +15,10 @@ from django.utils import timezone
 
 from tenants.api import rows as rows_module
 from tenants.api import serializers as s
+from tenants.api.pagination import After, encode_cursor
 from tenants.api.rows import PlainRows
 from tenants.api.views import AuditEventViewSet, RequestViewSet, TenantViewSet
-from tenants.models import Cluster, Team, Tenant, TenantRequest, Tier, User
+from tenants.models import AuditEvent, Cluster, Team, Tenant, TenantRequest, Tier, User
 
 pytestmark = pytest.mark.django_db
 
@@ -208,6 +209,10 @@ def test_a_row_gone_after_its_page_was_read_is_left_out(varied):
     assert [fragment.count(str(pk).encode()) > 0 for fragment, pk in zip(fragments, tenants, strict=True)] == [True] * 2
 
 
+def _fifth_event() -> tuple[Any, int]:
+    return AuditEvent.objects.order_by("-at", "-id").values_list("at", "id")[4]
+
+
 def test_pages_and_kept_rows_work_without_prepared_statements(api, varied, dave, monkeypatch, settings, loads):
     """Behind a pooler that cannot keep prepared statements (DATABASE_PREPARED_STATEMENTS=false) the page's
     statement is bound by the client: the same pages, counts and kept rows."""
@@ -218,7 +223,15 @@ def test_pages_and_kept_rows_work_without_prepared_statements(api, varied, dave,
         (RequestViewSet, "requests/"),
         (AuditEventViewSet, "audit-events/"),
     ):
-        for page in ("?limit=5", "?limit=5&offset=5", "?limit=200", "?offset=1000"):
+        pages = ("?limit=5", "?limit=5&offset=5", "?limit=200", "?offset=1000")
+        if view is AuditEventViewSet:
+            pages = (
+                "?limit=5",
+                f"?limit=5&cursor={encode_cursor(After(*_fifth_event()))}",
+                "?limit=200",
+                "?cursor=0.1",
+            )
+        for page in pages:
             first = _page(client, monkeypatch, view, f"{API}/{path}{page}")
             read = len(loads)
             assert _page(client, monkeypatch, view, f"{API}/{path}{page}") == first
