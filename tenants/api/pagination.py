@@ -184,12 +184,13 @@ class NewestFirstPagination(pagination.BasePagination):
             )
         return after
 
-    def end(self, positions: Sequence[After]) -> int:
-        """Given the positions of the rows read (at most ``limit + 1``), how many the page shows; sets ``next``."""
-        if len(positions) > self.limit:
-            self.next_after = positions[self.limit - 1]
+    def end(self, read: int, last_shown: Callable[[], After]) -> int:
+        """Given how many rows were read (at most ``limit + 1``), how many the page shows; sets ``next``, with the
+        position of the last row shown, when a row follows it."""
+        if read > self.limit:
+            self.next_after = last_shown()
             return self.limit
-        return len(positions)
+        return read
 
     def ids(self, queryset: QuerySet[Any], after: After | None) -> list[Any]:
         """The ids of the page after ``after`` (``begin`` has read the request), by the ORM."""
@@ -197,7 +198,7 @@ class NewestFirstPagination(pagination.BasePagination):
             queryset = self.narrow(queryset, after)
         at = self.at_field
         rows = list(queryset.order_by(f"-{at}", "-pk").values_list("pk", at)[: self.limit + 1])
-        shown = self.end([After(when, pk) for pk, when in rows])
+        shown = self.end(len(rows), lambda: After(rows[self.limit - 1][1], rows[self.limit - 1][0]))
         return [pk for pk, _ in rows[:shown]]
 
     def paginate_queryset(

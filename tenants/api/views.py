@@ -177,17 +177,26 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
         return self.get_paginated_response(RenderedRows(rows.fragments(listed)))
 
     def _newest_first(self, request: ApiRequest, paginator: NewestFirstPagination) -> Sequence[tuple[Any, str]]:
-        """The (pk, version) of a keyset page's rows: one row more is read, to know whether a next page exists."""
+        """The (pk, version) of a keyset page's rows: one row more is read, to know whether a next page exists.
+
+        The page's statement is planned with its values every time, not prepared: how many of a trail's rows a
+        caller may see, or a team holds, varies by orders of magnitude, and a generic plan cannot know. Prepared,
+        PostgreSQL settled on a generic plan that walks the trail newest first and filters, which reads a team of
+        120 events among 100,000 nearly to the end: 7.1 ms a page, where planned with its values it takes the
+        team's index, 3.1 ms (0.2 ms of it planning), as the uniform teams' pages do (2026-11-24).
+        """
         rows = self.list_rows
         assert rows is not None
         after = paginator.begin(request)
         window = self._compiled_window(request, after)
         if window is None:
             return rows.listed(paginator.ids(self.filter_queryset(self.get_queryset()), after))
-        read = paginator.limit + 1
-        page, _, ats = rows.listed_after(window.db, *window.page(0, read), read, None, (), at=paginator.at_field)
-        shown = paginator.end([After(at, pk) for (pk, _), at in zip(page, ats, strict=True)])
-        return page[:shown]
+        limit = paginator.limit
+        read = limit + 1
+        page, _, at = rows.listed_after(
+            window.db, *window.page(0, read), read, None, (), at=(paginator.at_field, limit), prepared=False
+        )
+        return page[: paginator.end(len(page), lambda: After(at, page[limit - 1][0]))]
 
     def _compiled_window(self, request: ApiRequest, after: After | None = None) -> Window | None:
         if self.list_pages is None:
