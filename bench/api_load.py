@@ -431,7 +431,8 @@ def main() -> int:
     print("  during the phase, about a second of CPU each; CPU: each component's user and system time / requests)")
     walked = solo["audit"].get("audit_pages", {})
     print(
-        f"  audit trail pages read from the top: {walked.get('first', 0)}, by a next link's cursor: {walked.get('cursor', 0)}"
+        f"  audit trail pages read from the top: {walked.get('first', 0)},"
+        f" by a next link's cursor: {walked.get('cursor', 0)}"
     )
     print(f"\nMix of reads and writes ({args.mix_seconds} s):")
     print(f"  {'endpoint':<28}{'req/s':>8}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}{'errors':>8}")
