@@ -21,7 +21,7 @@ import zoneinfo
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache, cached_property
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import connections
@@ -307,12 +307,17 @@ class _Versions:
         end = 2 + len(self.keys)  # then the joined rows' versions, the count and the row's ``at``, if any
         joined = dict(entry.split("=", 1) for entry in raw[0][end] or ())
         targets = self.targets
+        shown: dict[Any, str] = {}  # the joined rows' part, by keys: a page's rows share most of them
         listed = []
         for row in raw:
-            parts = [row[1]]
-            for target, key in zip(targets, row[2:end], strict=True):
-                parts.append("" if key is None else joined.get(f"{target}/{key}", ""))
-            listed.append((row[0], " ".join(parts)))
+            keys = row[2:end]
+            part = shown.get(keys)
+            if part is None:
+                part = shown[keys] = "".join(
+                    " " + ("" if key is None else joined.get(f"{target}/{key}", ""))
+                    for target, key in zip(targets, keys, strict=True)
+                )
+            listed.append((row[0], row[1] + part))
         return listed
 
     def count(self, raw: Sequence[Sequence[Any]]) -> int | None:
@@ -599,22 +604,28 @@ class PlainRows:
             return []
         tz = self._zone()
         kept = self._kept_in(tz)
-        found: dict[Any, bytes] = {}
+        earlier = kept if kept is not None else {}
+        fragments: list[bytes | None] = []
         missing = []
         for pk, version in listed:
-            known = kept.get(pk) if kept is not None else None
+            known = earlier.get(pk)
             if known is not None and known[0] == version:
-                found[pk] = known[1]
+                fragments.append(known[1])
             else:
+                fragments.append(None)
                 missing.append(pk)
-        if missing:
-            render = _ROW_RENDERER.render
-            loaded = [(pk, version, render(item)) for pk, version, item in self._load(missing, tz)]
-            for pk, _, fragment in loaded:
-                found[pk] = fragment
-            if kept is not None:
-                self._keep(kept, loaded)
-        return [found[pk] for pk, _ in listed if pk in found]
+        if not missing:
+            return cast(list[bytes], fragments)  # every row kept
+        render = _ROW_RENDERER.render
+        loaded = [(pk, version, render(item)) for pk, version, item in self._load(missing, tz)]
+        if kept is not None:
+            self._keep(kept, loaded)
+        found = {pk: fragment for pk, _, fragment in loaded}
+        return [
+            fragment if fragment is not None else found[pk]
+            for (pk, _), fragment in zip(listed, fragments, strict=True)
+            if fragment is not None or pk in found
+        ]
 
     @staticmethod
     def _zone() -> dt.tzinfo | None:

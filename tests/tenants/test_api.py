@@ -6,6 +6,7 @@ import csv
 import datetime as dt
 import io
 import uuid
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.utils import timezone
@@ -652,6 +653,34 @@ def test_the_tokens_list_has_no_n_plus_1(api, alice, team_a, rows, django_assert
     client = api(alice)
     with django_assert_max_num_queries(LIST_QUERIES):
         assert client.get(f"{API}/tokens/").json()["count"] == rows
+
+
+@pytest.mark.parametrize("path", ["requests/", "tenants/"])
+def test_offset_page_links_keep_every_parameter_as_sent(api, alice, team_a, cluster, medium, path):
+    """``next`` and ``previous`` carry the query as the client sent it, non-ASCII included (the raw query string
+    reaches Django as Latin-1: rebuilt from it, ``✓`` came back as three other characters), with the page's
+    limit and offset; the first page's ``previous`` has no offset."""
+    _fill_requests(5, team=team_a, user=alice, cluster=cluster, tier=medium)
+    client = api(alice)
+
+    def query_of(link: str) -> dict[str, list[str]]:
+        split = urlsplit(link)
+        assert split.path == f"{API}/{path}"
+        return parse_qs(split.query, keep_blank_values=True)
+
+    body = client.get(f"{API}/{path}?note=✓ é&limit=2&offset=2&team=team-a&blank=").json()
+    assert query_of(body["next"]) == {
+        "blank": [""],
+        "limit": ["2"],
+        "note": ["✓ é"],
+        "offset": ["4"],
+        "team": ["team-a"],
+    }
+    assert query_of(body["previous"]) == {"blank": [""], "limit": ["2"], "note": ["✓ é"], "team": ["team-a"]}
+    body = client.get(body["next"]).json()
+    assert body["next"] is None and len(body["results"]) == 1
+    assert query_of(body["previous"])["offset"] == ["2"]
+    assert client.get(f"{API}/{path}?limit=2").json()["previous"] is None
 
 
 def test_the_openapi_schema_renders(api, erin):
