@@ -37,7 +37,8 @@ def page_link(request: ApiRequest, changes: dict[str, str | None]) -> str:
 
     The query is made again from the parameters as decoded, not from the request's raw query string: Django
     quotes a raw non-ASCII byte of that as if it were a character of its own (Latin-1), which would change
-    ``actor=✓`` into another name in the link. (It is also a tenth of DRF's cost: no URL parsed twice.)
+    ``actor=✓`` into another name in the link. (It also costs less than half of DRF's: 13 µs against 30, no URL
+    parsed and rebuilt twice.)
     """
     params = dict(request.query_params.lists())
     for name, value in changes.items():
