@@ -16,9 +16,9 @@ differ when compiled a second time with other stand-ins (so that its structure d
 leaves that shape to the ORM on every request (``None``). So do a filter field without a known stand-in, a value
 the filters treat specially (text with a NUL character, which they answer with an empty page; a choice filter's
 null value), and a view that builds or filters its list otherwise (PlainListMixin checks). The caller's values
-are their id, and for a selector that tests them as values (the audit trail) their teams, read only when the
-shape uses them. tests/tenants/test_api_pages.py compares both ways for every kind of caller and combination of
-filters.
+are their id, and for a selector that tests them as values (the audit trail, unless a page is pinned to one team)
+their teams, read only when the shape uses them. tests/tenants/test_api_pages.py compares both ways for every kind
+of caller and combination of filters.
 """
 
 from __future__ import annotations
@@ -164,6 +164,10 @@ class PageQueries:
     narrows it to the rows after a position, as its paginator does. Shapes are few (three kinds of caller, two
     ways of token, the subsets of a handful of filters, with or without a position), and each is compiled once per
     process.
+
+    ``team_values`` names a selector that can test a member's teams as values (Scope.team_ids): it gets them,
+    read by a query of their own, except on a page pinned to one team (a team token, or one of ``one_team``
+    filters), where its subquery costs no round trip and that team's index finds the rows anyway.
     """
 
     def __init__(
@@ -172,11 +176,16 @@ class PageQueries:
         narrow: Callable[[QuerySet[Any], int], QuerySet[Any]],
         filterset_class: type[FilterSet],
         after: Callable[[QuerySet[Any], After], QuerySet[Any]] | None = None,
+        *,
+        team_values: bool = False,
+        one_team: frozenset[str] = frozenset(),
     ):
         self.scoped = scoped
         self.narrow = narrow
         self.filterset_class = filterset_class
         self.after = after
+        self.team_values = team_values
+        self.one_team = one_team
         self._compiled: dict[Shape, _Compiled | None] = {}
         self._lock = threading.Lock()
 
@@ -184,7 +193,8 @@ class PageQueries:
         """The view's queryset for ``shape`` with stand-in values, and the stand-ins of each source."""
         kind, narrowed, given = shape
         user, team, teams = _USER - 3 * round_, _TEAM - 3 * round_, [_TEAMS - 3 * round_]
-        team_ids = tuple(teams) if kind == "member" else None
+        pinned = narrowed or any(name in self.one_team for name, _ in given)
+        team_ids = tuple(teams) if kind == "member" and self.team_values and not pinned else None
         qs = self.scoped(Scope(kind=kind, user_id=user, team_ids=team_ids))  # type: ignore[arg-type]
         stand_ins: dict[str, list[Any]] = {CALLER: [user], CALLER_TEAMS: [teams]}
         if narrowed:

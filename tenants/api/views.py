@@ -122,8 +122,10 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
     ]
     filterset_class: type[BerthFilterSet]
     visible_in: Callable[[selectors.Scope], QuerySet[Any]]
-    # Whether ``visible_in`` reads a member's teams from the Scope (selectors.Scope.team_ids).
+    # Whether ``visible_in`` reads a member's teams from the Scope (selectors.Scope.team_ids), and the filters that
+    # pin a page to one team, whose compiled page does without them (tenants.api.pages.PageQueries).
     scope_team_ids = False
+    one_team_filters: frozenset[str] = frozenset()
 
     list_pages: PageQueries | None = None
 
@@ -143,7 +145,14 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
         ):
             paging = cls.pagination_class
             after = paging.narrow if paging is not None and issubclass(paging, NewestFirstPagination) else None
-            cls.list_pages = PageQueries(cls.__dict__["visible_in"], of_team, cls.filterset_class, after)
+            cls.list_pages = PageQueries(
+                cls.__dict__["visible_in"],
+                of_team,
+                cls.filterset_class,
+                after,
+                team_values=cls.scope_team_ids,
+                one_team=cls.one_team_filters,
+            )
 
     def scoped_queryset(self):
         scope = selectors.scope_of(actor_of(self.request), with_team_ids=self.scope_team_ids)
@@ -458,6 +467,7 @@ class AuditEventViewSet(PlainListMixin):
     filterset_class = AuditEventFilter
     visible_in = staticmethod(selectors.audit_events_in)
     scope_team_ids = True
+    one_team_filters = frozenset({"team"})
 
     schema_model = models.AuditEvent
 
