@@ -23,9 +23,12 @@ threads = _int("GUNICORN_THREADS", 1)
 timeout = _int("GUNICORN_TIMEOUT", 60)
 graceful_timeout = _int("GUNICORN_GRACEFUL_TIMEOUT", 30)
 keepalive = _int("GUNICORN_KEEPALIVE", 5)
-# Recycle workers now and then so a slow leak cannot grow without bound.
+# Recycle workers now and then so a slow leak cannot grow without bound. Workers start together, so the jitter
+# must be wide to stagger their recycling: with a tenth of max_requests (200, the earlier default) all five
+# recycled within a few seconds of each other, about a second of CPU each, and did so again every cycle
+# (bench/api_load.py saw them in bursts of five); with half, each cycle spreads them further apart.
 max_requests = _int("GUNICORN_MAX_REQUESTS", 2000)
-max_requests_jitter = _int("GUNICORN_MAX_REQUESTS_JITTER", 200)
+max_requests_jitter = _int("GUNICORN_MAX_REQUESTS_JITTER", max_requests // 2)
 
 # Heartbeat files on tmpfs: a disk-backed /tmp can stall workers (docs: "blocking os.fchmod").
 worker_tmp_dir = os.environ.get("GUNICORN_WORKER_TMP_DIR", "/dev/shm" if os.path.isdir("/dev/shm") else None)
