@@ -107,6 +107,8 @@ class Window:
     ids_sql: str
     count_sql: str
     params: tuple[Any, ...]
+    # Whether the page reads one team's rows, filtered by nothing else but its position (PageQueries.one_team_only)
+    one_team_only: bool = False
 
     def page(self, offset: int, limit: int) -> tuple[str, list[Any]]:
         """The ids query of the page at ``offset`` of ``limit`` rows, and its parameters.
@@ -188,6 +190,14 @@ class PageQueries:
         self.one_team = one_team
         self._compiled: dict[Shape, _Compiled | None] = {}
         self._lock = threading.Lock()
+
+    def one_team_only(self, shape: Shape) -> bool:
+        """Whether a page of ``shape`` is pinned to one team (a team token, or one of ``one_team`` filters) and
+        filtered by nothing else but its position: that team's index then finds its rows, in order, whatever the
+        values, so that one plan serves every such page."""
+        _, narrowed, given = shape
+        names = {name for name, _ in given} - {AFTER}
+        return not names - self.one_team and (narrowed or bool(names))
 
     def _queryset(self, shape: Shape, round_: int) -> tuple[QuerySet[Any], dict[str, list[Any]]]:
         """The view's queryset for ``shape`` with stand-in values, and the stand-ins of each source."""
@@ -304,7 +314,7 @@ class PageQueries:
                 resolved[slot.source] = given() if callable(given) else given
             value = resolved[slot.source][slot.index]
             params[position] = like(value) + "%" if slot.like_prefix else value
-        return Window(compiled.db, compiled.ids_sql, compiled.count_sql, tuple(params))
+        return Window(compiled.db, compiled.ids_sql, compiled.count_sql, tuple(params), self.one_team_only(shape))
 
 
 class _NotCompiled(Exception):

@@ -206,19 +206,38 @@ def test_a_keyset_page_is_one_statement_without_a_count_and_reads_one_row_more(c
     assert [row["id"] for row in body["results"]] == [last.pk] and body["next"] is None
 
 
-def test_a_keyset_page_is_planned_with_its_values_not_prepared(callers):
-    """How many of the trail's rows a caller may see, or a team holds, varies by orders of magnitude: a generic
-    plan walked a sparse team's trail nearly to its end (views.PlainListMixin._newest_first). The tenants' page
-    statement is prepared; the audit trail's is not."""
-    client = callers["member"]
-    for _ in range(8):
-        assert client.get(f"{API}/audit-events/?team=team-a&limit=3").status_code == 200
-        assert client.get(f"{API}/tenants/?team=team-a&limit=3").status_code == 200
+def _prepared_pages() -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement FROM pg_prepared_statements WHERE statement LIKE '%berth_rows%'")
-        prepared = [row[0] for row in cursor.fetchall()]
-    assert [sql for sql in prepared if "tenants_tenant" in sql]
-    assert not [sql for sql in prepared if "tenants_auditevent" in sql]
+        return [row[0] for row in cursor.fetchall()]
+
+
+@pytest.mark.parametrize(
+    ("who", "query", "prepared"),
+    [
+        ("member", "team=team-a&limit=3", True),  # one team's trail: its index, whatever the values
+        ("member", "team=team-a&action=test&limit=3", False),  # another filter: planned with its values
+        ("member", "limit=3", False),  # a member's every team, tested as values
+        ("member", "actor=alice&limit=3", False),
+        ("member's team token", "limit=3", True),
+        ("member's team token", "object_type=tenant&limit=3", False),
+        ("admin", "team=team-b&limit=3", True),
+        ("admin", "limit=3", False),
+    ],
+)
+def test_a_keyset_page_is_prepared_only_for_one_teams_trail(callers, alice, team_a, token_client, who, query, prepared):
+    """How many of the trail's rows a caller may see, or a filter leaves, varies by orders of magnitude: a generic
+    plan walked a sparse team's trail nearly to its end (views.PlainListMixin._newest_first), so a keyset page is
+    planned with its values, except one team's trail filtered by nothing else, which that team's index finds in
+    order whatever the values. The tenants' page statement is always prepared."""
+    client = token_client(alice, team=team_a) if who == "member's team token" else callers[who]
+    for _ in range(8):
+        page = client.get(f"{API}/audit-events/?{query}").json()
+        assert page["results"] and page["next"]
+        assert client.get(page["next"]).status_code == 200  # and a page after a position
+        assert client.get(f"{API}/tenants/?team=team-a&limit=3").status_code == 200
+    assert [sql for sql in _prepared_pages() if "tenants_tenant" in sql]
+    assert bool([sql for sql in _prepared_pages() if "tenants_auditevent" in sql]) is prepared
 
 
 @pytest.mark.parametrize(
