@@ -190,7 +190,7 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
 
         A page of one team's trail, filtered by nothing else, is prepared: the team's index finds its rows in order
         whatever the values, and a prepared statement cost PostgreSQL 0.27-0.43 ms of CPU a page where one planned
-        with its values, parsed afresh as Django's cursors send it, cost 0.95-1.0 (10,000 tenants, 100,000 audit
+        with its values, parsed afresh as Django's cursors send it, cost 0.95-1.03 (10,000 tenants, 100,000 audit
         rows, dense and sparse teams, 2026-11-28). Any other page is planned with its values every time: how many of
         a trail's rows a caller may see varies by orders of magnitude, and a generic plan cannot know. Prepared,
         PostgreSQL settled on a generic plan that walks the trail newest first and filters, which reads a team of
