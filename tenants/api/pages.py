@@ -191,20 +191,21 @@ class PageQueries:
         self._compiled: dict[Shape, _Compiled | None] = {}
         self._lock = threading.Lock()
 
-    def one_team_only(self, shape: Shape) -> bool:
-        """Whether a page of ``shape`` is pinned to one team (a team token, or one of ``one_team`` filters) and
-        filtered by nothing else but its position: that team's index then finds its rows, in order, whatever the
-        values, so that one plan serves every such page."""
+    def _pinned(self, shape: Shape) -> bool:
+        """Whether a page of ``shape`` is pinned to one team: by a team token, or one of ``one_team`` filters."""
         _, narrowed, given = shape
-        names = {name for name, _ in given} - {AFTER}
-        return not names - self.one_team and (narrowed or bool(names))
+        return narrowed or any(name in self.one_team for name, _ in given)
+
+    def one_team_only(self, shape: Shape) -> bool:
+        """Whether a page of ``shape`` is pinned to one team and filtered by nothing else but its position: that
+        team's index then finds its rows, in order, whatever the values, so that one plan serves every such page."""
+        return self._pinned(shape) and all(name in self.one_team or name == AFTER for name, _ in shape[2])
 
     def _queryset(self, shape: Shape, round_: int) -> tuple[QuerySet[Any], dict[str, list[Any]]]:
         """The view's queryset for ``shape`` with stand-in values, and the stand-ins of each source."""
         kind, narrowed, given = shape
         user, team, teams = _USER - 3 * round_, _TEAM - 3 * round_, [_TEAMS - 3 * round_]
-        pinned = narrowed or any(name in self.one_team for name, _ in given)
-        team_ids = tuple(teams) if kind == "member" and self.team_values and not pinned else None
+        team_ids = tuple(teams) if kind == "member" and self.team_values and not self._pinned(shape) else None
         qs = self.scoped(Scope(kind=kind, user_id=user, team_ids=team_ids))  # type: ignore[arg-type]
         stand_ins: dict[str, list[Any]] = {CALLER: [user], CALLER_TEAMS: [teams]}
         if narrowed:
