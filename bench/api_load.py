@@ -1,17 +1,18 @@
 #!/usr/bin/env python
 """Berth API load benchmark: the portal under gunicorn on real PostgreSQL and Redis, driven by locust.
 
-    .venv/bin/python bench/api_load.py                  # 10,000 tenants, 100,000 audit rows, about 7 minutes
-    .venv/bin/python bench/api_load.py --users 20 --mix-seconds 60 --solo-seconds 30
+    .venv/bin/python bench/api_load.py                  # 10,000 tenants, 100,000 audit rows, about 9 minutes
+    .venv/bin/python bench/api_load.py --users 20 --mix-seconds 60 --rounds 4 --solo-seconds 10
 
 Everything it needs is started here and stopped on exit: a throwaway PostgreSQL and Redis
 (devcluster.servers), migrations, seed data written with bulk_create (the audit table refuses
 UPDATE and DELETE, not INSERT), an API token per person, and the portal under gunicorn with
 deploy/gunicorn.conf.py (settings bench.api_settings: the product's plus a bare DRF endpoint).
 
-Then locust (headless) runs each list endpoint alone, between runs of the bare endpoint alone
-(req/s; a list's share is of the mean of the bare rates before and after it), and a mix of reads
-and writes by people of several teams (per endpoint req/s, p50/p95/p99, errors). Afterwards the
+Then locust (headless) runs each list endpoint alone, in rounds, each run between two runs of the
+bare endpoint alone (req/s; a run's share is of the mean of the bare rates just before and just
+after it, a list's share the mean of its runs'), and a mix of reads and writes by people of several
+teams (per endpoint req/s, p50/p95/p99, errors). Afterwards the
 database is checked for lost or duplicated writes. The tables go to stdout, ending with one line
 of JSON; progress to stderr.
 """
@@ -45,6 +46,8 @@ TEAMS = 10
 PEOPLE_PER_TEAM = 3
 LISTENING = re.compile(rb"Listening at: http://127\.0\.0\.1:(\d+)")
 LIST_ENDPOINTS = ["GET tenants", "GET requests", "GET audit-events"]
+LISTS = dict(zip(["tenants", "requests", "audit"], LIST_ENDPOINTS, strict=True))  # locust tag: endpoint
+BARE = "bare DRF endpoint"
 
 
 def say(msg: str) -> None:
@@ -343,12 +346,22 @@ def check_writes(mix: dict[str, Any], seeded_requests: int) -> dict[str, int]:
     }
 
 
+def print_phase(label: str, phase: dict[str, Any], share: str = "") -> None:
+    f = figures(phase["rows"][label])
+    per_request = ", ".join(f"{1000 * seconds / max(f['requests'], 1):.2f}" for seconds in phase["cpu"].values())
+    print(
+        f"  {label:<22}{f['rps']:>7.1f}{share:>8}{f['p50']:>7.0f}{f['p95']:>7.0f}{f['p99']:>7.0f}"
+        f"{phase['boots']:>6}  {per_request}"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tenants", type=int, default=10_000)
     parser.add_argument("--audit-rows", type=int, default=100_000)
     parser.add_argument("--users", type=int, default=20, help="concurrent locust users")
-    parser.add_argument("--solo-seconds", type=int, default=30, help="each endpoint alone")
+    parser.add_argument("--rounds", type=int, default=4, help="runs of each list alone, each between two bare runs")
+    parser.add_argument("--solo-seconds", type=int, default=10, help="each run of one endpoint alone")
     parser.add_argument("--mix-seconds", type=int, default=60, help="the read/write mix")
     args = parser.parse_args()
 
@@ -395,41 +408,65 @@ def main() -> int:
                     break
                 run("bare", 10, BERTH_BENCH_WARMUP="1")
             say(f"warm: {worker_boots(log) - workers} worker boots after the first {workers}")
-            # The bare endpoint runs before and after each list, and a list is compared with the mean of the two.
-            solo: dict[str, dict[str, Any]] = {}
+            # The bare endpoint runs before and after each run of a list, and the run is compared with the mean
+            # of the two. The lists take turns, in rounds: how fast this machine runs the same code drifts by a
+            # fifth within minutes (the bare endpoint alone: 290 to 386 req/s in one run, its portal CPU per
+            # request 4.0 to 5.5 ms), and a list measured once, in one stretch, took whatever the machine did
+            # then as its own (2026-11-28: a requests phase at 62 % of its neighbours used 1.2 to 1.4 times their
+            # CPU per request in every process, the load tool's included).
+            solo: list[tuple[str, dict[str, Any]]] = []
             bares = [run("bare", args.solo_seconds)]
-            for tag in ["tenants", "requests", "audit"]:
-                solo[tag] = run(tag, args.solo_seconds)
-                bares.append(run("bare", args.solo_seconds))
+            for _ in range(args.rounds):
+                for tag in LISTS:
+                    solo.append((tag, run(tag, args.solo_seconds)))
+                    bares.append(run("bare", args.solo_seconds))
             mix = run("mix", args.mix_seconds)
         finally:
             server.stop(grace_seconds=10)
         writes = check_writes(mix, data["seeded_requests"])
 
     print(f"\nAPI load: {args.tenants} tenants, {args.audit_rows} audit rows, {TEAMS} teams, {args.users} users\n")
-    print(f"Each endpoint alone ({args.solo_seconds} s; the bare endpoint before and after each list):")
+    print(
+        f"Each endpoint alone ({args.rounds} rounds of the lists in turn, {args.solo_seconds} s each run, the bare"
+        " endpoint before and after each):"
+    )
     print(
         f"  {'endpoint':<22}{'req/s':>7}{'of bare':>8}{'p50 ms':>7}{'p95 ms':>7}{'p99 ms':>7}{'boots':>6}"
         f"  CPU ms per request: portal, PostgreSQL, Redis, client"
     )
-    ratios: dict[str, float] = {}
-    bare_rates = [figures(phase["rows"]["bare DRF endpoint"])["rps"] for phase in bares]
-    rows: list[tuple[str, dict[str, Any], str]] = []
-    for i, (tag, name) in enumerate(zip(["tenants", "requests", "audit"], LIST_ENDPOINTS, strict=True)):
-        f = figures(solo[tag]["rows"][name])
-        ratios[name] = f["rps"] / ((bare_rates[i] + bare_rates[i + 1]) / 2)
-        rows += [("bare DRF endpoint", bares[i], ""), (name, solo[tag], f"{ratios[name]:.0%}")]
-    rows.append(("bare DRF endpoint", bares[-1], ""))
-    for label, phase, share in rows:
-        f = figures(phase["rows"][label])
-        per_request = ", ".join(f"{1000 * seconds / max(f['requests'], 1):.2f}" for seconds in phase["cpu"].values())
+    bare_rates = [figures(phase["rows"][BARE])["rps"] for phase in bares]
+    shares: dict[str, list[float]] = {name: [] for name in LIST_ENDPOINTS}
+    for i, (tag, phase) in enumerate(solo):
+        name = LISTS[tag]
+        shares[name].append(figures(phase["rows"][name])["rps"] / ((bare_rates[i] + bare_rates[i + 1]) / 2))
+        print_phase(BARE, bares[i])
+        print_phase(name, phase, f"{shares[name][-1]:.0%}")
+    print_phase(BARE, bares[-1])
+    print("  (a run's share: of the mean of the bare rates before and after it; boots: workers gunicorn replaced")
+    print("  during the run, about a second of CPU each; CPU: each component's user and system time / requests,")
+    print("  the client's including its start, about a second)")
+    ratios = {name: sum(values) / len(values) for name, values in shares.items()}
+    print("\nEach list over its runs (share: the mean of its runs'; p50: their median; p95, p99: their highest):")
+    print(
+        f"  {'endpoint':<22}{'req/s':>7}{'of bare':>8}{'runs':>12}{'p50 ms':>7}{'p95 ms':>7}{'p99 ms':>7}{'boots':>6}"
+        f"  CPU ms per request: portal, PostgreSQL, Redis, client"
+    )
+    for tag, name in LISTS.items():
+        runs = [phase for t, phase in solo if t == tag]
+        each = [figures(phase["rows"][name]) for phase in runs]
+        requests = sum(f["requests"] for f in each)
+        used = {part: sum(phase["cpu"][part] for phase in runs) for part in runs[0]["cpu"]}
+        spread = f"{min(shares[name]):.0%}-{max(shares[name]):.0%}"
         print(
-            f"  {label:<22}{f['rps']:>7.1f}{share:>8}{f['p50']:>7.0f}{f['p95']:>7.0f}{f['p99']:>7.0f}"
-            f"{phase['boots']:>6}  {per_request}"
+            f"  {name:<22}{sum(f['rps'] for f in each) / len(each):>7.1f}{ratios[name]:>8.0%}{spread:>12}"
+            f"{sorted(f['p50'] for f in each)[len(each) // 2]:>7.0f}{max(f['p95'] for f in each):>7.0f}"
+            f"{max(f['p99'] for f in each):>7.0f}{sum(phase['boots'] for phase in runs):>6}  "
+            + ", ".join(f"{1000 * seconds / max(requests, 1):.2f}" for seconds in used.values())
         )
-    print("  (a list's share: of the mean of the bare rates before and after it; boots: workers gunicorn replaced")
-    print("  during the phase, about a second of CPU each; CPU: each component's user and system time / requests)")
-    walked = solo["audit"].get("audit_pages", {})
+    walked: Counter[str] = Counter()
+    for tag, phase in solo:
+        if tag == "audit":
+            walked.update(phase.get("audit_pages", {}))
     print(
         f"  audit trail pages read from the top: {walked.get('first', 0)},"
         f" by a next link's cursor: {walked.get('cursor', 0)}"
@@ -440,7 +477,7 @@ def main() -> int:
         f = figures(row)
         print(f"  {name:<28}{f['rps']:>8.1f}{f['p50']:>8.0f}{f['p95']:>8.0f}{f['p99']:>8.0f}{f['failures']:>8}")
     statuses: Counter[str] = Counter()
-    for phase in [*bares, *solo.values(), mix]:
+    for phase in [*bares, *(phase for _, phase in solo), mix]:
         statuses.update(phase["statuses"])
     server_errors = sum(v for k, v in statuses.items() if not k.isdigit() or int(k) >= 500)
     print(f"\nStatus codes (mix): {dict(sorted(mix['statuses'].items()))}")
@@ -457,6 +494,7 @@ def main() -> int:
         "users": args.users,
         "bare_rps": [round(rate, 1) for rate in bare_rates],
         "list_ratios": {name: round(ratio, 2) for name, ratio in ratios.items()},
+        "list_run_ratios": {name: [round(share, 2) for share in values] for name, values in shares.items()},
         "list_ratio_min": round(min(ratios[n] for n in LIST_ENDPOINTS), 2),
         "mix_rps": round(figures(mix["rows"]["Aggregated"])["rps"], 1),
         "mix_p95_ms": figures(mix["rows"]["Aggregated"])["p95"],

@@ -57,6 +57,7 @@ def portal_server(name: str, env: dict[str, str], *, workers: int = 2) -> Iterat
             "127.0.0.1:0",  # the kernel picks a free port; gunicorn's log names it
             "--workers",
             str(workers),
+            "--preload",  # as deploy/gunicorn.conf.py runs it: workers forked from a parent that loaded the portal
             "--timeout",
             "60",
             "--access-logfile",
