@@ -21,7 +21,7 @@ help:
 	@echo "make cluster  run the dev control plane in the foreground"
 	@echo "make keycloak run Keycloak with the berth realm in the foreground"
 	@echo "make bench    provisioning and fleet benchmarks against the dev control plane (BENCH_ARGS=--quick)"
-	@echo "make bench-api  API load benchmark: gunicorn, PostgreSQL, Redis, locust (about 9 minutes)"
+	@echo "make bench-api  API load benchmark: gunicorn, PostgreSQL, Redis, locust (about 11 minutes)"
 	@echo "make lint     ruff (format check and lint) and mypy with django-stubs"
 
 # --- Installing what is missing ---------------------------------------------

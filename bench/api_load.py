@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Berth API load benchmark: the portal under gunicorn on real PostgreSQL and Redis, driven by locust.
 
-    .venv/bin/python bench/api_load.py                  # 10,000 tenants, 100,000 audit rows, about 9 minutes
-    .venv/bin/python bench/api_load.py --users 20 --mix-seconds 60 --rounds 4 --solo-seconds 10
+    .venv/bin/python bench/api_load.py                  # 10,000 tenants, 100,000 audit rows, about 11 minutes
+    .venv/bin/python bench/api_load.py --users 20 --mix-seconds 60 --rounds 6 --solo-seconds 10
 
 Everything it needs is started here and stopped on exit: a throwaway PostgreSQL and Redis
 (devcluster.servers), migrations, seed data written with bulk_create (the audit table refuses
@@ -360,7 +360,7 @@ def main() -> int:
     parser.add_argument("--tenants", type=int, default=10_000)
     parser.add_argument("--audit-rows", type=int, default=100_000)
     parser.add_argument("--users", type=int, default=20, help="concurrent locust users")
-    parser.add_argument("--rounds", type=int, default=4, help="runs of each list alone, each between two bare runs")
+    parser.add_argument("--rounds", type=int, default=6, help="runs of each list alone, each between two bare runs")
     parser.add_argument("--solo-seconds", type=int, default=10, help="each run of one endpoint alone")
     parser.add_argument("--mix-seconds", type=int, default=60, help="the read/write mix")
     args = parser.parse_args()
