@@ -443,8 +443,8 @@ def main() -> int:
         print_phase(name, phase, f"{shares[name][-1]:.0%}")
     print_phase(BARE, bares[-1])
     print("  (a run's share: of the mean of the bare rates before and after it; boots: workers gunicorn replaced")
-    print("  during the run, about a second of CPU each; CPU: each component's user and system time / requests,")
-    print("  the client's including its start, about a second)")
+    print("  during the run, 0.15-0.2 s of CPU each, forked from the preloaded portal; CPU: each component's user and")
+    print("  system time / requests, the client's including its start, about a second)")
     ratios = {name: sum(values) / len(values) for name, values in shares.items()}
     print("\nEach list over its runs (share: the mean of its runs'; p50: their median; p95, p99: their highest):")
     print(
