@@ -411,9 +411,10 @@ def main() -> int:
             # The bare endpoint runs before and after each run of a list, and the run is compared with the mean
             # of the two. The lists take turns, in rounds: how fast this machine runs the same code drifts by a
             # fifth within minutes (the bare endpoint alone: 290 to 386 req/s in one run, its portal CPU per
-            # request 4.0 to 5.5 ms), and a list measured once, in one stretch, took whatever the machine did
-            # then as its own (2026-11-28: a requests phase at 62 % of its neighbours used 1.2 to 1.4 times their
-            # CPU per request in every process, the load tool's included).
+            # request 4.0 to 5.5 ms), and a list measured once, in one stretch, took whatever the machine and
+            # gunicorn's worker replacements did then as its own (2026-11-28: measured once for 30 s, the
+            # requests list ranged from 62 to 78 % in six runs; in runs of 10 s, the two with two worker boots
+            # each measured 63 and 64 %, the two with none 80 and 81 %, in one run, before preloading).
             solo: list[tuple[str, dict[str, Any]]] = []
             bares = [run("bare", args.solo_seconds)]
             for _ in range(args.rounds):
