@@ -40,11 +40,11 @@ keepalive = _int("GUNICORN_KEEPALIVE", 5)
 max_requests = _int("GUNICORN_MAX_REQUESTS", 2000)
 max_requests_jitter = _int("GUNICORN_MAX_REQUESTS_JITTER", max_requests // 2)
 # Load the portal once, in the parent, and fork workers from it. Each worker used to import Django, the portal and
-# its views itself: 1.2-1.5 s of CPU per boot on a 2-core machine, which with recycling above came to a tenth of
-# the CPU the API spent (bench/api_load.py: 0.5 ms a request), and landed as a stall on whichever second it fell.
-# Forked, a worker starts from the loaded portal. The parent opens no database or cache connection and starts no
-# thread while loading (tests/deploy/test_gunicorn.py); a new release means a new pod (HUP reloads the
-# configuration, not the code).
+# its views itself: about 1.1 s of CPU per boot on a 2-core machine, which with recycling above came to about
+# 0.4 ms a request, nearly a tenth of the bare API's (bench/api_load.py), and landed as a stall on whichever second
+# it fell. Forked from the loaded portal, a worker's boot costs 0.14-0.19 s (its connection and first requests).
+# The parent opens no database or cache connection and starts no thread while loading (tests/deploy/
+# test_gunicorn.py); a new release means a new pod (HUP reloads the configuration, not the code).
 preload_app = _bool("GUNICORN_PRELOAD", True)
 
 # Heartbeat files on tmpfs: a disk-backed /tmp can stall workers (docs: "blocking os.fchmod").
