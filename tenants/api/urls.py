@@ -1,9 +1,11 @@
 from django.urls import path
-from rest_framework.routers import DefaultRouter
+from rest_framework.routers import SimpleRouter
 
 from tenants.api import costs, rightsizing_views, schema, views  # noqa: F401  (schema: registers the auth extensions)
 
-router = DefaultRouter(trailing_slash=True)
+# SimpleRouter, not DefaultRouter: that one also serves a browsable index at the API's root and every route again
+# with a format suffix (``tenants.json``, ``requests/<id>/approve.api``), none of which is in the OpenAPI schema.
+router = SimpleRouter(trailing_slash=True)
 router.register("teams", views.TeamViewSet, basename="api-team")
 router.register("tiers", views.TierViewSet, basename="api-tier")
 router.register("clusters", views.ClusterViewSet, basename="api-cluster")

@@ -11,6 +11,7 @@ import re
 
 import pytest
 import yaml
+from django.urls import get_resolver
 
 from tenants import audit
 from tenants.api.pagination import CURSOR_PATTERN, MAX_LIMIT, MAX_OFFSET
@@ -271,6 +272,34 @@ def test_an_api_url_no_route_matches_is_a_json_404(api, alice):
     response = api(alice).post(f"{API}/requests/0.5/approve/")
     assert response.status_code == 404 and response.json() == {"detail": "Not found."}
     assert api(alice).get("/no-such-page/").status_code == 404  # pages keep their HTML page
+
+
+def test_the_api_serves_exactly_the_paths_its_schema_documents(schema):
+    # Each route of /api/v1/ as a path with its parameters blanked, against the schema's paths likewise.
+    (api_urls,) = [p for p in get_resolver().url_patterns if str(p.pattern) == "api/v1/"]
+    served = set()
+    for route in api_urls.url_patterns:
+        text = re.sub(r"\(\?P<\w+>[^)]*\)", "{}", str(route.pattern))  # the router's: ^tenants/(?P<pk>[^/.]+)/sleep/$
+        text = re.sub(r"<(?:\w+:)?\w+>", "{}", text)  # path()'s: teams/<slug:slug>/costs/
+        served.add(f"{API}/{text.removeprefix('^').removesuffix('$')}")
+    documented = {re.sub(r"\{\w+\}", "{}", path) for path in schema["paths"] if path.startswith(f"{API}/")}
+    assert served == documented
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "",
+        ".json",
+        "tenants.json",
+        "requests.api",
+        "requests/00000000-0000-4000-8000-000000000000.json",
+        "requests/00000000-0000-4000-8000-000000000000/cancel.json",
+    ],
+)
+def test_a_format_suffix_or_the_api_root_is_no_route(api, alice, path):
+    response = api(alice).get(f"{API}/{path}")
+    assert response.status_code == 404 and response.json() == {"detail": "Not found."}
 
 
 def test_an_empty_date_time_filter_is_a_field_error(api, dave):
