@@ -27,9 +27,11 @@ import os
 import re
 import resource
 import runpy
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -202,8 +204,45 @@ def worker_boots(log: Path) -> int:
     return log.read_bytes().count(b"Booting worker with pid")
 
 
+class Canary:
+    """How fast this machine runs the same instructions, moment by moment: a fixed piece of Python, timed in CPU
+    (its thread's) every 0.2 s on a thread of this process, which is otherwise only waiting for locust. About 1 ms
+    a time: half a percent of one core. The tables give a phase's median against the bare phases' median."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="canary", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            start = time.thread_time()
+            sum(i * i for i in range(20_000))
+            self.samples.append((time.monotonic(), time.thread_time() - start))
+
+    def median(self, begin: float, end: float) -> float:
+        during = [cpu for at, cpu in self.samples if begin <= at <= end]
+        return statistics.median(during) if during else float("nan")
+
+
 def run_locust(
-    url: str, tag: str, seconds: int, users: int, work: Path, env: dict[str, str], cpu: CpuMeter, log: Path
+    url: str,
+    tag: str,
+    seconds: int,
+    users: int,
+    work: Path,
+    env: dict[str, str],
+    cpu: CpuMeter,
+    log: Path,
+    canary: Canary,
 ) -> dict[str, Any]:
     """One locust run; with what it measured, the CPU each component used and how many workers gunicorn booted."""
     label = f"{tag}-warmup" if env.get("BERTH_BENCH_WARMUP") else tag
@@ -215,7 +254,7 @@ def run_locust(
         "--tags", tag, "--csv", str(prefix), "--only-summary", "--loglevel", "WARNING", "--stop-timeout", "10",
     ]  # fmt: skip
     say(f"locust: {label}, {users} users, {seconds} s")
-    cpu_before, boots_before = cpu.read(), worker_boots(log)
+    cpu_before, boots_before, began = cpu.read(), worker_boots(log), time.monotonic()
     subprocess.run(
         command,
         cwd=ROOT,
@@ -224,7 +263,7 @@ def run_locust(
         check=False,
         timeout=seconds + 120,
     )
-    cpu_after, boots_after = cpu.read(), worker_boots(log)
+    cpu_after, boots_after, ended = cpu.read(), worker_boots(log), time.monotonic()
     with open(f"{prefix}_stats.csv", newline="") as stats:
         rows = {row["Name"]: row for row in csv.DictReader(stats)}
     return {
@@ -232,6 +271,7 @@ def run_locust(
         **json.loads(results.read_text()),
         "cpu": {name: cpu_after[name] - cpu_before[name] for name in cpu_after},
         "boots": boots_after - boots_before,
+        "canary": canary.median(began, ended),
     }
 
 
@@ -346,12 +386,12 @@ def check_writes(mix: dict[str, Any], seeded_requests: int) -> dict[str, int]:
     }
 
 
-def print_phase(label: str, phase: dict[str, Any], share: str = "") -> None:
+def print_phase(label: str, phase: dict[str, Any], machine: float, share: str = "") -> None:
     f = figures(phase["rows"][label])
     per_request = ", ".join(f"{1000 * seconds / max(f['requests'], 1):.2f}" for seconds in phase["cpu"].values())
     print(
         f"  {label:<22}{f['rps']:>7.1f}{share:>8}{f['p50']:>7.0f}{f['p95']:>7.0f}{f['p99']:>7.0f}"
-        f"{phase['boots']:>6}  {per_request}"
+        f"{phase['boots']:>6}{phase['canary'] / machine:>8.2f}  {per_request}"
     )
 
 
@@ -390,18 +430,20 @@ def main() -> int:
         }
         log = work / "gunicorn.log"
         server, url = start_portal(env, log)
+        canary = Canary()
         try:
+            canary.start()
             cpu = CpuMeter(portal=server.pid or 0, postgres=postmaster_pid(), redis=redis.server.pid or 0)
             # As many as deploy/gunicorn.conf.py starts (they log their boots one by one, after it listens).
             workers = int(runpy.run_path(str(ROOT / "deploy" / "gunicorn.conf.py"))["workers"])
 
             def run(tag: str, seconds: int, **extra: str) -> dict[str, Any]:
-                return run_locust(url, tag, seconds, args.users, work, {**locust_env, **extra}, cpu, log)
+                return run_locust(url, tag, seconds, args.users, work, {**locust_env, **extra}, cpu, log, canary)
 
-            # Workers import Django and connect on their first requests: warm them up first, unmeasured. Then on,
-            # until gunicorn has replaced every worker once (max_requests): a worker's boot costs about a second of
-            # CPU, and before the first of them the server runs a quarter faster than it ever will again, which
-            # made the first bare phase of every earlier run its fastest.
+            # Workers connect and fill their caches on their first requests: warm them up first, unmeasured. Then
+            # on, until gunicorn has replaced every worker once (max_requests): before preloading, a worker's boot
+            # cost about a second of CPU, and before the first of them the server ran a quarter faster than it
+            # ever would again, which made the first bare phase of every earlier run its fastest.
             run("bare", 5, BERTH_BENCH_WARMUP="1")
             for _ in range(12):
                 if worker_boots(log) >= 2 * workers:
@@ -423,6 +465,7 @@ def main() -> int:
                     bares.append(run("bare", args.solo_seconds))
             mix = run("mix", args.mix_seconds)
         finally:
+            canary.stop()
             server.stop(grace_seconds=10)
         writes = check_writes(mix, data["seeded_requests"])
 
@@ -432,20 +475,22 @@ def main() -> int:
         " endpoint before and after each):"
     )
     print(
-        f"  {'endpoint':<22}{'req/s':>7}{'of bare':>8}{'p50 ms':>7}{'p95 ms':>7}{'p99 ms':>7}{'boots':>6}"
+        f"  {'endpoint':<22}{'req/s':>7}{'of bare':>8}{'p50 ms':>7}{'p95 ms':>7}{'p99 ms':>7}{'boots':>6}{'canary':>8}"
         f"  CPU ms per request: portal, PostgreSQL, Redis, client"
     )
     bare_rates = [figures(phase["rows"][BARE])["rps"] for phase in bares]
+    machine = statistics.median(phase["canary"] for phase in bares)
     shares: dict[str, list[float]] = {name: [] for name in LIST_ENDPOINTS}
     for i, (tag, phase) in enumerate(solo):
         name = LISTS[tag]
         shares[name].append(figures(phase["rows"][name])["rps"] / ((bare_rates[i] + bare_rates[i + 1]) / 2))
-        print_phase(BARE, bares[i])
-        print_phase(name, phase, f"{shares[name][-1]:.0%}")
-    print_phase(BARE, bares[-1])
+        print_phase(BARE, bares[i], machine)
+        print_phase(name, phase, machine, f"{shares[name][-1]:.0%}")
+    print_phase(BARE, bares[-1], machine)
     print("  (a run's share: of the mean of the bare rates before and after it; boots: workers gunicorn replaced")
-    print("  during the run, 0.15-0.2 s of CPU each, forked from the preloaded portal; CPU: each component's user and")
-    print("  system time / requests, the client's including its start, about a second)")
+    print("  during the run, 0.15-0.2 s of CPU each, forked from the preloaded portal; canary: the CPU a fixed piece")
+    print("  of Python took during the run, against the bare runs' median, so 1.20 is a machine a fifth slower; CPU:")
+    print("  each component's user and system time / requests, the client's including its start, about a second)")
     ratios = {name: sum(values) / len(values) for name, values in shares.items()}
     print("\nEach list over its runs (share: the mean of its runs'; p50: their median; p95, p99: their highest):")
     print(
@@ -496,6 +541,10 @@ def main() -> int:
         "bare_rps": [round(rate, 1) for rate in bare_rates],
         "list_ratios": {name: round(ratio, 2) for name, ratio in ratios.items()},
         "list_run_ratios": {name: [round(share, 2) for share in values] for name, values in shares.items()},
+        "list_run_canary": {
+            name: [round(phase["canary"] / machine, 2) for tag, phase in solo if LISTS[tag] == name]
+            for name in LIST_ENDPOINTS
+        },
         "list_ratio_min": round(min(ratios[n] for n in LIST_ENDPOINTS), 2),
         "mix_rps": round(figures(mix["rows"]["Aggregated"])["rps"], 1),
         "mix_p95_ms": figures(mix["rows"]["Aggregated"])["p95"],
