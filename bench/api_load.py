@@ -386,9 +386,14 @@ def check_writes(mix: dict[str, Any], seeded_requests: int) -> dict[str, int]:
     }
 
 
+def cpu_per_request(cpu: dict[str, float], requests: float) -> str:
+    """Each component's CPU seconds as milliseconds per request, in the tables' order."""
+    return ", ".join(f"{1000 * seconds / max(requests, 1):.2f}" for seconds in cpu.values())
+
+
 def print_phase(label: str, phase: dict[str, Any], machine: float, share: str = "") -> None:
     f = figures(phase["rows"][label])
-    per_request = ", ".join(f"{1000 * seconds / max(f['requests'], 1):.2f}" for seconds in phase["cpu"].values())
+    per_request = cpu_per_request(phase["cpu"], f["requests"])
     print(
         f"  {label:<22}{f['rps']:>7.1f}{share:>8}{f['p50']:>7.0f}{f['p95']:>7.0f}{f['p99']:>7.0f}"
         f"{phase['boots']:>6}{phase['canary'] / machine:>8.2f}  {per_request}"
@@ -507,7 +512,7 @@ def main() -> int:
             f"  {name:<22}{sum(f['rps'] for f in each) / len(each):>7.1f}{ratios[name]:>8.0%}{spread:>12}"
             f"{sorted(f['p50'] for f in each)[len(each) // 2]:>7.0f}{max(f['p95'] for f in each):>7.0f}"
             f"{max(f['p99'] for f in each):>7.0f}{sum(phase['boots'] for phase in runs):>6}  "
-            + ", ".join(f"{1000 * seconds / max(requests, 1):.2f}" for seconds in used.values())
+            + cpu_per_request(used, requests)
         )
     walked: Counter[str] = Counter()
     for tag, phase in solo:

@@ -45,15 +45,20 @@ print(json.dumps({
 """
 
 
-def parent_state(**env: str) -> dict:
-    result = subprocess.run(
-        [sys.executable, "-c", _PARENT],
+def python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by this Python in the checkout, with a portal process's environment and ``env``."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
         env={**django_process_env(), **env},
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def parent_state(**env: str) -> dict:
+    result = python(_PARENT, **env)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.splitlines()[-1])
 
@@ -70,13 +75,6 @@ def test_the_parent_loads_the_portal_and_its_views_and_holds_no_connection_or_th
 
 def test_preloading_can_be_turned_off_and_refuses_a_value_it_cannot_read():
     assert parent_state(GUNICORN_PRELOAD="false")["preload_app"] is False
-    result = subprocess.run(
-        [sys.executable, "-c", "import runpy; runpy.run_path('deploy/gunicorn.conf.py')"],
-        env={**django_process_env(), "GUNICORN_PRELOAD": "sometimes"},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = python("import runpy; runpy.run_path('deploy/gunicorn.conf.py')", GUNICORN_PRELOAD="sometimes")
     assert result.returncode != 0
     assert "GUNICORN_PRELOAD must be true or false, not 'sometimes'" in result.stderr
