@@ -276,14 +276,7 @@ class _Versions:
         full (as many rows as the parameter after the ids query's own: the limit), ``count_sql``'s answer (NULL
         without a ``count_sql``, and no such parameter); and, with ``at`` (a column of ``table`` and a row number
         from 1), that row's value of the column (a date-time read for every row cost 0.3 ms a page in psycopg).
-        PostgreSQL runs the count only then: a subquery that does not depend on the row runs when first needed.
-
-        The page's rows are numbered in the ids query's order. When that query selects the list's pk from the
-        list's table alone, as compiled pages do (``SELECT <pk> AS "pk" FROM <table> ...``), the same query also
-        reads each row's version and foreign keys, from the row it has just found: PostgreSQL then finds each row
-        once, not once more by its pk (50 index lookups a page; 0.05-0.08 ms of its 0.45-0.63). Any other ids
-        query (one that joins or is DISTINCT before its FROM) is read as ids, then joined to ``table`` by pk.
-        """
+        PostgreSQL runs the count only then: a subquery that does not depend on the row runs when first needed."""
         keys = "".join(f", {key} AS berth_k{i}" for i, key in enumerate(self.keys))
         lookups = [
             f"SELECT concat('{n}/', berth_v.{column}, '=', {_row_version('berth_v')}) FROM {joined} berth_v"
@@ -298,27 +291,11 @@ class _Versions:
             if count_sql is None
             else f"CASE WHEN n = 1 AND (SELECT count(*) FROM berth_rows) = %s THEN ({count_sql}) END"
         )
-        own = f'SELECT {pk} AS "pk" FROM {table} '
-        if ids_sql.startswith(own):
-            # Numbered as the subquery answers: its ORDER BY and LIMIT keep it from being merged into this one.
-            number = "row_number() OVER ()"
-            read = "".join(f", berth_ids.berth_k{i}" for i in range(len(self.keys)))
-            if at is not None:
-                read += f", CASE WHEN {number} = {int(at[1])} THEN berth_ids.berth_at END AS berth_at"
-            rows = (
-                f'SELECT {number} AS n, berth_ids."pk" AS berth_pk, berth_ids.berth_v{read}'
-                f' FROM (SELECT {pk} AS "pk", {self.base} AS berth_v{keys}'
-                f"{'' if at is None else f', {at[0]} AS berth_at'} FROM {table} {ids_sql[len(own) :]}) AS berth_ids"
-            )
-        else:
-            rows = (
-                f"SELECT berth_page.n, {pk} AS berth_pk, {self.base} AS berth_v{keys}"
-                f"{'' if at is None else f', CASE WHEN berth_page.n = {int(at[1])} THEN {at[0]} END AS berth_at'}"
-                f" FROM unnest(ARRAY(SELECT berth_ids.id FROM ({ids_sql}) AS berth_ids(id))) WITH ORDINALITY"
-                f" AS berth_page(id, n) INNER JOIN {table} ON ({pk} = berth_page.id)"
-            )
         return (
-            f"WITH berth_rows AS MATERIALIZED ({rows})"
+            f"WITH berth_rows AS MATERIALIZED (SELECT berth_page.n, {pk} AS berth_pk, {self.base} AS berth_v{keys}"
+            f"{'' if at is None else f', CASE WHEN berth_page.n = {int(at[1])} THEN {at[0]} END AS berth_at'}"
+            f" FROM unnest(ARRAY(SELECT berth_ids.id FROM ({ids_sql}) AS berth_ids(id))) WITH ORDINALITY"
+            f" AS berth_page(id, n) INNER JOIN {table} ON ({pk} = berth_page.id))"
             f" SELECT berth_pk, berth_v{''.join(f', berth_k{i}' for i in range(len(self.keys)))}, {versions},"
             f" {count}{'' if at is None else ', berth_at'} FROM berth_rows ORDER BY n"
         )
@@ -592,8 +569,8 @@ class PlainRows:
         time).
 
         The ids query sorts and cuts the page (its first column is the pk; a DISTINCT one also selects what it sorts
-        by); a compiled page's reads each row's version as it finds the row, and any other's ids, in that order (an
-        array's, numbered WITH ORDINALITY), are joined to the list's table by pk; see _Versions.page_sql.
+        by); its ids, in that order (an array's, numbered WITH ORDINALITY), are joined to the list's table, so that
+        PostgreSQL looks each page row up by its pk, as the row query does with ANY; see _Versions.page_sql.
         """
         q = self._query
         if db != q.db:
