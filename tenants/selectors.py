@@ -96,6 +96,23 @@ class AnyOf(Lookup):
         return f"{lhs} = ANY(%s)", [*lhs_params, list(self.rhs)]
 
 
+class AnyOfQuery(Lookup):
+    """``column = ANY(ARRAY(SELECT …))``: the subquery's values, read once into an array (an InitPlan), then tested
+    per row as values. ``column IN (SELECT …)`` answers the same rows (the subquery's values are never NULL, and
+    a NULL column matches neither) but probes a hashed subplan for every row: counting a team's 1,000 requests
+    (tested against both of a transfer's teams) cost PostgreSQL 0.33 ms that way and 0.23 ms this way (2026-11-28)."""
+
+    lookup_name = "any_of_query"
+    prepare_rhs = False
+
+    def as_sql(self, compiler: Any, connection: Any) -> Any:
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        rhs, rhs_params = self.process_rhs(compiler, connection)
+        if not (rhs.startswith("(") and rhs.endswith(")")):
+            raise TypeError(f"{type(self).__name__} takes a subquery, not {rhs!r}")
+        return f"{lhs} = ANY(ARRAY{rhs})", [*lhs_params, *rhs_params]
+
+
 def _sees_everything(user: User) -> bool:
     return scope_of(user).sees_every_team
 
@@ -116,8 +133,9 @@ def memberships_of(*, user: User) -> QuerySet[Membership]:
 
 
 def _teams_of(user_id: int) -> QuerySet[Membership, Any]:
-    """The user's teams as a subquery, ``team_id IN (SELECT team_id FROM membership …)``: unlike a join through the
-    team, it leaves a page's ``ORDER BY`` to the (team, ordering) index when a filter names one team."""
+    """The user's teams as a subquery (tested with AnyOfQuery: ``team_id = ANY(ARRAY(SELECT team_id FROM
+    membership …))``): unlike a join through the team, it leaves a page's ``ORDER BY`` to the (team, ordering) index
+    when a filter names one team."""
     return Membership.objects.filter(user_id=user_id).values("team_id")
 
 
@@ -127,7 +145,7 @@ def tenants_visible_to(*, user: User) -> QuerySet[Tenant]:
 
 def tenants_in(scope: Scope) -> QuerySet[Tenant]:
     qs = Tenant.objects.select_related("team", "tier", "cluster", "created_by")
-    return qs if scope.sees_every_team else qs.filter(team_id__in=_teams_of(scope.user_id))
+    return qs if scope.sees_every_team else qs.filter(AnyOfQuery(F("team_id"), _teams_of(scope.user_id)))
 
 
 def requests_visible_to(*, user: User) -> QuerySet[TenantRequest]:
@@ -142,7 +160,7 @@ def requests_in(scope: Scope) -> QuerySet[TenantRequest]:
     if scope.sees_every_team:
         return qs
     teams = _teams_of(scope.user_id)
-    return qs.filter(Q(team_id__in=teams) | Q(target_team_id__in=teams))
+    return qs.filter(Q(AnyOfQuery(F("team_id"), teams)) | Q(AnyOfQuery(F("target_team_id"), teams)))
 
 
 def requests_awaiting_decision(*, user: User) -> QuerySet[TenantRequest]:
@@ -191,7 +209,7 @@ def audit_events_in(scope: Scope) -> QuerySet[AuditEvent]:
         # A subquery, in the page's own statement. Where a page is pinned to one team (a filter, a team token),
         # that team's index finds its rows and the subquery is one lookup, and no query of its own reads the
         # teams first (tenants.api.pages asks for the values only where a page is not pinned).
-        return qs.filter(Q(team_id__in=team_ids_query(user_id=scope.user_id)) | Q(actor_id=scope.user_id))
+        return qs.filter(Q(AnyOfQuery(F("team_id"), team_ids_query(user_id=scope.user_id))) | Q(actor_id=scope.user_id))
     # The member's teams as values: PostgreSQL then counts a member's whole trail from the (team, actor) and actor
     # indexes in a BitmapOr (1.9 ms for 10,000 events of 100,000), where the subquery left it to scan every row
     # (5.7 ms; measured 2026-11-23).
