@@ -80,6 +80,9 @@ def team_ids_of(*, user_id: int) -> list[int]:
 
 
 def team_ids_query(*, user_id: int) -> QuerySet[Membership, int]:
+    """The user's teams. As the subquery of a scope (tested with AnyOfQuery: ``team_id = ANY(ARRAY(SELECT team_id
+    FROM membership …))``), unlike a join through the team, it leaves a page's ``ORDER BY`` to the (team, ordering)
+    index when a filter names one team."""
     return Membership.objects.filter(user_id=user_id).order_by().values_list("team_id", flat=True)
 
 
@@ -132,20 +135,13 @@ def memberships_of(*, user: User) -> QuerySet[Membership]:
     return Membership.objects.filter(user=user).select_related("team").order_by("team__slug")
 
 
-def _teams_of(user_id: int) -> QuerySet[Membership, Any]:
-    """The user's teams as a subquery (tested with AnyOfQuery: ``team_id = ANY(ARRAY(SELECT team_id FROM
-    membership …))``): unlike a join through the team, it leaves a page's ``ORDER BY`` to the (team, ordering) index
-    when a filter names one team."""
-    return Membership.objects.filter(user_id=user_id).values("team_id")
-
-
 def tenants_visible_to(*, user: User) -> QuerySet[Tenant]:
     return tenants_in(scope_of(user))
 
 
 def tenants_in(scope: Scope) -> QuerySet[Tenant]:
     qs = Tenant.objects.select_related("team", "tier", "cluster", "created_by")
-    return qs if scope.sees_every_team else qs.filter(AnyOfQuery(F("team_id"), _teams_of(scope.user_id)))
+    return qs if scope.sees_every_team else qs.filter(AnyOfQuery(F("team_id"), team_ids_query(user_id=scope.user_id)))
 
 
 def requests_visible_to(*, user: User) -> QuerySet[TenantRequest]:
@@ -159,7 +155,7 @@ def requests_in(scope: Scope) -> QuerySet[TenantRequest]:
     )
     if scope.sees_every_team:
         return qs
-    teams = _teams_of(scope.user_id)
+    teams = team_ids_query(user_id=scope.user_id)
     return qs.filter(Q(AnyOfQuery(F("team_id"), teams)) | Q(AnyOfQuery(F("target_team_id"), teams)))
 
 
