@@ -13,7 +13,7 @@ def budget_check(*, team: Team, adding: Allocation, field: str = "tier") -> None
 
     Locks the team row: two concurrent submissions must not both fit into the last room in the budget.
     """
-    team = Team.objects.select_for_update().get(pk=team.pk)
+    team = Team.objects.select_for_update(no_key=True).get(pk=team.pk)
     used = selectors.team_allocation(team=team)
     total = used + adding
     limits = [

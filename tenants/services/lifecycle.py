@@ -82,8 +82,13 @@ def lock_tenant(pk: UUID | str) -> Tenant:
     just changed (a tier change, a transfer to another team) and would return nothing; and it would lock the
     joined rows too, the tier and cluster all of a cluster's requests share and the team a submission locks for
     its budget, so decisions and submissions of different tenants deadlocked under load (bench/api_load.py).
+
+    FOR NO KEY UPDATE, as every row lock in Berth: it excludes other writers of the row as FOR UPDATE does, but
+    not the FOR KEY SHARE with which PostgreSQL checks, at commit, a new row's foreign key to it. Under FOR UPDATE
+    a submission (its team locked, a request pointing at the tenant) and the usage sampler (the tenant locked, a
+    usage day pointing at the team) deadlocked when they committed together.
     """
-    Tenant.objects.select_for_update().filter(pk=pk).values_list("pk", flat=True).get()
+    Tenant.objects.select_for_update(no_key=True).filter(pk=pk).values_list("pk", flat=True).get()
     return Tenant.objects.select_related("tier", "team", "cluster").get(pk=pk)
 
 

@@ -90,7 +90,9 @@ def cluster_set_prices(
     errors = cluster_price_errors(effective_from=effective_from, currency=currency, prices=prices)
     if errors:
         raise ValidationError(errors)
-    Cluster.objects.select_for_update().filter(pk=cluster.pk).first()  # one price change per cluster at a time
+    Cluster.objects.select_for_update(no_key=True).filter(
+        pk=cluster.pk
+    ).first()  # one price change per cluster at a time
     same_day = ClusterPrice.objects.filter(cluster=cluster, effective_from=effective_from).first()
     previous = same_day or (
         ClusterPrice.objects.filter(cluster=cluster, effective_from__lt=effective_from)

@@ -27,6 +27,7 @@ from tenants.models import (
     User,
 )
 from tenants.rightsizing import DAY_SECONDS, Assessment, Day, Policy, assess
+from tenants.services.lifecycle import lock_tenant
 from tenants.services.permissions import require_owner_or_admin
 from tenants.services.tenant_requests import request_submit
 
@@ -147,7 +148,7 @@ def rightsizing_accept(
     """
     require_owner_or_admin(actor=actor, team=tenant.team, doing="accept a right-sizing suggestion")
     # Locked, so the tier cannot change between the check and the request.
-    tenant = Tenant.objects.select_for_update().select_related("tier", "team", "cluster").get(pk=tenant.pk)
+    tenant = lock_tenant(tenant.pk)
     if idempotency_key:
         earlier = _replayed(
             tenant=tenant,
@@ -198,7 +199,7 @@ def rightsizing_dismiss(*, tenant: Tenant, actor: User, fingerprint: str, ctx: A
     Only that change is hidden: a suggestion of another tier or direction shows at once. 409 when stale.
     """
     require_owner_or_admin(actor=actor, team=tenant.team, doing="dismiss a right-sizing suggestion")
-    tenant = Tenant.objects.select_for_update().select_related("tier", "team", "cluster").get(pk=tenant.pk)
+    tenant = lock_tenant(tenant.pk)
     found = _shown(tenant=tenant, fingerprint=fingerprint)
     assert found.target is not None and found.direction is not None
     until = timezone.now().date() + dt.timedelta(days=found.days)

@@ -150,7 +150,7 @@ def request_submit(
             requested_expiry=requested_expiry,
         )
         # A client's retry may overlap its first attempt: take turns per actor, then look for the first one.
-        User.objects.select_for_update().filter(pk=actor.pk).first()
+        User.objects.select_for_update(no_key=True).filter(pk=actor.pk).first()
         earlier = TenantRequest.objects.filter(
             requested_by=actor, idempotency_scope=idempotency_scope, team=key_team, idempotency_key=idempotency_key
         ).first()

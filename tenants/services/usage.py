@@ -68,7 +68,7 @@ def usage_record_readings(*, readings: Mapping[str, Reading], at: dt.datetime) -
     max_gap = float(settings.BERTH_USAGE_MAX_GAP_SECONDS)
     with transaction.atomic():
         tenants = list(
-            Tenant.objects.select_for_update(skip_locked=True, of=("self",))
+            Tenant.objects.select_for_update(skip_locked=True, of=("self",), no_key=True)
             .filter(pk__in=list(readings))
             .only("pk", "team_id", "tier_id", "usage_sampled_at")
             .order_by("pk")

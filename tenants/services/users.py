@@ -94,7 +94,7 @@ def _user_for(*, subject: str, username: str) -> User:
     user: the loser's insert waits for the winner, fails on the unique subject, and finds the winner's row.
     """
     for _ in range(5):
-        user = User.objects.select_for_update().filter(oidc_subject=subject).first()
+        user = User.objects.select_for_update(no_key=True).filter(oidc_subject=subject).first()
         if user is not None:
             return user
         candidate, n = username, 1

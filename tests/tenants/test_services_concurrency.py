@@ -12,10 +12,22 @@ from typing import Any
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
+from django.utils import timezone
 
 from tenants import dispatch, services
 from tenants.errors import InvalidTransition
-from tenants.models import AuditEvent, Cluster, Membership, Team, Tenant, TenantRequest, TenantStatus, Tier, User
+from tenants.models import (
+    AuditEvent,
+    Cluster,
+    Membership,
+    Team,
+    Tenant,
+    TenantRequest,
+    TenantStatus,
+    TenantUsageDay,
+    Tier,
+    User,
+)
 
 from .conftest import run_together
 
@@ -186,3 +198,37 @@ def test_approving_a_transfer_while_its_requester_cancels_never_fails_with_a_ser
         assert len(won) == 1 and isinstance(lost[0], InvalidTransition), repr(results)
         expected = team_b if won[0].status == TenantRequest.Status.APPROVED else team_a
         assert Tenant.objects.get(pk=tenant.pk).team == expected
+
+
+def test_a_tier_change_submitted_while_the_usage_sampler_commits_never_deadlocks(ready_tenant, alice, team_a, large):
+    # The submission locks its team (the budget) and inserts a request pointing at the tenant; the sampler locks the
+    # tenant and inserts a usage day pointing at the team. PostgreSQL checks each foreign key at commit under
+    # FOR KEY SHARE, which FOR UPDATE blocks and FOR NO KEY UPDATE does not: with FOR UPDATE the two committing
+    # together deadlocked (a fresh clone's make test, tests/worker/test_namespace_tenants.py, 2026-11-28).
+    team_a.budget_cpu_millis = team_a.budget_memory_mib = team_a.budget_storage_gib = 10**6
+    team_a.save()
+    tenant = ready_tenant(name="both")
+    both_written = threading.Barrier(2)
+
+    def submit_change() -> TenantRequest:
+        with transaction.atomic():
+            req = services.request_submit(
+                actor=alice,
+                action=TenantRequest.Action.CHANGE_TIER,
+                tenant=Tenant.objects.get(pk=tenant.pk),
+                tier=large,
+            )
+            both_written.wait(timeout=10)  # each holds its locks and its unchecked foreign keys
+        return req
+
+    def sample() -> int:
+        reading = {"hard": {"requests.cpu": "4"}, "used": {"requests.cpu": "1"}}
+        with transaction.atomic():
+            recorded = services.usage_record_readings(readings={str(tenant.pk): reading}, at=timezone.now())
+            both_written.wait(timeout=10)
+        return recorded
+
+    submitted, recorded = run_together(submit_change, sample)
+    assert isinstance(submitted, TenantRequest) and recorded == 1, (submitted, recorded)
+    assert TenantRequest.objects.get(pk=submitted.pk).status == TenantRequest.Status.PENDING
+    assert TenantUsageDay.objects.filter(tenant=tenant, team=tenant.team).count() == 1
