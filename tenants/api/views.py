@@ -8,6 +8,7 @@ from typing import Any, cast
 
 from django.db.models import Model, QuerySet
 from django.http import HttpResponse, StreamingHttpResponse
+from django.utils import timezone
 from django_filters import FilterSet
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -20,6 +21,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from tenants import models, selectors, services
+from tenants.api import kept_pages
 from tenants.api import serializers as s
 from tenants.api.authentication import OidcBearerAuthentication
 from tenants.api.filters import AuditEventFilter, BerthFilterSet, RequestFilter, TenantFilter
@@ -162,6 +164,45 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
         rows = self.list_rows
         if rows is None:
             return super().list(request, *args, **kwargs)
+        key, scopes = self._kept_as(request)
+        return Response(kept_pages.PAGES.answer(key, scopes, lambda: self._page(request, rows).data))
+
+    def _kept_as(self, request: ApiRequest) -> tuple[tuple[Any, ...] | None, kept_pages.Scopes | None]:
+        """The key a page of ``request`` is kept under, and what it shows (tenants.api.kept_pages); or Nones for a
+        page that is not kept: one filtered by more than its team, paged by more than its position, answered in
+        another format than JSON, or of every team (an approver's or admin's, pinned to none)."""
+        paginator = self.paginator
+        assert paginator is not None
+        position = getattr(paginator, "cursor_query_param", None) or getattr(paginator, "offset_query_param", None)
+        if not isinstance(request.accepted_renderer, PageJSONRenderer) or not set(request.query_params) <= {
+            "team",
+            paginator.limit_query_param,  # type: ignore[attr-defined]
+            position,
+        }:
+            return None, None
+        scope = selectors.scope_of(actor_of(request))
+        team_id = token_team_id(request)
+        slug = request.query_params.get("team")
+        if team_id is not None:
+            scopes = kept_pages.Scopes(scope.user_id, teams=(team_id,))
+        elif slug is not None:
+            scopes = kept_pages.Scopes(scope.user_id, team_slug=slug)
+        elif scope.kind == "member":
+            scopes = kept_pages.Scopes(scope.user_id, members_of=scope.user_id)
+        else:
+            return None, None
+        key = (
+            type(self).__name__,
+            request.build_absolute_uri(),
+            request.accepted_media_type,
+            timezone.get_current_timezone_name(),
+            scope.kind,
+            scope.user_id,
+            team_id,
+        )
+        return key, scopes
+
+    def _page(self, request: ApiRequest, rows: PlainRows) -> Response:
         paginator = self.paginator
         if isinstance(paginator, NewestFirstPagination):
             return self.get_paginated_response(RenderedRows(rows.fragments(self._newest_first(request, paginator))))

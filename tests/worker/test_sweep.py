@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 from django.core import mail
+from django.db import connection
 from django.utils import timezone
 
 from tenants import dispatch, services
@@ -87,3 +88,15 @@ def test_a_job_for_a_tenant_another_worker_holds_is_retried_not_dropped(approved
     monkeypatch.setattr(provisioning, "decommission", lambda tenant_id: provisioning.Progress(Outcome.LOCKED))
     with pytest.raises(Retry):
         tasks.decommission_tenant.apply(args=(str(approved.pk),), throw=True)
+
+
+def test_the_sweep_prunes_the_page_change_log_of_transactions_over_a_day_old_and_ended(approved):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO berth_page_change (scope, xid, at) VALUES (-424242, '3'::xid8, now() - interval '25 hours'),"
+            " (-424243, '3'::xid8, now() - interval '23 hours')"
+        )
+    assert sweep()["page_changes_pruned"] == 1
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT scope FROM berth_page_change WHERE scope IN (-424242, -424243)")
+        assert cursor.fetchall() == [(-424243,)]
