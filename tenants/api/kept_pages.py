@@ -36,8 +36,10 @@ from tenants.api.rows import prepared_cursor
 from tenants.models import Membership, Team
 
 # However quiet its scopes, a kept page is built again this often: a bound on what a database restored under a
-# running portal (its transaction ids going back) could leave stale.
-KEPT_SECONDS = 60.0
+# running portal (its transaction ids going back) could leave stale; the rows kept rendered have the same bound
+# (tenants.api.rows, which drops them all this often). At 60 s, the audit trail's pages in bench/api_load.py, ten
+# cursor pages deep for each of 20 people on each of 5 workers, were mostly gone again between two of its runs.
+KEPT_SECONDS = 600.0
 SHOWN_EVERYWHERE = 0  # the scope of the names any row may show (migration 0018)
 
 _CHECK = f"""

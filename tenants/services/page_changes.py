@@ -7,7 +7,7 @@ import datetime as dt
 from django.db import connection
 
 # A row is needed while a kept page could have been read before its transaction committed: a page is kept for at
-# most a minute (kept_pages.KEPT_SECONDS). A day also covers a transaction that ran for hours.
+# most ten minutes (kept_pages.KEPT_SECONDS). A day also covers a transaction that ran for hours.
 KEPT = dt.timedelta(days=1)
 
 
