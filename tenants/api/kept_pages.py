@@ -88,14 +88,19 @@ class KeptPages:
             return build()
         with self._lock:
             kept = self._pages.get(key)
-        if kept is not None and time.monotonic() - kept.at > KEPT_SECONDS:
-            kept = None
+            if kept is not None and time.monotonic() - kept.at > KEPT_SECONDS:
+                del self._pages[key]
+                kept = None
         snapshot, unchanged = self._check(connection, scopes, kept)
         if kept is not None and unchanged:
-            self.hits += 1
+            with self._lock:
+                self.hits += 1
+                if key in self._pages:
+                    self._pages.move_to_end(key)  # the least recently answered go first
             metrics.API_LIST_PAGES.labels(key[0], "kept").inc()
             return kept.data
-        self.misses += 1
+        with self._lock:
+            self.misses += 1
         metrics.API_LIST_PAGES.labels(key[0], "built").inc()
         data = build()
         with self._lock:

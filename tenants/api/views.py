@@ -10,6 +10,7 @@ from django.db.models import Model, QuerySet
 from django.http import HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 from django_filters import FilterSet
+from django_filters.constants import EMPTY_VALUES
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, mixins, serializers, status, viewsets
@@ -180,12 +181,18 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
             position,
         }:
             return None, None
+        try:
+            # The team the filter names as it filters by it (trimmed; empty is no filter), never the raw value.
+            slug = self.filterset_class.cleaned(request.query_params).get("team")
+        except exceptions.ValidationError:
+            return None, None  # the page's own build answers the 400
         scope = selectors.scope_of(actor_of(request))
         team_id = token_team_id(request)
-        slug = request.query_params.get("team")
         if team_id is not None:
             scopes = kept_pages.Scopes(scope.user_id, teams=(team_id,))
-        elif slug is not None:
+        elif slug not in EMPTY_VALUES:
+            if "\x00" in slug:
+                return None, None  # names no team (the filter matches nothing), and PostgreSQL takes no NUL in text
             scopes = kept_pages.Scopes(scope.user_id, team_slug=slug)
         elif scope.kind == "member":
             scopes = kept_pages.Scopes(scope.user_id, members_of=scope.user_id)

@@ -175,8 +175,12 @@ CHANGES: dict[str, Callable[[], Any]] = {
 }
 
 
+# The team filter as it filters: an empty value is no filter, and a value is trimmed.
+TEAM_VALUES = ("?team=team-a", "?team=", "?team=%20team-a%20")
+
+
 @pytest.mark.parametrize("change", CHANGES, ids=list(CHANGES))
-@pytest.mark.parametrize("path", [*LISTS.values(), *(f"{p}?team=team-a" for p in LISTS.values())])
+@pytest.mark.parametrize("path", [*LISTS.values(), *(p + team for p in LISTS.values() for team in TEAM_VALUES)])
 def test_after_any_change_the_page_is_what_it_would_be_built_now(rows, alice, path, change, settings):
     read(alice, path)
     read(alice, path)
@@ -210,9 +214,18 @@ def test_a_page_read_inside_a_transaction_or_filtered_by_more_is_never_kept(rows
         (alice, LISTS["tenants"] + "?status=ready"),
         (alice, LISTS["tenants"] + "?format=json"),
         (carol, LISTS["tenants"]),  # an approver's page of every team
+        (carol, LISTS["audit"] + "?team="),  # the same: an empty team is no filter
     ]:
         read(user, path)
         read(user, path)
+    assert counts() == (0, 0)
+
+
+@pytest.mark.parametrize("path", LISTS.values())
+def test_a_team_named_with_a_nul_character_is_an_empty_page_never_kept(rows, alice, path):
+    for _ in range(2):
+        answer = client_of(alice).get(f"{path}?team=team-a%00")
+        assert answer.status_code == 200 and answer.json()["results"] == [], answer.content
     assert counts() == (0, 0)
 
 
