@@ -191,7 +191,7 @@ class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
         if team_id is not None:
             scopes = kept_pages.Scopes(scope.user_id, teams=(team_id,))
         elif slug not in EMPTY_VALUES:
-            if "\x00" in slug:
+            if "\x00" in str(slug):
                 return None, None  # names no team (the filter matches nothing), and PostgreSQL takes no NUL in text
             scopes = kept_pages.Scopes(scope.user_id, team_slug=slug)
         elif scope.kind == "member":
