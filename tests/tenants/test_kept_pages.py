@@ -61,19 +61,19 @@ def client_of(user: User) -> APIClient:
     return client
 
 
-def read(user: User, path: str) -> tuple[bytes, kept_pages.KeptPages]:
+def read(user: User, path: str) -> bytes:
     response = client_of(user).get(path)
     assert response.status_code == 200, response.content
-    return response.content, kept_pages.PAGES
+    return response.content
 
 
 def built(user: User, path: str, settings) -> bytes:
     """The page as built now, keeping nothing."""
-    settings.API_LIST_PAGES_KEPT = 0
+    kept, settings.API_LIST_PAGES_KEPT = settings.API_LIST_PAGES_KEPT, 0
     try:
-        return read(user, path)[0]
+        return read(user, path)
     finally:
-        settings.API_LIST_PAGES_KEPT = 500
+        settings.API_LIST_PAGES_KEPT = kept
 
 
 def counts() -> tuple[int, int]:
@@ -82,10 +82,10 @@ def counts() -> tuple[int, int]:
 
 @pytest.mark.parametrize("path", [*LISTS.values(), *(f"{p}?team=team-a&limit=7" for p in LISTS.values())])
 def test_a_page_asked_again_with_nothing_changed_is_answered_as_kept_with_one_statement(rows, alice, path):
-    first, pages = read(alice, path)
+    first = read(alice, path)
     hits, misses = counts()
     with CaptureQueriesContext(connection) as queries:
-        again, _ = read(alice, path)
+        again = read(alice, path)
     assert again == first
     assert counts() == (hits + 1, misses)
     statements = [q["sql"] for q in queries.captured_queries]
@@ -94,12 +94,12 @@ def test_a_page_asked_again_with_nothing_changed_is_answered_as_kept_with_one_st
 
 def test_a_change_in_another_team_keeps_the_page_and_one_in_its_team_does_not(rows, alice, bob, team_b, settings):
     path = LISTS["tenants"] + "?team=team-a"
-    first, _ = read(alice, path)
+    first = read(alice, path)
     Tenant.objects.filter(team=team_b).update(purpose="team-b's own business")
-    assert read(alice, path)[0] == first
+    assert read(alice, path) == first
     hits, misses = counts()
     Tenant.objects.filter(team__slug="team-a").update(purpose="changed")
-    again, _ = read(alice, path)
+    again = read(alice, path)
     assert counts() == (hits, misses + 1)
     assert again != first and again == built(alice, path, settings)
 
@@ -186,7 +186,7 @@ def test_after_any_change_the_page_is_what_it_would_be_built_now(rows, alice, pa
     read(alice, path)
     CHANGES[change]()
     alice.refresh_from_db()
-    assert read(alice, path)[0] == built(alice, path, settings)
+    assert read(alice, path) == built(alice, path, settings)
 
 
 @pytest.mark.parametrize("change", CHANGES, ids=list(CHANGES))
@@ -200,10 +200,10 @@ def test_each_change_above_changes_a_page(rows, alice, change, settings):
 
 def test_a_user_signing_in_changes_no_page(rows, alice, settings):
     path = LISTS["requests"]
-    first, _ = read(alice, path)
+    first = read(alice, path)
     User.objects.filter(username="bob").update(last_login="2026-11-28T08:00:00Z", identity_checked_at=None)
     hits, _ = counts()
-    assert read(alice, path)[0] == first and counts()[0] == hits + 1
+    assert read(alice, path) == first and counts()[0] == hits + 1
 
 
 def test_a_page_read_inside_a_transaction_or_filtered_by_more_is_never_kept(rows, alice, carol):
@@ -231,20 +231,20 @@ def test_a_team_named_with_a_nul_character_is_an_empty_page_never_kept(rows, ali
 
 def test_an_approvers_page_pinned_to_a_team_is_kept_and_follows_that_team(rows, carol, settings):
     path = LISTS["audit"] + "?team=team-b"
-    first, _ = read(carol, path)
-    assert read(carol, path)[0] == first and counts()[0] == 1
+    first = read(carol, path)
+    assert read(carol, path) == first and counts()[0] == 1
     audit.record(actor=carol, action="tenant.note", obj=None, team=Team.objects.get(slug="team-b"))
-    assert read(carol, path)[0] == built(carol, path, settings) != first
+    assert read(carol, path) == built(carol, path, settings) != first
 
 
 def test_a_change_committed_while_the_page_is_built_is_never_missed(rows, alice, settings, monkeypatch):
     # The snapshot kept is the check's, taken before the page's statement: a change another transaction commits in
     # between is in the page, and counts as unseen, so the next request builds the page again.
     path = LISTS["tenants"] + "?team=team-a"
-    build = kept_pages.KeptPages._check
+    check = kept_pages.KeptPages._check
 
     def check_then_commit_elsewhere(self, *args: Any) -> Any:
-        answer = build(self, *args)
+        answer = check(self, *args)
         writer = threading.Thread(target=_write_elsewhere)
         writer.start()
         writer.join()
@@ -254,7 +254,7 @@ def test_a_change_committed_while_the_page_is_built_is_never_missed(rows, alice,
     read(alice, path)
     monkeypatch.undo()
     hits, misses = counts()
-    assert read(alice, path)[0] == built(alice, path, settings)
+    assert read(alice, path) == built(alice, path, settings)
     assert counts() == (hits, misses + 1)
 
 
