@@ -36,15 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
 
+from devcluster import addons
 from devcluster.kubeconfig import kubeconfig, write_kubeconfig, write_private
-from devcluster.nodes import (
-    Node,
-    NodeSpec,
-    foreign_kubelet_chains,
-    missing_packages,
-    pick_subnets,
-    remove_kubelet_chains,
-)
+from devcluster.network import ClusterNetwork
+from devcluster.nodes import Node, NodeSpec, missing_packages, pick_subnets
 from devcluster.pki import CertificateAuthority, new_service_account_key
 from devcluster.process import Component, ComponentFailed, wait_until
 
@@ -75,9 +70,9 @@ CONTROLLERS = (
     "clusterrole-aggregation-controller,deployment-controller,replicaset-controller,"
     "service-cidr-controller"
 )
-# With nodes (ControlPlane(nodes=...)): the scheduler, and the controller that marks nodes Ready or not and
-# lifts the node.kubernetes.io/not-ready taint.
-NODE_CONTROLLERS = "node-lifecycle-controller"
+# With nodes (ControlPlane(nodes=...)): every controller a cluster runs by default (StatefulSet, DaemonSet, Job,
+# CronJob, EndpointSlice, volumes, node lifecycle...), as in a kubeadm cluster.
+NODE_CONTROLLERS = "*"
 POOL_LABEL = "berth.dev/pool"
 # The shared pool, then the large tier's dedicated pool (its tier selects berth.dev/pool=dedicated).
 NODE_SPECS = (
@@ -88,6 +83,8 @@ NODE_SPECS = (
 # pool, so the dedicated pool needs no taint, and the tier stays as seeded (a selector, no toleration).
 CLUSTER_DEFAULT_NODE_SELECTOR = f"{POOL_LABEL}=shared"
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
+# The cluster DNS Service's ClusterIP (kube-dns in kube-system; the kubelets' clusterDNS), as kubeadm picks it.
+CLUSTER_DNS_IP = "10.96.0.10"
 IN_CLUSTER_NAMES = (
     "kubernetes",
     "kubernetes.default",
@@ -98,6 +95,7 @@ ADMIN_USER = "berth-admin"
 FRONT_PROXY_CLIENT = "front-proxy-client"
 KUBELET_CLIENT = "kube-apiserver-kubelet-client"
 START_TIMEOUT = 120.0
+KUBELET_PORT = 10250  # each node has an address of its own
 _PORT_ATTEMPTS = 3
 
 
@@ -185,9 +183,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _https_get(port: int, path: str, context: ssl.SSLContext, timeout: float = 3.0) -> tuple[int, bytes] | None:
+def _https_get(
+    port: int, path: str, context: ssl.SSLContext, timeout: float = 3.0, host: str = "127.0.0.1"
+) -> tuple[int, bytes] | None:
     """(status, body), or None when nothing answers yet."""
-    connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=timeout)
+    connection = http.client.HTTPSConnection(host, port, context=context, timeout=timeout)
     try:
         connection.request("GET", path)
         response = connection.getresponse()
@@ -224,7 +224,7 @@ class ControlPlane:
         self.name = name
         self.node_count = nodes
         self.nodes: list[Node] = []
-        self._owns_kubelet_chains = False
+        self.network: ClusterNetwork | None = None
         self.ca = ca or CertificateAuthority(f"{name}-ca")
         # Separate on purpose: whoever holds a cert from the request-header CA may
         # assert any identity in X-Remote-User, so it must not be the general CA.
@@ -255,8 +255,14 @@ class ControlPlane:
         return self.bin_dir / "kubectl"
 
     @property
+    def api_host(self) -> str:
+        """Where the API server listens: loopback, or with nodes the host's address on the node network (so
+        pods reach it through the ``kubernetes`` Service), which is this run's alone."""
+        return self.network.host_ip if self.network else "127.0.0.1"
+
+    @property
     def api_url(self) -> str:
-        return f"https://127.0.0.1:{self.apiserver_port}"
+        return f"https://{self.api_host}:{self.apiserver_port}"
 
     @property
     def ca_file(self) -> Path:
@@ -329,6 +335,8 @@ class ControlPlane:
         began = time.monotonic()
         self.data_dir = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
         atexit.register(self.stop)
+        if self.node_count:
+            self._create_network()
         for attempt in range(1, _PORT_ATTEMPTS + 1):
             try:
                 self._start_once(bin_dir)
@@ -351,6 +359,7 @@ class ControlPlane:
         """Stop components in reverse order and remove the data directory. Idempotent."""
         atexit.unregister(self.stop)
         self._stop_components()
+        self._destroy_network()
         if self.data_dir and not self._keep_data:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
@@ -358,12 +367,25 @@ class ControlPlane:
         for node in reversed(self.nodes):
             node.stop()
         self.nodes = []
-        if self._owns_kubelet_chains:
-            remove_kubelet_chains()
-            self._owns_kubelet_chains = False
         for component in reversed(self._components):
             component.stop()
         self._components = []
+
+    def _create_network(self) -> None:
+        missing = missing_packages()
+        if missing:
+            raise ControlPlaneError(f"nodes need the Debian packages {' '.join(missing)} (make deps)")
+        self.network = ClusterNetwork()
+        try:
+            self.network.create()
+        except BaseException:
+            self._destroy_network()
+            raise
+
+    def _destroy_network(self) -> None:
+        if self.network is not None:
+            self.network.destroy()
+            self.network = None
 
     @property
     def _dir(self) -> Path:
@@ -392,7 +414,7 @@ class ControlPlane:
         apiserver = self._component("kube-apiserver", self._apiserver_argv(bin_dir, etcd_port))
         admin = self._tls_context("admin")
         wait_until(
-            lambda: _https_get(self.apiserver_port, "/readyz", admin) == (200, b"ok"),
+            lambda: self._api_get("/readyz", admin) == (200, b"ok"),
             timeout=START_TIMEOUT,
             watched=[etcd, apiserver],
             what="kube-apiserver /readyz",
@@ -417,7 +439,7 @@ class ControlPlane:
         # Ready means usable: Pods are refused until their namespace has a default ServiceAccount.
         default_sa = "/api/v1/namespaces/default/serviceaccounts/default"
         wait_until(
-            lambda: (_https_get(self.apiserver_port, default_sa, admin) or (0,))[0] == 200,
+            lambda: (self._api_get(default_sa, admin) or (0,))[0] == 200,
             timeout=START_TIMEOUT,
             watched=everything,
             what="the default ServiceAccount",
@@ -426,10 +448,8 @@ class ControlPlane:
             self._start_nodes(bin_dir, everything)
 
     def _start_nodes(self, bin_dir: Path, control_plane: list[Component]) -> None:
-        """kube-scheduler, then containerd and a kubelet per node; ready once every node is Ready and untainted."""
-        missing = missing_packages()
-        if missing:
-            raise ControlPlaneError(f"nodes need the Debian packages {' '.join(missing)} (make deps)")
+        """kube-scheduler, then containerd, a kubelet and kube-proxy per node; ready once every node is Ready and
+        untainted."""
         write_kubeconfig(
             self._dir / "scheduler.kubeconfig", self._client_kubeconfig("scheduler", "system:kube-scheduler")
         )
@@ -443,49 +463,82 @@ class ControlPlane:
             watched=watched,
             what="kube-scheduler /healthz",
         )
-        self._owns_kubelet_chains = not foreign_kubelet_chains()
+        network = self.network
+        if network is None:
+            raise ControlPlaneError("nodes need the cluster network")
+        network.remove_nodes()  # from a start attempt that failed
+        proxy = self.ca.issue_client_cert("system:kube-proxy")  # bound to system:node-proxier by default RBAC
         specs = NODE_SPECS[: self.node_count]
         for spec, subnet in zip(specs, pick_subnets(len(specs)), strict=True):
+            link = network.add_node(spec.name, subnet)
             node = Node(
                 spec=spec,
                 name=spec.name,
                 directory=self._dir / "nodes" / spec.name,
-                subnet=subnet,
+                link=link,
                 bin_dir=bin_dir,
                 ca_file=self.ca_file,
+                cluster_dns=CLUSTER_DNS_IP,
             )
             self.nodes.append(node)
             client = self.ca.issue_client_cert(f"system:node:{node.name}", ("system:nodes",))
             node.write_files(
-                kubeconfig=kubeconfig(
-                    server=self.api_url,
-                    ca_pem=self.ca_cert_pem,
-                    user=f"system:node:{node.name}",
-                    cluster_name=self.name,
-                    client_cert_pem=client[0],
-                    client_key_pem=client[1],
-                ),
+                kubeconfig=self._node_kubeconfig(f"system:node:{node.name}", client),
+                proxy_kubeconfig=self._node_kubeconfig("system:kube-proxy", proxy),
                 serving_pair=self.ca.issue_serving_cert([node.node_ip, node.name]),
-                kubelet_port=free_port(),
+                kubelet_port=KUBELET_PORT,
             )
+        network.route_between_nodes()
+        for node in self.nodes:
             containerd = node.containerd_component()
             node.components.append(containerd)
             containerd.start()
             node.wait_for_containerd(containerd)
-            kubelet = node.kubelet_component()
-            node.components.append(kubelet)
-            kubelet.start()
+            for component in (node.kubelet_component(), node.kube_proxy_component()):
+                node.components.append(component)
+                component.start()
         admin = self._tls_context("admin")
+        watched = [*watched, *(c for node in self.nodes for c in node.components)]
         wait_until(
             lambda: self._nodes_ready(admin),
             timeout=START_TIMEOUT,
-            watched=[*watched, *(c for node in self.nodes for c in node.components)],
+            watched=watched,
             what="the nodes to be Ready without the not-ready taint",
             interval=0.5,
         )
+        self._start_addons(watched)
+
+    def _start_addons(self, watched: list[Component]) -> None:
+        """CoreDNS, local-path-provisioner and the NetworkPolicy engine (devcluster/addons.py); ready once each
+        runs, so no pod of a caller's ever starts on a node that does not enforce NetworkPolicy yet."""
+        objects = addons.manifests(
+            cluster_dns_ip=CLUSTER_DNS_IP,
+            node_paths={node.name: node.dir / "local-path" for node in self.nodes},
+        )
+        addons.apply(self.kubectl, self.kubeconfig_path, objects)
+        wait_until(
+            lambda: addons.ready(self.kubectl, self.kubeconfig_path, len(self.nodes)),
+            timeout=START_TIMEOUT,
+            watched=watched,
+            what="CoreDNS, local-path-provisioner and kube-network-policies",
+            interval=1.0,
+        )
+
+    def _node_kubeconfig(self, user: str, pair: tuple[str, str]) -> dict:
+        return kubeconfig(
+            server=self.api_url,
+            ca_pem=self.ca_cert_pem,
+            user=user,
+            cluster_name=self.name,
+            client_cert_pem=pair[0],
+            client_key_pem=pair[1],
+        )
+
+    def _api_get(self, path: str, context: ssl.SSLContext, timeout: float = 3.0) -> tuple[int, bytes] | None:
+        return _https_get(self.apiserver_port, path, context, timeout, host=self.api_host)
 
     def _nodes_ready(self, admin: ssl.SSLContext) -> bool:
-        answer = _https_get(self.apiserver_port, "/api/v1/nodes", admin)
+        answer = self._api_get("/api/v1/nodes", admin)
         if not answer or answer[0] != 200:
             return False
         ready = set()
@@ -547,7 +600,7 @@ class ControlPlane:
     def _write_pki(self) -> None:
         write_private(self.ca_file, self.ca_cert_pem)
         service_ip = str(next(ipaddress.ip_network(SERVICE_CLUSTER_IP_RANGE).hosts()))
-        hosts = ["127.0.0.1", "localhost", service_ip, *IN_CLUSTER_NAMES]
+        hosts = list(dict.fromkeys(["127.0.0.1", "localhost", self.api_host, service_ip, *IN_CLUSTER_NAMES]))
         self._write_pair("apiserver", self.ca.issue_serving_cert(hosts))
         self._write_pair("etcd", self.ca.issue_peer_cert(["127.0.0.1", "localhost"]))
         self._write_pair("apiserver-etcd-client", self.ca.issue_client_cert("kube-apiserver-etcd-client"))
@@ -631,8 +684,8 @@ class ControlPlane:
             f"--etcd-cafile={self.ca_file}",
             f"--etcd-certfile={pki('apiserver-etcd-client.crt')}",
             f"--etcd-keyfile={pki('apiserver-etcd-client.key')}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--bind-address={self.api_host}",
+            f"--advertise-address={self.api_host}",
             f"--secure-port={self.apiserver_port}",
             f"--cert-dir={self._dir / 'apiserver-certs'}",
             f"--tls-cert-file={pki('apiserver.crt')}",
@@ -661,15 +714,14 @@ class ControlPlane:
             f"--service-account-max-token-expiration={SERVICE_ACCOUNT_MAX_TOKEN_EXPIRATION}",
             "--service-account-extend-token-expiration=false",
             f"--api-audiences={self.api_url}",
-            # Endpoints may not point at loopback; with no Pods nobody needs them anyway.
-            "--endpoint-reconciler-type=none",
             "--profiling=false",
             *self._apiserver_node_args(),
         ]
 
     def _apiserver_node_args(self) -> list[str]:
         if not self.node_count:
-            return []
+            # Endpoints may not point at loopback; with no Pods nobody needs them anyway.
+            return ["--endpoint-reconciler-type=none"]
         pki = self._pki_path
         return [
             f"--kubelet-client-certificate={pki('apiserver-kubelet-client.crt')}",
@@ -738,7 +790,7 @@ class ControlPlane:
         raise ControlPlaneError("kube-apiserver did not apply the new authentication config:\n" + "\n".join(reasons))
 
     def _metrics(self) -> str:
-        answer = _https_get(self.apiserver_port, "/metrics", self._tls_context("admin"), timeout=10.0)
+        answer = self._api_get("/metrics", self._tls_context("admin"), timeout=10.0)
         return answer[1].decode() if answer and answer[0] == 200 else ""
 
     def _authentication_reload_failures(self) -> float:

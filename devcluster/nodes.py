@@ -1,12 +1,13 @@
-"""Real nodes for the dev control plane: containerd + runc + the CNI bridge + kubelet, one set per node.
+"""Real nodes for the dev control plane: containerd + runc + the CNI bridge + kubelet + kube-proxy, per node.
 
-Everything a node writes lives under its own directory (containerd's root, state and socket, the kubelet's
-root, pod logs, CNI config and IP leases, network namespaces), its pods live in one /24 of 10.244.0.0/16 on a
-bridge of its own, its cgroups under a root of its own, and its kubelet listens on a loopback address of its
-own: the gateway address of its bridge, which is the node's InternalIP (the kubelet refuses loopback ones), so
-the API server reaches it there for logs and exec, and so does the host reach the pods.
-``Node.stop`` kills the pods, the shims, containerd and the kubelet, and removes the network namespaces,
-mounts, bridge, cgroups and log links it made. Nothing is downloaded: images come from devcluster/images.py.
+Each node is a network namespace of its own on the cluster's node network (devcluster/network.py): its
+kubelet serves on the node's address there (its InternalIP), its pods live in one /24 of 10.244.0.0/16 on the
+node's own bridge, and its kube-proxy programs Services in nftables for that namespace alone. Everything a node
+writes on disk lives under its own directory (containerd's root, state and socket, the kubelet's root, pod
+logs, CNI config and IP leases, pod network namespaces), its cgroups under a root of its own.
+``Node.stop`` kills the pods, the shims, kube-proxy, containerd and the kubelet, and removes the mounts,
+cgroups and log links it made; the cluster network then deletes the node's namespace with all its interfaces
+and rules. Nothing is downloaded: images come from devcluster/images.py.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import random
 import shutil
 import signal
 import subprocess
@@ -25,6 +25,7 @@ from pathlib import Path
 
 from devcluster.images import SANDBOX_IMAGE, build_archive
 from devcluster.kubeconfig import write_kubeconfig, write_private
+from devcluster.network import NodeLink, free_subnets
 from devcluster.process import Component, wait_until
 
 CNI_BIN_DIR = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
@@ -32,6 +33,7 @@ POD_NETWORK = ipaddress.IPv4Network("10.244.0.0/16")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTAINER_LOG_LINKS = Path("/var/log/containers")  # the kubelet's fixed place for log symlinks
 START_TIMEOUT = 120.0
+CLUSTER_DOMAIN = "cluster.local"
 
 
 class NodeError(RuntimeError):
@@ -55,31 +57,14 @@ def missing_packages() -> list[str]:
         "containernetworking-plugins": (CNI_BIN_DIR / "bridge").exists(),
         "busybox-static": Path("/bin/busybox").exists(),
         "iproute2": shutil.which("ip"),
+        "nftables": shutil.which("nft"),  # kube-proxy's nftables mode drives the nft command
     }
     return [package for package, found in needs.items() if not found]
 
 
-def _used_networks() -> list[ipaddress.IPv4Network]:
-    routes = subprocess.run(["ip", "-4", "-j", "route", "show", "table", "all"], capture_output=True, text=True)
-    used = []
-    for route in json.loads(routes.stdout or "[]"):
-        try:
-            used.append(ipaddress.ip_network(route.get("dst", ""), strict=False))
-        except ValueError:
-            continue
-    return [n for n in used if isinstance(n, ipaddress.IPv4Network)]
-
-
 def pick_subnets(count: int) -> list[ipaddress.IPv4Network]:
-    """``count`` /24s of 10.244.0.0/16 that no route on this machine uses (other runs' bridges route theirs)."""
-    used = _used_networks()
-    free: list[ipaddress.IPv4Network] = [
-        s for s in POD_NETWORK.subnets(new_prefix=24) if not any(s.overlaps(u) for u in used)
-    ]
-    free = [s for s in free if s.network_address.packed[2] != 0]  # keep x.y.0 out: simpler node IPs
-    if len(free) < count:
-        raise NodeError(f"no {count} free /24 left in {POD_NETWORK}")
-    return random.sample(free, count)
+    """``count`` /24s of 10.244.0.0/16 that no route on this machine uses (other runs route theirs)."""
+    return free_subnets(POD_NETWORK, count)
 
 
 class Node:
@@ -91,20 +76,23 @@ class Node:
         spec: NodeSpec,
         name: str,
         directory: Path,
-        subnet: ipaddress.IPv4Network,
+        link: NodeLink,
         bin_dir: Path,
         ca_file: Path,
+        cluster_dns: str,
     ) -> None:
         self.spec = spec
         self.name = name
         self.dir = directory
-        self.subnet = subnet
+        self.link = link
+        self.subnet = link.pod_subnet
         self.bin_dir = bin_dir
         self.ca_file = ca_file
-        third = subnet.network_address.packed[2]
-        self.node_ip = str(next(subnet.hosts()))
-        self.bridge = f"berth{third}"  # the subnet is unique on this machine, so is the name
-        self.cgroup_root = f"/berth-{name}-{third}"
+        self.cluster_dns = cluster_dns
+        self.node_ip = link.ip
+        self.bridge = "cni0"  # in the node's own namespace
+        self.pod_gateway = str(next(self.subnet.hosts()))  # the bridge's address
+        self.cgroup_root = f"/berth-{name}-{link.netns}"
         self.kubelet_port = 0
         self.components: list[Component] = []
 
@@ -120,11 +108,15 @@ class Node:
 
     # -- start ---------------------------------------------------------------------
 
-    def write_files(self, *, kubeconfig: dict, serving_pair: tuple[str, str], kubelet_port: int) -> None:
+    def write_files(
+        self, *, kubeconfig: dict, proxy_kubeconfig: dict, serving_pair: tuple[str, str], kubelet_port: int
+    ) -> None:
         self.kubelet_port = kubelet_port
         for sub in ("containerd", "cni", "kubelet", "pod-logs", "logs", "pki", "volume-plugins"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         write_kubeconfig(self.dir / "kubelet.kubeconfig", kubeconfig)
+        write_kubeconfig(self.dir / "kube-proxy.kubeconfig", proxy_kubeconfig)
+        (self.dir / "kube-proxy-config.json").write_text(json.dumps(self._kube_proxy_config(), indent=2))
         write_private(self.dir / "pki" / "kubelet.crt", serving_pair[0])
         write_private(self.dir / "pki" / "kubelet.key", serving_pair[1])
         (self.dir / "containerd" / "config.toml").write_text(self._containerd_config())
@@ -172,14 +164,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                     "type": "bridge",
                     "bridge": self.bridge,
                     "isGateway": True,
-                    # No masquerading and no portmap: pods need no way out here, and neither adds iptables
-                    # rules that a killed run could leave behind.
+                    # No masquerading and no portmap: pods need no way out of the cluster here.
                     "ipMasq": False,
                     "hairpinMode": True,
                     "ipam": {
                         "type": "host-local",
                         "dataDir": str(self.dir / "cni" / "leases"),
-                        "ranges": [[{"subnet": str(self.subnet), "gateway": self.node_ip}]],
+                        "ranges": [[{"subnet": str(self.subnet), "gateway": self.pod_gateway}]],
                         "routes": [{"dst": "0.0.0.0/0"}],
                     },
                 },
@@ -220,18 +211,46 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             "imageGCHighThresholdPercent": 100,
             "imageGCLowThresholdPercent": 99,
             "serializeImagePulls": False,
+            # Pods resolve through the cluster's CoreDNS (devcluster/addons.py); the host's resolv.conf would
+            # lead off this machine.
+            "clusterDNS": [self.cluster_dns],
+            "clusterDomain": CLUSTER_DOMAIN,
             "resolvConf": "",
             "maxPods": 50,
             "nodeStatusUpdateFrequency": "5s",
             "syncFrequency": "10s",
         }
 
+    def _kube_proxy_config(self) -> dict:
+        return {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(self.dir / "kube-proxy.kubeconfig")},
+            # nftables: the mode upstream develops now; its rules are one table per namespace, gone with it.
+            "mode": "nftables",
+            "clusterCIDR": str(POD_NETWORK),
+            "hostnameOverride": self.name,
+            "nodePortAddresses": ["primary"],
+            # In the node's namespace: these ports collide with nothing on the host or on the other node.
+            "healthzBindAddress": "127.0.0.1:10256",
+            "metricsBindAddress": "127.0.0.1:10249",
+            # Leave the kernel's conntrack table size and timeouts alone: they are the host's, not the node's.
+            "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
+        }
+
     def containerd_component(self) -> Component:
         self.dir.mkdir(parents=True, exist_ok=True)
         return Component(
             f"containerd {self.name}",
-            ["containerd", "--config", str(self.dir / "containerd" / "config.toml")],
+            [*self.link.enter(), "containerd", "--config", str(self.dir / "containerd" / "config.toml")],
             self.dir / "logs" / "containerd.log",
+        )
+
+    def kube_proxy_component(self) -> Component:
+        return Component(
+            f"kube-proxy {self.name}",
+            [*self.link.enter(), str(self.bin_dir / "kube-proxy"), f"--config={self.dir / 'kube-proxy-config.json'}"],
+            self.dir / "logs" / "kube-proxy.log",
         )
 
     def wait_for_containerd(self, containerd: Component) -> None:
@@ -246,22 +265,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         if imported.returncode != 0:
             raise NodeError(f"ctr images import failed: {imported.stderr.strip()}")
 
-    def _make_bridge(self) -> None:
-        """The bridge the CNI plugin would create, made early: its gateway address is the kubelet's."""
-        for command in (
-            ["ip", "link", "add", self.bridge, "type", "bridge"],
-            ["ip", "addr", "add", f"{self.node_ip}/{self.subnet.prefixlen}", "dev", self.bridge],
-            ["ip", "link", "set", self.bridge, "up"],
-        ):
-            result = subprocess.run(command, capture_output=True, text=True)
-            if result.returncode != 0:
-                raise NodeError(f"{' '.join(command)}: {result.stderr.strip()}")
-
     def kubelet_component(self) -> Component:
-        self._make_bridge()
         self._make_cgroup_root()
         labels = ",".join(f"{k}={v}" for k, v in sorted(self.spec.labels.items()))
         argv = [
+            *self.link.enter(),
             str(self.bin_dir / "kubelet"),
             f"--config={self.dir / 'kubelet-config.json'}",
             f"--kubeconfig={self.dir / 'kubelet.kubeconfig'}",
@@ -317,7 +325,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     # -- stop ----------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Stop the kubelet, every container, the shims and containerd; remove what they left. Idempotent."""
+        """Stop the kubelet, every container, the shims, kube-proxy and containerd; remove what they left.
+        Idempotent; the node's network namespace is the cluster network's to delete."""
         kubelet = [c for c in self.components if c.name.startswith("kubelet")]
         for component in kubelet:
             component.stop()
@@ -327,7 +336,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             component.stop()
         self.components = []
         self._unmount_all()
-        subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True)
         self._remove_cgroups()
         self._remove_log_links()
 
@@ -353,48 +361,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         for link in CONTAINER_LOG_LINKS.iterdir():
             if link.is_symlink() and os.readlink(link).startswith(prefix):
                 link.unlink(missing_ok=True)
-
-
-# The chains every kubelet creates at start (pkg/kubelet/kubelet_network_linux.go) and never removes:
-# (table, chain, the rules that jump to it).
-KUBELET_CHAINS = (
-    ("mangle", "KUBE-IPTABLES-HINT", ()),
-    ("mangle", "KUBE-KUBELET-CANARY", ()),
-    ("nat", "KUBE-KUBELET-CANARY", ()),
-    ("filter", "KUBE-KUBELET-CANARY", ()),
-    ("filter", "KUBE-FIREWALL", (("INPUT", "-j", "KUBE-FIREWALL"), ("OUTPUT", "-j", "KUBE-FIREWALL"))),
-)
-
-
-def kubelet_chains_present() -> bool:
-    result = subprocess.run(["iptables", "-t", "mangle", "-S", "KUBE-IPTABLES-HINT"], capture_output=True)
-    return result.returncode == 0
-
-
-def running_kubelets() -> list[bytes]:
-    return [c for c in _cmdlines().values() if c.split(b"\0")[0].endswith(b"kubelet")]
-
-
-def foreign_kubelet_chains() -> bool:
-    """Whether the kubelet chains belong to someone else: present while a kubelet not started by a dev control
-    plane runs (dev nodes' kubelets have their root directory in ``<data dir>/nodes/<node>/kubelet``)."""
-    ours = b"/nodes/"
-    return kubelet_chains_present() and any(ours not in cmdline for cmdline in running_kubelets())
-
-
-def remove_kubelet_chains() -> None:
-    """Remove the kubelet's iptables chains, unless a kubelet still runs here (another run's, or its own)."""
-    if running_kubelets():
-        return
-    for tool in ("iptables", "ip6tables"):
-        if shutil.which(tool) is None:
-            continue
-        for table, chain, jumps in KUBELET_CHAINS:
-            for jump in jumps:
-                while subprocess.run([tool, "-t", table, "-D", *jump], capture_output=True).returncode == 0:
-                    pass
-            subprocess.run([tool, "-t", table, "-F", chain], capture_output=True)
-            subprocess.run([tool, "-t", table, "-X", chain], capture_output=True)
 
 
 def _cmdlines() -> dict[int, bytes]:

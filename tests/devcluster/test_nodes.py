@@ -11,7 +11,7 @@ import pytest
 
 from devcluster.images import WORKLOAD_IMAGE
 from devcluster.launcher import ControlPlane
-from devcluster.nodes import CGROUP_ROOT, kubelet_chains_present, running_kubelets
+from devcluster.nodes import CGROUP_ROOT
 from tests.plugins.kube import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.nodes]
@@ -74,10 +74,27 @@ def _mounts_under(directory: Path) -> list[str]:
     return [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(directory) in line]
 
 
-def test_a_node_runs_a_pod_and_stopping_leaves_no_process_mount_link_or_cgroup() -> None:
+def _host_state() -> tuple[str, str, str]:
+    """The host's network namespaces, links and nftables tables: a stopped cluster must leave them as found."""
+    return tuple(  # type: ignore[return-value]
+        subprocess.run(command, capture_output=True, text=True).stdout
+        for command in (["ip", "netns", "list"], ["ip", "-br", "link"], ["nft", "list", "tables"])
+    )
+
+
+def test_a_node_runs_a_pod_and_stopping_leaves_no_process_mount_link_rule_or_cgroup() -> None:
+    before = _host_state()
     plane = ControlPlane(name="berth-node-stop", nodes=1).start()
     try:
         (node,) = plane.nodes
+        network = plane.network
+        assert network is not None
+        # Everything of the node lives in its own network namespace, the host holds only the bridge.
+        assert node.link.netns in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        in_node = subprocess.run(
+            ["ip", "netns", "exec", node.link.netns, "nft", "list", "tables"], capture_output=True, text=True
+        )
+        assert "kube-proxy" in in_node.stdout
         created = _kubectl(plane, "apply", "-f", "-", input=json.dumps(WEB_POD))
         assert created.returncode == 0, created.stderr
         pod = wait_for(
@@ -100,7 +117,10 @@ def test_a_node_runs_a_pod_and_stopping_leaves_no_process_mount_link_or_cgroup()
     assert [_describe(pid) for pid in survivors] == []
     assert _mounts_under(data_dir) == []
     assert not data_dir.exists()
-    assert subprocess.run(["ip", "link", "show", node.bridge], capture_output=True).returncode != 0
+    assert subprocess.run(["ip", "link", "show", network.bridge], capture_output=True).returncode != 0
+    assert not Path(f"/run/netns/{node.link.netns}").exists()
     assert not list(CGROUP_ROOT.glob(f"*/{node.cgroup_root.lstrip('/')}"))
-    # The kubelet's iptables chains go with the last kubelet (another run's may still be up).
-    assert kubelet_chains_present() == bool(running_kubelets())
+    # No namespace, interface or nftables table of this run is left (other runs' may come and go meanwhile).
+    after = _host_state()
+    for found_before, found_after in zip(before, after, strict=True):
+        assert set(found_after.splitlines()) - set(found_before.splitlines()) == set()
