@@ -322,7 +322,8 @@ DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Berth <berth@localho
 
 # --- Product ----------------------------------------------------------------
 BERTH_RESERVED_NAMES = env.list(
-    "BERTH_RESERVED_NAMES", default=["default", "berth", "berth-system", "monitoring", "ingress-nginx", "cert-manager"]
+    "BERTH_RESERVED_NAMES",
+    default=["default", "berth", "berth-system", "berth-canary", "monitoring", "ingress-nginx", "cert-manager"],
 )
 BERTH_EXPIRY_REMINDER_DAYS = env.int("BERTH_EXPIRY_REMINDER_DAYS", default=7)
 # The helm executable the worker runs for vcluster tenants installed with helm: a name found on PATH, or a path.
@@ -333,6 +334,9 @@ BERTH_HELM_BINARY = env.str("BERTH_HELM_BINARY", default="helm")
 # inside tenant namespaces only: the worker writes a RoleBinding per entry into every namespace it creates.
 # "ClusterRole=namespace/serviceaccount", comma-separated. Empty (the default) for a cluster-admin credential.
 BERTH_NAMESPACE_GRANTS = env.list("BERTH_NAMESPACE_GRANTS", default=[])
+# The image of the isolation report's probe pods (worker/netprobe.py): it must hold busybox's sh, nc, httpd and
+# nslookup and run as a non-root user. The default is the one the dev nodes build (devcluster/images.py).
+BERTH_ISOLATION_PROBE_IMAGE = env.str("BERTH_ISOLATION_PROBE_IMAGE", default="berth.local/busybox:1")
 
 # --- Webhooks ---------------------------------------------------------------
 # Platform admins register endpoints in the admin (docs/webhooks.md). One attempt may take this long in all

@@ -2,19 +2,21 @@
 
 Each check is named after the multi-tenancy benchmark (MTB) profile level 1
 check it covers. Writes are server-side dry runs: admission (Pod Security,
-quota) and RBAC decide, nothing is persisted.
+quota) and RBAC decide, nothing is persisted. The network checks send packets
+from short-lived probe pods (worker/netprobe.py); a check that could not run
+is *not proven*, which never counts as passed.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.utils import timezone
 
-from worker import kube, manifests
+from worker import kube, manifests, netprobe
 from worker.kube import Kube, KubeForbidden, KubePermanentError
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
@@ -218,22 +220,6 @@ def blocks_long_lived_tokens(k: Kube, t: Any) -> tuple[bool, str]:
     return _refused(lambda: k.create(secret, dry_run=True), "a long-lived ServiceAccount token Secret")
 
 
-def default_deny(k: Kube, t: Any) -> tuple[bool, str]:
-    policy = k.get("NetworkPolicy", "berth-default-deny", namespace=t.namespace)
-    spec = (policy or {}).get("spec") or {}
-    ok = (
-        bool(policy)
-        and spec.get("podSelector") == {}
-        and set(spec.get("policyTypes", [])) == {"Ingress", "Egress"}
-        and not spec.get("ingress")
-        and not spec.get("egress")
-    )
-    return (
-        ok,
-        "default-deny ingress and egress present" if ok else "no default-deny NetworkPolicy for ingress and egress",
-    )
-
-
 def blocks_role_escalation(k: Kube, t: Any) -> tuple[bool, str]:
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -359,7 +345,104 @@ def blocks_other_pools(k: Kube, t: Any) -> tuple[bool, str]:
     return all(ok for ok, _ in results), detail
 
 
-CHECKS = [
+# --- Network isolation, proven with packets (worker/netprobe.py) ------------------------------------------
+
+
+@dataclass(frozen=True)
+class NetworkChecks:
+    """The network checks of a report, all answered by one probe run. ``on_host``: the pods run in a virtual
+    cluster's host namespace with the portal's identity, since the tenant's credentials reach only inside."""
+
+    on_host: bool = False
+
+    def results(self, k: Kube, t: Any) -> list[dict[str, Any]]:
+        host = kube.for_cluster(t.cluster)
+        namespace = t.namespace
+        probe = netprobe.run(host if self.on_host else k, host, t, namespace)
+        where = "host namespace" if self.on_host else "namespace"
+        checks = [
+            ("MTB-PL1-CC-NET-1", f"Default deny: another team can neither connect into the {where} nor be reached"),
+            ("berth-net-same-namespace", "Pods in the same namespace reach each other"),
+            ("berth-net-dns", "Cluster DNS resolves"),
+            ("berth-net-api-server-egress", "Egress to the API server follows the tier"),
+            ("berth-net-node-egress", "Egress to the nodes' kubelets follows the tier"),
+        ]
+        if t.cluster.ingress_namespace:
+            checks.append(
+                ("berth-net-ingress-controller", "The ingress controller's namespace reaches it as the tier says")
+            )
+        results = []
+        for check_id, title in checks:
+            outcome = _network_outcome(check_id, probe, t)
+            results.append(_result(check_id, title, outcome.passed, outcome.detail, proven=outcome.proven))
+        return results
+
+
+def _network_outcome(check_id: str, probe: netprobe.ProbeRun, t: Any) -> netprobe.Outcome:
+    if probe.not_proven:
+        return netprobe.Outcome(False, f"not proven: {probe.not_proven}", proven=False)
+    seen = probe.seen
+
+    def expect(name: str, want: str, meaning: str) -> netprobe.Outcome:
+        got = seen.get(name)
+        if got is None:
+            return netprobe.Outcome(False, f"not proven: the probe reported nothing for {name}", proven=False)
+        if got == want:
+            return netprobe.Outcome(True, f"{meaning}: {got}")
+        return netprobe.Outcome(False, f"{meaning}: {got.upper()} (expected {want})")
+
+    if check_id == "MTB-PL1-CC-NET-1":
+        if seen.get("same-namespace") != netprobe.OPEN:
+            # Everything dropped (a stopped engine failing closed) proves nothing about isolation.
+            return netprobe.Outcome(
+                False,
+                "not proven: even traffic within the namespace was dropped, so a refusal means nothing",
+                proven=False,
+            )
+        parts = [
+            expect("ingress-from-other-team", netprobe.CLOSED, "connection in from another team's pod"),
+            expect("egress-to-other-team", netprobe.CLOSED, "connection out to another team's pod"),
+        ]
+        outcome = _all(parts)
+        if not outcome.passed and outcome.proven:
+            outcome.detail += "; NetworkPolicy is NOT enforced here: the cluster needs an enforcing engine"
+        return outcome
+    if check_id == "berth-net-same-namespace":
+        return expect("same-namespace", netprobe.OPEN, "connection between two pods of the namespace")
+    if check_id == "berth-net-dns":
+        return expect("dns", netprobe.RESOLVED, "kubernetes.default.svc.cluster.local")
+    if check_id == "berth-net-ingress-controller":
+        allowed = netprobe.ingress_controller_allowed(t.tier, t.cluster)
+        want = netprobe.OPEN if allowed else netprobe.CLOSED
+        return expect("ingress-controller", want, f"connection in from {t.cluster.ingress_namespace}")
+    prefix = "api-server" if check_id == "berth-net-api-server-egress" else "node-"
+    parts = []
+    for name, target in sorted(probe.targets.items()):
+        if name == prefix or (prefix == "node-" and name.startswith(prefix)):
+            ip, port = target.seen_by_policy
+            want = netprobe.OPEN if netprobe.egress_allowed(t.tier, ip, port) else netprobe.CLOSED
+            parts.append(expect(name, want, f"{name} ({ip}:{port}) under tier {t.tier.name}"))
+    if not parts:
+        return netprobe.Outcome(False, "not proven: the cluster shows no such address", proven=False)
+    return _all(parts)
+
+
+def _all(parts: list[netprobe.Outcome]) -> netprobe.Outcome:
+    return netprobe.Outcome(
+        passed=all(p.passed for p in parts),
+        detail="; ".join(p.detail for p in parts),
+        proven=all(p.proven for p in parts),
+    )
+
+
+def _result(check_id: str, title: str, passed: bool, detail: str, *, proven: bool = True) -> dict[str, Any]:
+    return {"id": check_id, "title": title, "passed": passed, "proven": proven, "detail": detail[:1000]}
+
+
+# A report's entries: checks of their own, or the network checks that one probe run answers.
+ReportCheck = Check | NetworkChecks
+
+CHECKS: list[ReportCheck] = [
     Check("tenant-can-create-workloads", "Can create workloads in its own namespace", can_create_workload),
     Check("MTB-PL1-CC-CPI-1", "Block access to cluster resources", blocks_cluster_resources),
     Check("MTB-PL1-CC-TI-1", "Block access to other tenants' resources", blocks_other_namespaces),
@@ -372,7 +455,6 @@ CHECKS = [
     Check("MTB-PL1-BC-HI-5", "Block NodePort services", blocks_nodeport),
     Check("MTB-PL1-CC-FNS-1", "Configure namespace resource quotas and object limits", quotas_present),
     Check("MTB-PL1-CC-FNS-2", "Block modification of resource quotas", blocks_quota_modification),
-    Check("MTB-PL1-CC-NET-1", "Default deny network connections", default_deny),
     Check("MTB-PL1-CC-CPI-2", "Block role privilege escalation", blocks_role_escalation),
     Check("berth-short-lived-credentials", "Block long-lived ServiceAccount token Secrets", blocks_long_lived_tokens),
     Check("CVE-2020-8554", "Block Services with external IPs", blocks_external_ips),
@@ -394,6 +476,7 @@ CHECKS = [
         blocks_berth_service_accounts,
     ),
     Check("berth-node-pool-isolation", "Tolerate only the tier's own node pool", blocks_other_pools),
+    NetworkChecks(),
 ]
 
 
@@ -446,21 +529,24 @@ def _on_host(check: Callable[[Kube, Any], tuple[bool, str]]) -> Callable[[Kube, 
     return lambda k, t: check(kube.for_cluster(t.cluster), t)
 
 
-VIRTUAL_CHECKS = [
+VIRTUAL_CHECKS: list[ReportCheck] = [
     Check("virtual-cluster-admin", "Is cluster-admin inside its virtual cluster", is_cluster_admin_inside),
     Check("virtual-no-host-credentials", "Has no credentials for the host cluster", has_no_host_credentials),
     Check("MTB-PL1-CC-FNS-1", "Host namespace has resource quotas and object limits", _on_host(quotas_present)),
-    Check("MTB-PL1-CC-NET-1", "Host namespace denies network connections by default", _on_host(default_deny)),
+    NetworkChecks(on_host=True),
 ]
 
 
-def report(client: Kube, tenant: Any, checks: list[Check]) -> dict[str, Any]:
+def report(client: Kube, tenant: Any, checks: Sequence[ReportCheck]) -> dict[str, Any]:
     """Run ``checks`` as ``client`` (the tenant's own identity) and say what passed."""
     results = []
     for check in checks:
+        if isinstance(check, NetworkChecks):
+            results += check.results(client, tenant)
+            continue
         try:
             passed, detail = check.run(client, tenant)
         except KubePermanentError as exc:  # transient errors propagate: the task retries the whole report
             passed, detail = False, f"check could not run: {exc}"
-        results.append({"id": check.id, "title": check.title, "passed": passed, "detail": detail[:1000]})
+        results.append(_result(check.id, check.title, passed, detail))
     return {"passed": all(c["passed"] for c in results), "checked_at": timezone.now().isoformat(), "checks": results}

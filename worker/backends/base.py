@@ -7,10 +7,11 @@ number of times.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from worker.isolation import Check
+from worker.isolation import ReportCheck
 from worker.kube import Kube, Manifest
 from worker.ownership import TopLevel
 
@@ -86,4 +87,4 @@ class Backend(Protocol):
         """A client holding the tenant's own credentials, for the isolation report."""
         ...
 
-    def isolation_checks(self) -> list[Check]: ...
+    def isolation_checks(self) -> Sequence[ReportCheck]: ...

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
@@ -312,7 +313,7 @@ class NamespaceBackend:
         )
         return host.with_token(token)
 
-    def isolation_checks(self) -> list[isolation.Check]:
+    def isolation_checks(self) -> Sequence[isolation.ReportCheck]:
         return isolation.CHECKS
 
 

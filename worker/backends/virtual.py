@@ -181,7 +181,7 @@ class VirtualClusterBackend(Generic[SettingsT]):
         control_plane: ControlPlane[SettingsT],
         host: NamespaceBackend | None = None,
         inside: ControlPlaneAccess | None = None,
-        checks: Sequence[isolation.Check] = isolation.VIRTUAL_CHECKS,
+        checks: Sequence[isolation.ReportCheck] = isolation.VIRTUAL_CHECKS,
     ) -> None:
         self.kind = kind
         self.control_plane = control_plane
@@ -252,5 +252,5 @@ class VirtualClusterBackend(Generic[SettingsT]):
     def isolation_client(self, tenant: Any, host: Kube) -> Kube:
         return self.inside.tenant_client(self._admin(tenant, host))
 
-    def isolation_checks(self) -> list[isolation.Check]:
+    def isolation_checks(self) -> Sequence[isolation.ReportCheck]:
         return self.checks

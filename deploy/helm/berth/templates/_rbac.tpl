@@ -73,6 +73,15 @@ Extend the part that needs it (and say why), or use rbac.extraClusterRules / rba
 - apiGroups: [scheduling.k8s.io]
   resources: [priorityclasses]
   verbs: [list]
+# Isolation report (worker/netprobe.py): where the nodes and the API server are, to prove with packets that a
+# tenant's pods reach them only as its tier says. Node objects and the one Service and Endpoints, read-only.
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list]
+- apiGroups: [""]
+  resources: [services, endpoints]
+  verbs: [get]
+  resourceNames: [kubernetes]
 {{- if .Values.rbac.oidcIsolationImpersonation }}
 # Isolation report on clusters in access mode oidc: act as the team's group. As strong as cluster-admin (anyone
 # may be impersonated); turned on by rbac.oidcIsolationImpersonation.
