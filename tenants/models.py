@@ -16,7 +16,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from tenants.validation import ingress_domain_template_errors, validate_time_zone
+from tenants.validation import ingress_domain_template_errors, validate_egress_rules, validate_time_zone
 
 
 class User(AbstractUser):
@@ -153,6 +153,13 @@ class Tier(models.Model):
     # Isolation.
     pod_security_level = models.CharField(max_length=12, choices=PodSecurity.choices, default=PodSecurity.RESTRICTED)
     network_profile = models.CharField(max_length=12, choices=NetworkProfile.choices, default=NetworkProfile.ISOLATED)
+    egress_allow = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_egress_rules],
+        help_text='Egress also allowed to these networks, e.g. a proxy or a database subnet: [{"cidr": "10.20.0.0/16", '
+        '"ports": [{"protocol": "TCP", "port": 5432}]}]; no ports: every port.',
+    )
     node_selector = models.JSONField(default=dict, blank=True, help_text='Node pool, e.g. {"pool": "dedicated"}.')
     tolerations = models.JSONField(default=list, blank=True)
     allowed_priority_classes = models.JSONField(default=list, blank=True, help_text="Empty: none allowed.")

@@ -57,6 +57,56 @@ def ingress_domain_template_errors(templates: object) -> list[str]:
     return errors
 
 
+EGRESS_PROTOCOLS = ("TCP", "UDP", "SCTP")
+EGRESS_EXAMPLE = '[{"cidr": "10.20.0.0/16", "ports": [{"protocol": "TCP", "port": 5432}]}]'
+
+
+def egress_rule_errors(rules: object) -> list[str]:
+    """Why ``rules`` cannot be a tier's egress allow-list; empty when it can.
+
+    Each rule names one CIDR and, optionally, the ports allowed there (none: every port). ``0.0.0.0/0`` is
+    refused: that is the open-egress network profile, which says so by its name.
+    """
+    import ipaddress
+
+    if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
+        return [f"A list of rules, e.g. {EGRESS_EXAMPLE}."]
+    errors = []
+    for index, rule in enumerate(rules, 1):
+        unknown = set(rule) - {"cidr", "ports"}
+        if unknown:
+            errors.append(f"Rule {index}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; use cidr and ports.")
+        cidr = rule.get("cidr")
+        try:
+            network = ipaddress.ip_network(cidr, strict=True) if isinstance(cidr, str) else None
+        except ValueError:
+            network = None
+        if network is None:
+            errors.append(f"Rule {index}: cidr must be a network such as 10.20.0.0/16 (host bits zero).")
+        elif network.prefixlen == 0:
+            errors.append(f"Rule {index}: {cidr} is every address; use the open-egress network profile instead.")
+        ports = rule.get("ports", [])
+        if not isinstance(ports, list) or not all(isinstance(p, dict) for p in ports):
+            errors.append(f'Rule {index}: ports must be a list such as [{{"protocol": "TCP", "port": 5432}}].')
+            continue
+        for port in ports:
+            number, protocol = port.get("port"), port.get("protocol", "TCP")
+            if set(port) - {"port", "protocol"} or not isinstance(number, int) or isinstance(number, bool):
+                errors.append(f"Rule {index}: each port is {{'protocol': 'TCP', 'port': 5432}}.")
+            elif not 1 <= number <= 65535 or protocol not in EGRESS_PROTOCOLS:
+                errors.append(f"Rule {index}: port {number}/{protocol} must be 1-65535 over TCP, UDP or SCTP.")
+    return errors
+
+
+def validate_egress_rules(rules: object) -> None:
+    """A model field validator: refuses what ``egress_rule_errors`` refuses."""
+    from django.core.exceptions import ValidationError
+
+    errors = egress_rule_errors(rules)
+    if errors:
+        raise ValidationError(errors)
+
+
 def time_zone_error(name: object) -> str:
     """Why ``name`` is not an IANA time zone this machine knows (e.g. ``Europe/Berlin``), or '' when it is."""
     import zoneinfo

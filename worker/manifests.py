@@ -289,7 +289,21 @@ def network_policies(tenant: Any, tier: Any, cluster: Any) -> list[dict[str, Any
         )
     if tier.network_profile == "open-egress":
         policies.append(policy("berth-allow-egress", {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{}]}))
+    elif tier.egress_allow:
+        policies.append(policy("berth-allow-egress-listed", _listed_egress(tier.egress_allow)))
     return policies
+
+
+def _listed_egress(rules: list[dict[str, Any]]) -> dict[str, Any]:
+    """The tier's egress allow-list (tenants.validation.egress_rule_errors checked it) as one policy."""
+    egress = []
+    for rule in rules:
+        entry: dict[str, Any] = {"to": [{"ipBlock": {"cidr": rule["cidr"]}}]}
+        ports = [{"protocol": p.get("protocol", "TCP"), "port": p["port"]} for p in rule.get("ports") or []]
+        if ports:
+            entry["ports"] = ports
+        egress.append(entry)
+    return {"podSelector": {}, "policyTypes": ["Egress"], "egress": egress}
 
 
 def tenant_role(tenant: Any, tier: Any) -> dict[str, Any]:

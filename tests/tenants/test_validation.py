@@ -68,3 +68,36 @@ def test_a_cluster_prefix_of_kube_makes_every_name_reserved():
 @pytest.mark.parametrize("name", ["kube", "kubeflow", "openshiftish", "mykube-x"])
 def test_names_that_merely_contain_kube_are_fine(name):
     assert errors(name) == []
+
+
+# --- A tier's egress allow-list -----------------------------------------------------------------------------
+
+
+def test_egress_rules_name_a_network_and_optional_ports():
+    from tenants.validation import egress_rule_errors
+
+    assert egress_rule_errors([]) == []
+    assert egress_rule_errors([{"cidr": "10.20.0.0/16", "ports": [{"protocol": "TCP", "port": 5432}]}]) == []
+    assert egress_rule_errors([{"cidr": "192.0.2.7/32"}, {"cidr": "2001:db8::/64", "ports": [{"port": 443}]}]) == []
+
+
+@pytest.mark.parametrize(
+    ("rules", "says"),
+    [
+        ("10.0.0.0/8", "A list of rules"),
+        ([{"cidr": "10.0.0.1/8"}], "host bits zero"),
+        ([{"cidr": "not-a-network"}], "cidr must be a network"),
+        ([{"cidr": "0.0.0.0/0"}], "open-egress"),
+        ([{"cidr": "10.0.0.0/8", "port": 80}], "unknown key(s) port"),
+        ([{"cidr": "10.0.0.0/8", "ports": [{"port": 0}]}], "1-65535"),
+        ([{"cidr": "10.0.0.0/8", "ports": [{"port": 80, "protocol": "ICMP"}]}], "TCP, UDP or SCTP"),
+        ([{"cidr": "10.0.0.0/8", "ports": [{"port": "80"}]}], "each port is"),
+        ([{"cidr": "10.0.0.0/8", "ports": [{"port": True}]}], "each port is"),
+        ([{"cidr": "10.0.0.0/8", "ports": "80"}], "ports must be a list"),
+    ],
+)
+def test_bad_egress_rules_say_what_is_wrong(rules, says):
+    from tenants.validation import egress_rule_errors
+
+    found = egress_rule_errors(rules)
+    assert found and any(says in error for error in found), found

@@ -233,3 +233,24 @@ def test_without_grants_nothing_changes():
 def test_a_malformed_grant_is_refused_with_its_text(entry):
     with pytest.raises(ValueError, match="ClusterRole=namespace/serviceaccount"):
         manifests.parse_grants([entry])
+
+
+def test_a_tiers_egress_allow_list_becomes_one_policy_of_ip_blocks():
+    tier = seeded_tier("small")
+    tier.egress_allow = [
+        {"cidr": "10.20.0.0/16", "ports": [{"protocol": "TCP", "port": 5432}]},
+        {"cidr": "192.0.2.7/32"},
+    ]
+    policies = _by_kind_name(manifests.network_policies(_tenant(tier), tier, _tenant(tier).cluster))
+    spec = policies[("NetworkPolicy", "berth-allow-egress-listed")]["spec"]
+    assert spec == {
+        "podSelector": {},
+        "policyTypes": ["Egress"],
+        "egress": [
+            {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}], "ports": [{"protocol": "TCP", "port": 5432}]},
+            {"to": [{"ipBlock": {"cidr": "192.0.2.7/32"}}]},
+        ],
+    }
+    tier.egress_allow = []
+    plain = _by_kind_name(manifests.network_policies(_tenant(tier), tier, _tenant(tier).cluster))
+    assert ("NetworkPolicy", "berth-allow-egress-listed") not in plain
