@@ -8,8 +8,8 @@ kubeconfig from the portal; the admin client only reads.
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
-import urllib.request
 from typing import Any
 
 import pytest
@@ -18,7 +18,7 @@ from kubernetes import client
 from devcluster.images import WORKLOAD_IMAGE
 from tenants import services
 from tenants.models import Tenant, TenantRequest
-from tests.plugins.kube import wait_for
+from tests.plugins.kube import manifest, wait_for
 from tests.plugins.worker import fetch_kubeconfig, wait_status
 from worker import provisioning
 
@@ -117,9 +117,11 @@ def _running_pods(core: client.CoreV1Api, namespace: str, selector: str, count: 
     return wait_for(check, timeout=90, what=f"{count} running pods {selector} in {namespace}")
 
 
-def _http_get(ip: str | None, port: int = 8080) -> str:
-    with urllib.request.urlopen(f"http://{ip}:{port}/", timeout=5) as response:
-        return response.read().decode()
+def _http_get(kubectl, config: str, via: Any, url: str) -> str:
+    """GET ``url`` from inside the namespace (pod ``via``): NetworkPolicy keeps everyone else out."""
+    got = kubectl("exec", via, "--", "wget", "-q", "-O", "-", url, kubeconfig=config)
+    assert got.returncode == 0, got.stderr
+    return got.stdout
 
 
 def test_medium_deployment_runs_on_the_shared_pool_and_serves(
@@ -133,7 +135,9 @@ def test_medium_deployment_runs_on_the_shared_pool_and_serves(
     pods = _running_pods(client.CoreV1Api(node_kube_admin), tenant.namespace, "app=web", 2)
     assert {p.spec.node_name for p in pods} == {"shared-1"}
     for pod in pods:
-        assert _http_get(pod.status.pod_ip) == "berth busybox\n"
+        assert (
+            _http_get(kubectl, config, pods[0].metadata.name, f"http://{pod.status.pod_ip}:8080/") == "berth busybox\n"
+        )
 
 
 def test_large_tenants_pods_land_only_on_the_dedicated_pool(
@@ -146,7 +150,8 @@ def test_large_tenants_pods_land_only_on_the_dedicated_pool(
     assert applied.returncode == 0, applied.stderr
     pods = _running_pods(client.CoreV1Api(node_kube_admin), tenant.namespace, "app=big", 3)
     assert {p.spec.node_name for p in pods} == {"dedicated-1"}
-    assert _http_get(pods[0].status.pod_ip) == "berth busybox\n"
+    url = f"http://{pods[0].status.pod_ip}:8080/"
+    assert _http_get(kubectl, config, pods[1].metadata.name, url) == "berth busybox\n"
 
 
 def test_a_tenant_cannot_select_or_tolerate_its_way_onto_another_pool(
@@ -275,3 +280,183 @@ def test_logs_and_exec_work_in_the_tenants_namespace_only(
         refused = kubectl(f"--namespace={other.namespace}", *verb, kubeconfig=config)
         assert refused.returncode != 0
         assert "forbidden" in refused.stderr.lower()
+
+
+# --- A whole cluster: Services, DNS, storage, StatefulSets, Jobs and CronJobs, with the tenant's credentials ----
+
+
+def _service(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name},
+        "spec": {"selector": {"app": name}, "ports": [{"port": 80, "targetPort": 8080}]},
+    }
+
+
+def _stateful_set(name: str, storage_class: str | None = None) -> dict[str, Any]:
+    labels = {"app": name}
+    claim: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    if storage_class:
+        claim["storageClassName"] = storage_class
+    writer = _container(
+        name,
+        command=["sh", "-c", "echo kept > /data/hello && exec sleep 3600"],
+        volumeMounts=[{"name": "data", "mountPath": "/data"}],
+    )
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name},
+        "spec": {
+            "serviceName": name,
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"securityContext": RESTRICTED_POD, "containers": [writer]},
+            },
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": claim}],
+        },
+    }
+
+
+def _job_spec(command: list[str]) -> dict[str, Any]:
+    return {
+        "backoffLimit": 0,
+        "template": {
+            "spec": {
+                "restartPolicy": "Never",
+                "securityContext": RESTRICTED_POD,
+                "containers": [_container("job", command=command)],
+            }
+        },
+    }
+
+
+def _claim(name: str, storage_class: str, size: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": {
+            "storageClassName": storage_class,
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": size}},
+        },
+    }
+
+
+def test_a_tenants_pods_reach_a_service_by_name_through_the_cluster_dns(
+    celery_worker, live_node_cluster, node_control_plane, node_kube_admin, alice, carol, team_a, medium, tmp_path
+):
+    tenant = _ready_tenant(alice=alice, carol=carol, team_a=team_a, tier=medium, cluster=live_node_cluster, name="svc")
+    config, _ = fetch_kubeconfig(alice, tenant, tmp_path)
+    kubectl = _kubectl_for(node_control_plane)
+    for body in (
+        _deployment("web", replicas=1),
+        _service("web"),
+        _pod("client", containers=[_container("c", command=["sleep", "3600"])]),
+    ):
+        applied = _apply(kubectl, config, body)
+        assert applied.returncode == 0, applied.stderr
+    core = client.CoreV1Api(node_kube_admin)
+    _running_pods(core, tenant.namespace, "app=web", 1)
+    _wait_running(core, tenant.namespace, "client")
+    # The Service's name through CoreDNS, its ClusterIP through kube-proxy, the pod through the policy that
+    # lets pods of one namespace talk.
+    answer = wait_for(
+        lambda: (
+            (r := kubectl("exec", "client", "--", "wget", "-q", "-O", "-", "http://web/", kubeconfig=config)).returncode
+            == 0
+            and r
+        ),
+        timeout=60,
+        what="http://web/ to answer through the Service",
+    )
+    assert answer.stdout == "berth busybox\n"
+    fqdn = f"http://web.{tenant.namespace}.svc.cluster.local/"
+    assert _http_get(kubectl, config, "client", fqdn) == "berth busybox\n"
+
+
+def test_a_tenants_stateful_set_keeps_its_volume_and_its_job_and_cron_job_run(
+    celery_worker, live_node_cluster, node_control_plane, node_kube_admin, alice, carol, team_a, medium, tmp_path
+):
+    tenant = _ready_tenant(alice=alice, carol=carol, team_a=team_a, tier=medium, cluster=live_node_cluster, name="sts")
+    config, _ = fetch_kubeconfig(alice, tenant, tmp_path)
+    kubectl = _kubectl_for(node_control_plane)
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "once"}, "spec": _job_spec(["echo", "done"])}
+    cron = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "tick"},
+        "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": _job_spec(["echo", "tick"])}},
+    }
+    for body in (_stateful_set("db"), job, cron):
+        applied = _apply(kubectl, config, body)
+        assert applied.returncode == 0, applied.stderr
+    core = client.CoreV1Api(node_kube_admin)
+    batch = client.BatchV1Api(node_kube_admin)
+
+    _wait_running(core, tenant.namespace, "db-0")
+    claim = core.read_namespaced_persistent_volume_claim("data-db-0", tenant.namespace)
+    assert claim.status.phase == "Bound"
+    assert claim.spec.storage_class_name == "local-path"  # the cluster's default class
+    read = kubectl("exec", "db-0", "--", "cat", "/data/hello", kubeconfig=config)
+    assert (read.returncode, read.stdout) == (0, "kept\n"), read.stderr
+    wait_for(
+        lambda: (batch.read_namespaced_job("once", tenant.namespace).status.succeeded or 0) == 1,
+        timeout=60,
+        what="the Job to succeed",
+    )
+    # The CronJob controller starts a Job at the next minute.
+    wait_for(
+        lambda: any(
+            (j.status.succeeded or 0) == 1
+            for j in batch.list_namespaced_job(tenant.namespace).items
+            if j.metadata.name.startswith("tick-")
+        ),
+        timeout=150,
+        interval=2,
+        what="the CronJob to start a Job that succeeds",
+    )
+
+
+def test_claims_beyond_the_tiers_storage_quota_or_in_a_class_it_does_not_allow_are_refused(
+    celery_worker, live_node_cluster, node_control_plane, node_kube_admin, alice, carol, team_a, small, tmp_path
+):
+    small.allowed_storage_classes = ["local-path"]
+    small.save()
+    storage = client.StorageV1Api(node_kube_admin)
+    other = f"berth-test-other-{secrets.token_hex(3)}"
+    storage.create_storage_class(
+        manifest(
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": other},
+                "provisioner": "rancher.io/local-path",
+            }
+        )
+    )
+    try:
+        tenant = _ready_tenant(
+            alice=alice, carol=carol, team_a=team_a, tier=small, cluster=live_node_cluster, name="pvc"
+        )
+        config, _ = fetch_kubeconfig(alice, tenant, tmp_path)
+        kubectl = _kubectl_for(node_control_plane)
+        fits = _apply(kubectl, config, _claim("fits", "local-path", "1Gi"))
+        assert fits.returncode == 0, fits.stderr
+        too_big = _apply(kubectl, config, _claim("huge", "local-path", f"{small.storage_gib + 1}Gi"))
+        assert too_big.returncode != 0
+        assert "exceeded quota: berth-quota" in too_big.stderr
+        elsewhere = _apply(kubectl, config, _claim("elsewhere", other, "1Gi"))
+        assert elsewhere.returncode != 0
+        assert other in elsewhere.stderr
+        names = {
+            c.metadata.name
+            for c in client.CoreV1Api(node_kube_admin).list_namespaced_persistent_volume_claim(tenant.namespace).items
+        }
+        assert names == {"fits"}
+    finally:
+        storage.delete_storage_class(other)
