@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the dev tools from the Go module proxy, each at the release pinned in its own Go module:
 #
-#   build.sh [kubernetes]   kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, etcd
-#                           (gobuild/)
+#   build.sh [kubernetes]   kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, kube-proxy,
+#                           etcd (gobuild/)
 #   build.sh helm           helm                                                    (gobuild-helm/)
 #   build.sh promtool       promtool, which tests the chart's alert rules           (gobuild-prometheus/)
 #   build.sh crds           the CRDs of the chart's optional monitoring objects (PrometheusRule, ServiceMonitor)
@@ -66,6 +66,7 @@ build_kubernetes() {
     k8s.io/kubernetes/cmd/kube-scheduler \
     k8s.io/kubernetes/cmd/kubelet \
     k8s.io/kubernetes/cmd/kubectl \
+    k8s.io/kubernetes/cmd/kube-proxy \
     ./cmd/etcd
 }
 

@@ -49,7 +49,7 @@ from devcluster.pki import CertificateAuthority, new_service_account_key
 from devcluster.process import Component, ComponentFailed, wait_until
 
 BUILD_SCRIPT = Path(__file__).resolve().parent / "build.sh"
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl", "kube-proxy")
 # build.sh's targets: the binaries each one builds, and the variable naming a directory to use instead.
 TARGETS: dict[str, tuple[tuple[str, ...], str]] = {
     "kubernetes": (BINARIES, "BERTH_DEVCLUSTER_BIN"),
