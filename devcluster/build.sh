@@ -6,6 +6,7 @@
 #   build.sh helm           helm                                                    (gobuild-helm/)
 #   build.sh promtool       promtool, which tests the chart's alert rules           (gobuild-prometheus/)
 #   build.sh crds           the CRDs of the chart's optional monitoring objects (PrometheusRule, ServiceMonitor)
+#   build.sh coredns        coredns, the cluster DNS, with only the plugins a cluster needs  (gobuild-coredns/)
 #
 # and prints the directory holding them as its last line. One module per tool, so helm's or
 # Prometheus's dependency versions never move the Kubernetes pins. Output and Go's build cache live under
@@ -94,6 +95,13 @@ build_promtool() {
     github.com/prometheus/prometheus/cmd/promtool
 }
 
+build_coredns() {
+  local version ldflags
+  version="$(pinned gobuild-coredns github.com/coredns/coredns)"
+  ldflags="-s -w -X github.com/coredns/coredns/coremain.GitCommit=$version"
+  build gobuild-coredns coredns "$version" "$ldflags" .
+}
+
 build_crds() {
   # Nothing to compile: prometheus-operator's CRDs, from its Go module (verified against the Go checksum
   # database), so the server-side dry run of the rendered chart knows PrometheusRule and ServiceMonitor.
@@ -118,5 +126,6 @@ case "$target" in
   helm) build_helm ;;
   promtool) build_promtool ;;
   crds) build_crds ;;
-  *) echo "usage: $0 [kubernetes|helm|promtool|crds]" >&2; exit 2 ;;
+  coredns) build_coredns ;;
+  *) echo "usage: $0 [kubernetes|helm|promtool|crds|coredns]" >&2; exit 2 ;;
 esac
