@@ -51,6 +51,7 @@ devcluster:
 	@./devcluster/build.sh promtool >/dev/null
 	@./devcluster/build.sh crds >/dev/null
 	@./devcluster/build.sh coredns >/dev/null
+	@./devcluster/build.sh local-path >/dev/null
 
 oidc-deps:
 	@test -d devcluster/oidc/node_modules || (cd devcluster/oidc && npm ci --no-audit --no-fund --loglevel=error)

@@ -7,6 +7,7 @@
 #   build.sh promtool       promtool, which tests the chart's alert rules           (gobuild-prometheus/)
 #   build.sh crds           the CRDs of the chart's optional monitoring objects (PrometheusRule, ServiceMonitor)
 #   build.sh coredns        coredns, the cluster DNS, with only the plugins a cluster needs  (gobuild-coredns/)
+#   build.sh local-path     local-path-provisioner, the dev cluster's StorageClass           (gobuild-local-path/)
 #
 # and prints the directory holding them as its last line. One module per tool, so helm's or
 # Prometheus's dependency versions never move the Kubernetes pins. Output and Go's build cache live under
@@ -102,6 +103,13 @@ build_coredns() {
   build gobuild-coredns coredns "$version" "$ldflags" .
 }
 
+build_local_path() {
+  local version
+  version="$(pinned gobuild-local-path github.com/rancher/local-path-provisioner)"
+  build gobuild-local-path local-path-provisioner "$version" "-s -w -X main.VERSION=$version" \
+    github.com/rancher/local-path-provisioner
+}
+
 build_crds() {
   # Nothing to compile: prometheus-operator's CRDs, from its Go module (verified against the Go checksum
   # database), so the server-side dry run of the rendered chart knows PrometheusRule and ServiceMonitor.
@@ -127,5 +135,6 @@ case "$target" in
   promtool) build_promtool ;;
   crds) build_crds ;;
   coredns) build_coredns ;;
-  *) echo "usage: $0 [kubernetes|helm|promtool|crds|coredns]" >&2; exit 2 ;;
+  local-path) build_local_path ;;
+  *) echo "usage: $0 [kubernetes|helm|promtool|crds|coredns|local-path]" >&2; exit 2 ;;
 esac

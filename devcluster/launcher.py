@@ -56,6 +56,7 @@ TARGETS: dict[str, tuple[tuple[str, ...], str]] = {
     "helm": (("helm",), "BERTH_DEVCLUSTER_HELM_BIN"),
     "promtool": (("promtool",), "BERTH_DEVCLUSTER_PROMTOOL_BIN"),
     "coredns": (("coredns",), "BERTH_DEVCLUSTER_COREDNS_BIN"),
+    "local-path": (("local-path-provisioner",), "BERTH_DEVCLUSTER_LOCAL_PATH_BIN"),
 }
 
 # The longest a ServiceAccount token may live on the dev control plane (--service-account-max-token-expiration).
