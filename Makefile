@@ -52,6 +52,7 @@ devcluster:
 	@./devcluster/build.sh crds >/dev/null
 	@./devcluster/build.sh coredns >/dev/null
 	@./devcluster/build.sh local-path >/dev/null
+	@./devcluster/build.sh netpol >/dev/null
 
 oidc-deps:
 	@test -d devcluster/oidc/node_modules || (cd devcluster/oidc && npm ci --no-audit --no-fund --loglevel=error)

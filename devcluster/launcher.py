@@ -57,6 +57,7 @@ TARGETS: dict[str, tuple[tuple[str, ...], str]] = {
     "promtool": (("promtool",), "BERTH_DEVCLUSTER_PROMTOOL_BIN"),
     "coredns": (("coredns",), "BERTH_DEVCLUSTER_COREDNS_BIN"),
     "local-path": (("local-path-provisioner",), "BERTH_DEVCLUSTER_LOCAL_PATH_BIN"),
+    "netpol": (("netpol",), "BERTH_DEVCLUSTER_NETPOL_BIN"),
 }
 
 # The longest a ServiceAccount token may live on the dev control plane (--service-account-max-token-expiration).
