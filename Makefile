@@ -50,6 +50,9 @@ devcluster:
 	@./devcluster/build.sh helm >/dev/null
 	@./devcluster/build.sh promtool >/dev/null
 	@./devcluster/build.sh crds >/dev/null
+	@./devcluster/build.sh coredns >/dev/null
+	@./devcluster/build.sh local-path >/dev/null
+	@./devcluster/build.sh netpol >/dev/null
 
 oidc-deps:
 	@test -d devcluster/oidc/node_modules || (cd devcluster/oidc && npm ci --no-audit --no-fund --loglevel=error)

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Builds the dev tools from the Go module proxy, each at the release pinned in its own Go module:
 #
-#   build.sh [kubernetes]   kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, etcd
-#                           (gobuild/)
+#   build.sh [kubernetes]   kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, kube-proxy,
+#                           etcd (gobuild/)
 #   build.sh helm           helm                                                    (gobuild-helm/)
 #   build.sh promtool       promtool, which tests the chart's alert rules           (gobuild-prometheus/)
 #   build.sh crds           the CRDs of the chart's optional monitoring objects (PrometheusRule, ServiceMonitor)
+#   build.sh coredns        coredns, the cluster DNS, with only the plugins a cluster needs  (gobuild-coredns/)
+#   build.sh local-path     local-path-provisioner, the dev cluster's StorageClass           (gobuild-local-path/)
+#   build.sh netpol         kube-network-policies' netpol, patched (see build_netpol)         (patches/)
 #
 # and prints the directory holding them as its last line. One module per tool, so helm's or
 # Prometheus's dependency versions never move the Kubernetes pins. Output and Go's build cache live under
@@ -26,29 +29,46 @@ inputs_hash() {
     xargs cat build.sh) | sha256sum | cut -d' ' -f1
 }
 
+# require_go: stops with a readable message where Go is missing.
+require_go() { command -v go >/dev/null || { echo "devcluster: Go is required (https://go.dev/dl)" >&2; exit 1; }; }
+
+# fresh <output dir> <inputs hash>: whether <output dir> holds a build of exactly these inputs.
+fresh() { [[ -f "$1/.stamp" && "$(cat "$1/.stamp")" == "$2" ]]; }
+
+# compile <source dir> <output dir> <inputs hash> <name> <version> <ldflags> <go build args...>: runs go build in
+# <source dir>, then stamps <output dir> with the inputs' hash.
+compile() {
+  local src="$1" out="$2" want="$3" name="$4" version="$5" ldflags="$6" start
+  shift 6
+  require_go
+  mkdir -p "$out"
+  start=$(date +%s)
+  echo "devcluster: building $name $version into $out (cold builds take a while on 2 cores)" >&2
+  (cd "$src" && GOCACHE="$cache/go-build" GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 \
+    go build -trimpath -ldflags "$ldflags" "$@")
+  echo "$want" > "$out/.stamp"
+  echo "devcluster: built $name in $(( $(date +%s) - start ))s" >&2
+}
+
 # build <module dir> <output name> <version> <ldflags> <go build args...>: builds into a directory keyed by the
 # inputs' hash, so checkouts with different pins (branches, worktrees) never rebuild each other's binaries; Go's
 # build cache is shared, so a second set is mostly a relink. Prints the directory.
 build() {
   local dir="$1" name="$2" version="$3" ldflags="$4"
   shift 4
-  local want out stamp start
+  local want out
   want="$(inputs_hash "$dir")"
   out="$cache/devcluster/$name-$version-${want:0:12}/bin"
-  stamp="$out/.stamp"
-  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
-    echo "$out"
-    return
-  fi
-  command -v go >/dev/null || { echo "devcluster: Go is required (https://go.dev/dl)" >&2; exit 1; }
-  mkdir -p "$out"
-  start=$(date +%s)
-  echo "devcluster: building $name $version into $out (cold builds take a while on 2 cores)" >&2
-  (cd "$here/$dir" && GOCACHE="$cache/go-build" GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 \
-    go build -trimpath -ldflags "$ldflags" -o "$out/" "$@")
-  echo "$want" > "$stamp"
-  echo "devcluster: built $name in $(( $(date +%s) - start ))s" >&2
+  fresh "$out" "$want" || compile "$here/$dir" "$out" "$want" "$name" "$version" "$ldflags" -o "$out/" "$@"
   echo "$out"
+}
+
+# module_dir <module>@<version>: where `go mod download` put that module's source (read-only).
+module_dir() {
+  local dir
+  dir="$(cd "$cache" && GOFLAGS=-mod=mod go mod download -json "$1" | awk -F'"' '$2=="Dir"{print $4}')"
+  [[ -n "$dir" ]] || { echo "devcluster: could not download $1" >&2; exit 1; }
+  echo "$dir"
 }
 
 build_kubernetes() {
@@ -66,6 +86,7 @@ build_kubernetes() {
     k8s.io/kubernetes/cmd/kube-scheduler \
     k8s.io/kubernetes/cmd/kubelet \
     k8s.io/kubernetes/cmd/kubectl \
+    k8s.io/kubernetes/cmd/kube-proxy \
     ./cmd/etcd
 }
 
@@ -93,20 +114,55 @@ build_promtool() {
     github.com/prometheus/prometheus/cmd/promtool
 }
 
+build_coredns() {
+  local version ldflags
+  version="$(pinned gobuild-coredns github.com/coredns/coredns)"
+  ldflags="-s -w -X github.com/coredns/coredns/coremain.GitCommit=$version"
+  build gobuild-coredns coredns "$version" "$ldflags" .
+}
+
+build_local_path() {
+  local version
+  version="$(pinned gobuild-local-path github.com/rancher/local-path-provisioner)"
+  build gobuild-local-path local-path-provisioner "$version" "-s -w -X main.VERSION=$version" \
+    github.com/rancher/local-path-provisioner
+}
+
+build_netpol() {
+  # kube-network-policies, built as its upstream image builds it (its own go.mod and go.sum, `go build ./cmd`
+  # into /bin/netpol), from a copy of its module source with our patch applied: the patch's header says what it
+  # changes and why (NFQUEUE through nft_compat on kernels without nft_queue; --disable-nri).
+  local module=sigs.k8s.io/kube-network-policies version=v0.8.0
+  local patch="$here/patches/kube-network-policies-$version-nfqueue-compat.patch" want out src dir
+  want="$(cat "$here/build.sh" "$patch" | sha256sum | cut -d' ' -f1)"
+  out="$cache/devcluster/netpol-$version-${want:0:12}/bin"
+  if ! fresh "$out" "$want"; then
+    require_go
+    src="$cache/devcluster/netpol-$version-${want:0:12}/src"
+    rm -rf "$src"
+    mkdir -p "$(dirname "$src")"
+    dir="$(module_dir "$module@$version")"
+    cp -R "$dir" "$src"
+    chmod -R u+w "$src"
+    patch --quiet --forward -p1 -d "$src" < "$patch"
+    compile "$src" "$out" "$want" netpol "$version" "-s -w" -o "$out/netpol" ./cmd
+  fi
+  echo "$out"
+}
+
 build_crds() {
   # Nothing to compile: prometheus-operator's CRDs, from its Go module (verified against the Go checksum
   # database), so the server-side dry run of the rendered chart knows PrometheusRule and ServiceMonitor.
   local module=github.com/prometheus-operator/prometheus-operator version=v0.85.0 want out dir
   want="$(sha256sum < "$here/build.sh" | cut -d' ' -f1)"
   out="$cache/devcluster/crds-$version-${want:0:12}"
-  if [[ -f "$out/.stamp" && "$(cat "$out/.stamp")" == "$want" ]]; then
+  if fresh "$out" "$want"; then
     echo "$out"
     return
   fi
-  command -v go >/dev/null || { echo "devcluster: Go is required (https://go.dev/dl)" >&2; exit 1; }
+  require_go
   mkdir -p "$out"
-  dir="$(cd "$cache" && GOFLAGS=-mod=mod go mod download -json "$module@$version" | awk -F'"' '$2=="Dir"{print $4}')"
-  [[ -n "$dir" ]] || { echo "devcluster: could not download $module@$version" >&2; exit 1; }
+  dir="$(module_dir "$module@$version")"
   cp "$dir"/example/prometheus-operator-crd/monitoring.coreos.com_{prometheusrules,servicemonitors}.yaml "$out/"
   echo "$want" > "$out/.stamp"
   echo "$out"
@@ -117,5 +173,8 @@ case "$target" in
   helm) build_helm ;;
   promtool) build_promtool ;;
   crds) build_crds ;;
-  *) echo "usage: $0 [kubernetes|helm|promtool|crds]" >&2; exit 2 ;;
+  coredns) build_coredns ;;
+  local-path) build_local_path ;;
+  netpol) build_netpol ;;
+  *) echo "usage: $0 [kubernetes|helm|promtool|crds|coredns|local-path|netpol]" >&2; exit 2 ;;
 esac

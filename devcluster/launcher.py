@@ -44,12 +44,15 @@ from devcluster.pki import CertificateAuthority, new_service_account_key
 from devcluster.process import Component, ComponentFailed, wait_until
 
 BUILD_SCRIPT = Path(__file__).resolve().parent / "build.sh"
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl", "kube-proxy")
 # build.sh's targets: the binaries each one builds, and the variable naming a directory to use instead.
 TARGETS: dict[str, tuple[tuple[str, ...], str]] = {
     "kubernetes": (BINARIES, "BERTH_DEVCLUSTER_BIN"),
     "helm": (("helm",), "BERTH_DEVCLUSTER_HELM_BIN"),
     "promtool": (("promtool",), "BERTH_DEVCLUSTER_PROMTOOL_BIN"),
+    "coredns": (("coredns",), "BERTH_DEVCLUSTER_COREDNS_BIN"),
+    "local-path": (("local-path-provisioner",), "BERTH_DEVCLUSTER_LOCAL_PATH_BIN"),
+    "netpol": (("netpol",), "BERTH_DEVCLUSTER_NETPOL_BIN"),
 }
 
 # The longest a ServiceAccount token may live on the dev control plane (--service-account-max-token-expiration).
