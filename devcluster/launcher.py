@@ -378,7 +378,7 @@ class ControlPlane:
         missing = missing_packages()
         if missing:
             raise ControlPlaneError(f"nodes need the Debian packages {' '.join(missing)} (make deps)")
-        self.network = ClusterNetwork()
+        self.network = ClusterNetwork(SERVICE_CLUSTER_IP_RANGE)
         try:
             self.network.create()
         except BaseException:
@@ -520,7 +520,10 @@ class ControlPlane:
         )
         addons.apply(self.kubectl, self.kubeconfig_path, objects)
         wait_until(
-            lambda: addons.ready(self.kubectl, self.kubeconfig_path, len(self.nodes)),
+            lambda: (
+                addons.ready(self.kubectl, self.kubeconfig_path, len(self.nodes))
+                and all(node.enforces_network_policy() for node in self.nodes)
+            ),
             timeout=START_TIMEOUT,
             watched=watched,
             what="CoreDNS, local-path-provisioner and kube-network-policies",

@@ -92,7 +92,8 @@ class ClusterNetwork:
     """The host bridge and one namespace per node; ``destroy`` removes all of it. Create it before the API
     server starts: the API server binds to ``host_ip``."""
 
-    def __init__(self) -> None:
+    def __init__(self, service_range: str) -> None:
+        self.service_range = service_range
         (self.subnet,) = free_subnets(NODE_NETWORKS, 1)
         self.third = self.subnet.network_address.packed[2]
         self.bridge = f"berthc{self.third}"
@@ -123,6 +124,9 @@ class ClusterNetwork:
         link.ip_command("link", "set", "lo", "up")
         link.ip_command("addr", "add", f"{link.ip}/{self.subnet.prefixlen}", "dev", "eth0")
         link.ip_command("link", "set", "eth0", "up")
+        # Processes of the node itself (the kubelet, hostNetwork pods) need a route to Service addresses before
+        # kube-proxy's DNAT picks the endpoint; a real node has its default route for that, these have none.
+        link.ip_command("route", "add", self.service_range, "via", self.host_ip)
         # A node forwards between its pods' bridge and the node network.
         run("ip", "netns", "exec", link.netns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
         _require_bridge_netfilter(link)

@@ -34,6 +34,7 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTAINER_LOG_LINKS = Path("/var/log/containers")  # the kubelet's fixed place for log symlinks
 START_TIMEOUT = 120.0
 CLUSTER_DOMAIN = "cluster.local"
+NETPOL_TABLE = "kube-network-policies"  # the engine's nftables table (devcluster/addons.py)
 
 
 class NodeError(RuntimeError):
@@ -282,6 +283,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         if labels:
             argv.append(f"--node-labels={labels}")
         return Component(f"kubelet {self.name}", argv, self.dir / "logs" / "kubelet.log")
+
+    def enforces_network_policy(self) -> bool:
+        """Whether the NetworkPolicy engine has programmed this node (its nftables table exists here)."""
+        table = ["nft", "list", "table", "inet", NETPOL_TABLE]
+        return subprocess.run([*self.link.enter(), *table], capture_output=True).returncode == 0
 
     def _ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
