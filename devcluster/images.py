@@ -1,14 +1,21 @@
-"""Container images for the dev cluster's nodes, built here from Debian's busybox-static: no registry, no download.
+"""Container images for the dev cluster's nodes, built here: no registry, no download.
 
-One layer (busybox and its applet links, /etc/passwd, /tmp), two configs:
+Each image is one layer in a ``docker save``-style archive that ``ctr images import`` reads; pods use them with
+``imagePullPolicy: Never`` (``IfNotPresent`` works too: they are present). Archives are deterministic: the same
+inputs give the same bytes, so the same layer and image digests.
+
+``build_archive`` writes the two images every node needs, from Debian's busybox-static (busybox and its applet
+links, /etc/passwd, /tmp):
 
 - ``WORKLOAD_IMAGE`` runs as nobody (65534), so it passes the restricted Pod Security level; a pod gives the
   command (``httpd -f -p 8080``, ``sleep 3600``);
 - ``SANDBOX_IMAGE`` is containerd's pause image: it only holds the pod's namespaces (``sleep infinity``;
   containerd stops sandboxes with SIGKILL).
 
-Both go into one ``docker save``-style archive that ``ctr images import`` reads; pods use them with
-``imagePullPolicy: Never`` (``IfNotPresent`` works too: they are present).
+``build_archives`` adds one archive per requested ``ImageSpec``: the cluster's components (``COREDNS``,
+``LOCAL_PATH_PROVISIONER``, ``NETWORK_POLICIES``), each a static binary from ``devcluster/build.sh`` (found
+through a callable such as ``launcher.find_bin_dir``, asked only for the images requested), and the images the
+upstream e2e suite asks for (``e2e_images``) under the registries ``e2e_repo_list`` names.
 """
 
 from __future__ import annotations
@@ -16,8 +23,14 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
+import subprocess
 import tarfile
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 BUSYBOX = Path("/bin/busybox")  # Debian's busybox-static
 WORKLOAD_IMAGE = "berth.local/busybox:1"
@@ -43,73 +56,290 @@ _APPLETS = (
     "nslookup",
 )
 _EPOCH = 0  # fixed times: the same busybox gives the same layer digest
+_PASSWD = "root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n"
+_GROUP = "root:x:0:\nnogroup:x:65534:\n"
+_HERE = Path(__file__).resolve().parent
 
 
 class ImageError(RuntimeError):
-    """The images could not be built (busybox-static missing)."""
+    """The images could not be built (busybox-static or a binary missing)."""
 
 
-def _file(name: str, data: bytes, mode: int = 0o644) -> tuple[tarfile.TarInfo, bytes]:
+def _pinned(module_dir: str, module: str) -> str:
+    """The version of ``module`` that devcluster/<module_dir>/go.mod requires (what build.sh builds)."""
+    text = (_HERE / module_dir / "go.mod").read_text()
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", text, re.MULTILINE)
+    if match is None:
+        raise ImageError(f"devcluster/{module_dir}/go.mod does not require {module}")
+    return match.group(1)
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """One single-layer image: busybox-static, and a binary from a build.sh target unless ``target`` is empty."""
+
+    tags: tuple[str, ...]
+    target: str = ""  # the build.sh target (launcher.TARGETS) whose binary goes in; "" for none
+    binary: str = ""  # its file name in the target's bin directory
+    path: str = ""  # where it goes in the image, relative to /
+    all_applets: bool = False  # link every busybox applet in /bin, not only the base set
+    links: tuple[tuple[str, str], ...] = ()  # (path, target) symlinks
+    directories: tuple[str, ...] = ()  # extra empty directories (0755)
+    texts: tuple[tuple[str, str], ...] = ()  # (path, content) small files (0644)
+    passwd: str = _PASSWD
+    group: str = _GROUP
+    user: str = "0:0"
+    entrypoint: tuple[str, ...] = ()
+    cmd: tuple[str, ...] = ()
+
+
+# CoreDNS's image puts the binary at /coredns and runs it as its entrypoint (a Deployment gives `-conf ...`). It
+# runs as root here: upstream's runs as nonroot with a file capability to bind port 53, which this layer does not
+# carry; root with only NET_BIND_SERVICE (kubeadm's Deployment drops the rest) binds it.
+COREDNS = ImageSpec(
+    tags=(f"berth.local/coredns:{_pinned('gobuild-coredns', 'github.com/coredns/coredns')}",),
+    target="coredns",
+    binary="coredns",
+    path="coredns",
+    entrypoint=("/coredns",),
+)
+# Upstream's image is Alpine's: the provisioner's helper pods run its ConfigMap's setup and teardown scripts
+# (`sh`, `mkdir -m 0777 -p`, `rm -rf`) as root, so this image can be their helper image too.
+_LOCAL_PATH_MODULE = "github.com/rancher/local-path-provisioner"
+LOCAL_PATH_PROVISIONER = ImageSpec(
+    tags=(f"berth.local/local-path-provisioner:{_pinned('gobuild-local-path', _LOCAL_PATH_MODULE)}",),
+    target="local-path",
+    binary="local-path-provisioner",
+    path="usr/bin/local-path-provisioner",
+    all_applets=True,
+    cmd=("local-path-provisioner",),
+)
+NETWORK_POLICIES_VERSION = "v0.8.0"  # build.sh build_netpol's pin
+NETWORK_POLICIES = ImageSpec(
+    tags=(f"berth.local/kube-network-policies:{NETWORK_POLICIES_VERSION}",),
+    target="netpol",
+    binary="netpol",
+    path="bin/netpol",
+    cmd=("/bin/netpol",),
+)
+CLUSTER_IMAGES = (COREDNS, LOCAL_PATH_PROVISIONER, NETWORK_POLICIES)
+
+# The e2e suite's images (k8s.io/kubernetes test/utils/image/manifest.go) under registries of ours: with
+# KUBE_TEST_REPO_LIST naming a file holding e2e_repo_list(), it asks for berth.local/e2e-test-images/<name>:<tag>
+# and berth.local/pause:<tag>.
+E2E_REGISTRY = "berth.local"
+_E2E_REGISTRIES = {"promoterE2eRegistry": f"{E2E_REGISTRY}/e2e-test-images", "gcRegistry": E2E_REGISTRY}
+_E2E_MANIFEST_LINE = re.compile(r'configs\[(\w+)\] = Config\{list\.(\w+), "([^"]+)", "([^"]+)"\}')
+
+
+def e2e_repo_list() -> str:
+    """The YAML for KUBE_TEST_REPO_LIST: the e2e suite's registries that we serve images for, mapped to ours."""
+    return "".join(f"{field}: {registry}\n" for field, registry in _E2E_REGISTRIES.items())
+
+
+def e2e_image_tags(manifest: str) -> dict[str, str]:
+    """The name the e2e suite asks for, by image id (Agnhost, BusyBox, Pause...), under ``e2e_repo_list``'s
+    registries, read from the suite's test/utils/image/manifest.go (``build.sh e2e`` copies it beside e2e.test)."""
+    tags = {}
+    for image_id, registry_field, name, version in _E2E_MANIFEST_LINE.findall(manifest):
+        # The Go field (PromoterE2eRegistry) and its yaml key in the repo list (promoterE2eRegistry).
+        yaml_key = registry_field[0].lower() + registry_field[1:]
+        if yaml_key in _E2E_REGISTRIES and image_id not in tags:
+            tags[image_id] = f"{_E2E_REGISTRIES[yaml_key]}/{name}:{version}"
+    return tags
+
+
+def e2e_images(manifest: str) -> tuple[ImageSpec, ...]:
+    """The e2e suite's agnhost (our build of its binary, with busybox for the shell and tools tests exec), and
+    busybox and pause, from what ``manifest`` (the suite's manifest.go) says it asks for."""
+    tags = e2e_image_tags(manifest)
+    missing = {"Agnhost", "BusyBox", "Pause"} - tags.keys()
+    if missing:
+        raise ImageError(f"the e2e image manifest names no {', '.join(sorted(missing))}")
+    agnhost = ImageSpec(
+        tags=(tags["Agnhost"],),
+        target="e2e",
+        binary="agnhost",
+        path="agnhost",
+        all_applets=True,
+        # As upstream's: agnhost-2 for the entrypoint tests, /uploads for netexec, a user and group in the image.
+        links=(("agnhost-2", "agnhost"),),
+        directories=("uploads",),
+        passwd=_PASSWD + "user-defined-in-image:x:1000:1000::/:/bin/sh\n",
+        group=_GROUP + "user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n",
+        entrypoint=("/agnhost",),
+        cmd=("pause",),
+    )
+    busybox = ImageSpec(tags=(tags["BusyBox"],), all_applets=True, cmd=("sh",))
+    pause = ImageSpec(
+        tags=(tags["Pause"],), all_applets=True, user="65535:65535", entrypoint=("/bin/sleep", "infinity")
+    )
+    return agnhost, busybox, pause
+
+
+def _add(
+    tar: tarfile.TarFile,
+    name: str,
+    *,
+    data: bytes | Path = b"",
+    mode: int = 0o644,
+    kind: bytes = tarfile.REGTYPE,
+    link: str = "",
+) -> None:
+    """Adds one entry with fixed times and owners (root), reading a file's content from ``data`` if a Path."""
     info = tarfile.TarInfo(name)
-    info.size, info.mode, info.mtime = len(data), mode, _EPOCH
-    return info, data
-
-
-def _layer(busybox: bytes) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for directory, mode in (("bin", 0o755), ("etc", 0o755), ("tmp", 0o1777), ("www", 0o755)):
-            info = tarfile.TarInfo(directory)
-            info.type, info.mode, info.mtime = tarfile.DIRTYPE, mode, _EPOCH
-            tar.addfile(info)
-        info, data = _file("bin/busybox", busybox, 0o755)
+    info.type, info.mode, info.mtime, info.linkname = kind, mode, _EPOCH, link
+    if kind != tarfile.REGTYPE:
+        tar.addfile(info)
+    elif isinstance(data, Path):
+        info.size = data.stat().st_size
+        with data.open("rb") as content:
+            tar.addfile(info, content)
+    else:
+        info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
-        for applet in _APPLETS:
-            link = tarfile.TarInfo(f"bin/{applet}")
-            link.type, link.linkname, link.mode, link.mtime = tarfile.SYMTYPE, "busybox", 0o777, _EPOCH
-            tar.addfile(link)
-        for name, text in (
-            ("etc/passwd", "root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n"),
-            ("etc/group", "root:x:0:\nnogroup:x:65534:\n"),
-            ("www/index.html", "berth busybox\n"),
-        ):
-            info, data = _file(name, text.encode())
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
-def _config(diff_id: str, *, user: str, entrypoint: list[str], cmd: list[str]) -> bytes:
+def _applets(busybox: Path) -> list[str]:
+    listed = subprocess.run([str(busybox), "--list"], capture_output=True, text=True, check=True).stdout
+    return sorted(set(listed.split()) - {"busybox"})
+
+
+def _write_layer(out: BinaryIO, spec: ImageSpec, busybox: Path, binary: Path | None) -> None:
+    """Writes ``spec``'s layer; directories come before what they hold, everything sorted, so it is reproducible."""
+    applets = _applets(busybox) if spec.all_applets else list(_APPLETS)
+    files: dict[str, tuple[Path | bytes, int]] = {
+        "bin/busybox": (busybox, 0o755),
+        "etc/passwd": (spec.passwd.encode(), 0o644),
+        "etc/group": (spec.group.encode(), 0o644),
+    }
+    files.update({name: (text.encode(), 0o644) for name, text in spec.texts})
+    if binary:
+        files[spec.path] = (binary, 0o755)
+    links = {f"bin/{applet}": "busybox" for applet in applets}
+    links.update(dict(spec.links))
+    directories = {"tmp": 0o1777, "bin": 0o755, "etc": 0o755}
+    for name in [*files, *links, *spec.directories]:
+        parent = str(Path(name).parent)
+        while parent != ".":
+            directories.setdefault(parent, 0o755)
+            parent = str(Path(parent).parent)
+    directories.update(dict.fromkeys(spec.directories, 0o755))
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for directory in sorted(directories):
+            _add(tar, directory, mode=directories[directory], kind=tarfile.DIRTYPE)
+        for name in sorted(files):
+            source, mode = files[name]
+            _add(tar, name, data=source, mode=mode)
+        for name in sorted(links):
+            _add(tar, name, mode=0o777, kind=tarfile.SYMTYPE, link=links[name])
+
+
+def _config(diff_id: str, *, user: str, entrypoint: Iterable[str], cmd: Iterable[str]) -> bytes:
     config = {
         "architecture": "amd64",
         "os": "linux",
         "created": "1970-01-01T00:00:00Z",
-        "config": {"User": user, "Entrypoint": entrypoint, "Cmd": cmd, "Env": ["PATH=/bin"], "WorkingDir": "/"},
+        "config": {
+            "User": user,
+            "Entrypoint": list(entrypoint),
+            "Cmd": list(cmd),
+            "Env": ["PATH=/usr/local/bin:/usr/bin:/bin"],
+            "WorkingDir": "/",
+        },
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
         "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "berth devcluster/images.py"}],
     }
     return json.dumps(config, sort_keys=True).encode()
 
 
-def build_archive(path: Path, busybox: Path = BUSYBOX) -> Path:
-    """Write both images as one ``docker save`` archive at ``path`` and return it."""
-    if not busybox.is_file():
-        raise ImageError(f"{busybox} is missing: install Debian's busybox-static (make deps)")
-    layer = _layer(busybox.read_bytes())
-    diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
+def _write_archive(path: Path, layer: Path, configs: dict[str, bytes]) -> Path:
+    """One ``docker save`` archive at ``path``: ``layer`` and one image per tag, each with its config."""
+    diff_id = _sha256(layer)
     layer_name = f"{diff_id.removeprefix('sha256:')}/layer.tar"
-    images = {
-        WORKLOAD_IMAGE: _config(diff_id, user="65534:65534", entrypoint=[], cmd=["/bin/sh"]),
-        SANDBOX_IMAGE: _config(diff_id, user="65535:65535", entrypoint=["/bin/sleep", "infinity"], cmd=[]),
-    }
     manifest = []
     with tarfile.open(path, "w") as archive:
-        info, data = _file(layer_name, layer)
-        archive.addfile(info, io.BytesIO(data))
-        for tag, config in images.items():
+        _add(archive, layer_name, data=layer)
+        for tag, config in configs.items():
             config_name = hashlib.sha256(config).hexdigest() + ".json"
-            info, data = _file(config_name, config)
-            archive.addfile(info, io.BytesIO(data))
+            _add(archive, config_name, data=config)
             manifest.append({"Config": config_name, "RepoTags": [tag], "Layers": [layer_name]})
-        info, data = _file("manifest.json", json.dumps(manifest).encode())
-        archive.addfile(info, io.BytesIO(data))
+        _add(archive, "manifest.json", data=json.dumps(manifest).encode())
     return path
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as data:
+        for chunk in iter(lambda: data.read(1 << 20), b""):
+            digest.update(chunk)
+    return "sha256:" + digest.hexdigest()
+
+
+def _build(
+    path: Path, spec: ImageSpec, busybox: Path, binary: Path | None, configs: Callable[[str], dict[str, bytes]]
+) -> Path:
+    if not busybox.is_file():
+        raise ImageError(f"{busybox} is missing: install Debian's busybox-static (make deps)")
+    if binary is not None and not binary.is_file():
+        raise ImageError(f"{binary} is missing: devcluster/build.sh {spec.target} builds it")
+    with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
+        layer = Path(scratch) / "layer.tar"
+        with layer.open("wb") as out:
+            _write_layer(out, spec, busybox, binary)
+        return _write_archive(path, layer, configs(_sha256(layer)))
+
+
+def build_archive(path: Path, busybox: Path = BUSYBOX) -> Path:
+    """Write ``WORKLOAD_IMAGE`` and ``SANDBOX_IMAGE`` as one ``docker save`` archive at ``path`` and return it."""
+    base = ImageSpec(tags=(WORKLOAD_IMAGE, SANDBOX_IMAGE), texts=(("www/index.html", "berth busybox\n"),))
+    return _build(
+        path,
+        base,
+        busybox,
+        None,
+        lambda diff_id: {
+            WORKLOAD_IMAGE: _config(diff_id, user="65534:65534", entrypoint=[], cmd=["/bin/sh"]),
+            SANDBOX_IMAGE: _config(diff_id, user="65535:65535", entrypoint=["/bin/sleep", "infinity"], cmd=[]),
+        },
+    )
+
+
+def build_image_archive(path: Path, spec: ImageSpec, bin_dir: Path | None = None, busybox: Path = BUSYBOX) -> Path:
+    """Write ``spec``'s image (its binary from ``bin_dir``) as a ``docker save`` archive at ``path``."""
+    binary = bin_dir / spec.binary if spec.target and bin_dir is not None else None
+    if spec.target and binary is None:
+        raise ImageError(f"{spec.tags[0]} needs the directory devcluster/build.sh {spec.target} builds into")
+    return _build(
+        path,
+        spec,
+        busybox,
+        binary,
+        lambda diff_id: {
+            tag: _config(diff_id, user=spec.user, entrypoint=spec.entrypoint, cmd=spec.cmd) for tag in spec.tags
+        },
+    )
+
+
+def archive_name(spec: ImageSpec) -> str:
+    """A file name for ``spec``'s archive: its first tag, with what a file name cannot hold replaced."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", spec.tags[0]) + ".tar"
+
+
+def build_archives(
+    directory: Path,
+    specs: Iterable[ImageSpec] = (),
+    bin_dir: Callable[[str], Path] | None = None,
+    busybox: Path = BUSYBOX,
+) -> list[Path]:
+    """The archives a node imports (``ctr images import``, one by one): ``build_archive``'s, then one per spec, in
+    ``directory``. ``bin_dir(target)`` names the directory holding a build.sh target's binaries (for instance
+    ``launcher.find_bin_dir``, which builds on first use); it is asked only for the targets of ``specs``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    archives = [build_archive(directory / "images.tar", busybox)]
+    for spec in specs:
+        if spec.target and bin_dir is None:
+            raise ImageError(f"{spec.tags[0]} needs a bin_dir to find build.sh {spec.target}'s binaries")
+        found = bin_dir(spec.target) if spec.target and bin_dir is not None else None
+        archives.append(build_image_archive(directory / archive_name(spec), spec, found, busybox))
+    return archives
