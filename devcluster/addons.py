@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from devcluster.images import COREDNS_IMAGE, LOCAL_PATH_IMAGE, NETPOL_IMAGE, WORKLOAD_IMAGE
+from devcluster.images import COREDNS, LOCAL_PATH_PROVISIONER, NETWORK_POLICIES
 
 KUBE_SYSTEM = "kube-system"
 LOCAL_PATH_NAMESPACE = "local-path-storage"
@@ -83,7 +83,7 @@ def coredns(cluster_dns_ip: str) -> list[dict]:
     labels = {"k8s-app": "kube-dns"}
     container = {
         "name": "coredns",
-        "image": COREDNS_IMAGE,
+        "image": COREDNS.tags[0],
         "imagePullPolicy": "Never",
         "args": ["-conf", "/etc/coredns/Corefile"],
         "ports": [
@@ -165,15 +165,8 @@ def local_path(node_paths: dict[str, Path]) -> list[dict]:
         "spec": {
             "priorityClassName": "system-node-critical",
             "tolerations": [{"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"}],
-            # Makes and removes the claim's directory under the node's directory, which root owns.
-            "containers": [
-                {
-                    "name": "helper-pod",
-                    "image": WORKLOAD_IMAGE,
-                    "imagePullPolicy": "Never",
-                    "securityContext": {"runAsUser": 0, "runAsGroup": 0},
-                }
-            ],
+            # Makes and removes the claim's directory under the node's directory, as root (the image's user).
+            "containers": [{"name": "helper-pod", "image": LOCAL_PATH_PROVISIONER.tags[0], "imagePullPolicy": "Never"}],
         },
     }
     labels = {"app": "local-path-provisioner"}
@@ -241,7 +234,7 @@ def local_path(node_paths: dict[str, Path]) -> list[dict]:
                         "containers": [
                             {
                                 "name": "local-path-provisioner",
-                                "image": LOCAL_PATH_IMAGE,
+                                "image": LOCAL_PATH_PROVISIONER.tags[0],
                                 "imagePullPolicy": "Never",
                                 "command": [
                                     "local-path-provisioner",
@@ -250,7 +243,7 @@ def local_path(node_paths: dict[str, Path]) -> list[dict]:
                                     "--config",
                                     "/etc/config/config.json",
                                     "--helper-image",
-                                    WORKLOAD_IMAGE,
+                                    LOCAL_PATH_PROVISIONER.tags[0],
                                 ],
                                 "volumeMounts": [{"name": "config-volume", "mountPath": "/etc/config/"}],
                                 "env": [
@@ -283,7 +276,7 @@ def network_policies() -> list[dict]:
     labels = {"app": name, "k8s-app": name, "tier": "node"}
     container = {
         "name": name,
-        "image": NETPOL_IMAGE,
+        "image": NETWORK_POLICIES.tags[0],
         "imagePullPolicy": "Never",
         "args": [
             "/bin/netpol",

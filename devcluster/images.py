@@ -35,9 +35,6 @@ from typing import BinaryIO
 BUSYBOX = Path("/bin/busybox")  # Debian's busybox-static
 WORKLOAD_IMAGE = "berth.local/busybox:1"
 SANDBOX_IMAGE = "berth.local/pause:1"
-COREDNS_IMAGE = "berth.local/coredns:v1.12.1"
-LOCAL_PATH_IMAGE = "berth.local/local-path-provisioner:v0.0.30"
-NETPOL_IMAGE = "berth.local/kube-network-policies:v0.8.0"
 _APPLETS = (
     "sh",
     "sleep",

@@ -37,6 +37,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 
 from devcluster import addons
+from devcluster.images import CLUSTER_IMAGES, ImageSpec, build_archives
 from devcluster.kubeconfig import kubeconfig, write_kubeconfig, write_private
 from devcluster.network import ClusterNetwork
 from devcluster.nodes import Node, NodeSpec, missing_packages, pick_subnets
@@ -221,6 +222,7 @@ class ControlPlane:
         keep_data: bool = False,
         name: str = "berth-devcluster",
         nodes: int = 0,
+        extra_images: Iterable[ImageSpec] = (),
     ) -> None:
         if not 0 <= nodes <= len(NODE_SPECS):
             raise ControlPlaneError(f"nodes must be between 0 and {len(NODE_SPECS)}")
@@ -228,6 +230,7 @@ class ControlPlane:
         self.node_count = nodes
         self.nodes: list[Node] = []
         self.network: ClusterNetwork | None = None
+        self._extra_images = tuple(extra_images)  # imported into every node beside the cluster's own
         self.ca = ca or CertificateAuthority(f"{name}-ca")
         # Separate on purpose: whoever holds a cert from the request-header CA may
         # assert any identity in X-Remote-User, so it must not be the general CA.
@@ -492,11 +495,12 @@ class ControlPlane:
                 kubelet_port=KUBELET_PORT,
             )
         network.route_between_nodes()
+        archives = build_archives(self._dir / "images", [*CLUSTER_IMAGES, *self._extra_images], find_bin_dir)
         for node in self.nodes:
             containerd = node.containerd_component()
             node.components.append(containerd)
             containerd.start()
-            node.wait_for_containerd(containerd)
+            node.wait_for_containerd(containerd, archives)
             for component in (node.kubelet_component(), node.kube_proxy_component()):
                 node.components.append(component)
                 component.start()

@@ -19,11 +19,11 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devcluster.images import SANDBOX_IMAGE, build_archive
+from devcluster.images import SANDBOX_IMAGE
 from devcluster.kubeconfig import write_kubeconfig, write_private
 from devcluster.network import NodeLink, free_subnets
 from devcluster.process import Component, wait_until
@@ -123,7 +123,6 @@ class Node:
         (self.dir / "containerd" / "config.toml").write_text(self._containerd_config())
         (self.dir / "cni" / "10-berth.conflist").write_text(json.dumps(self._cni_config(), indent=2))
         (self.dir / "kubelet-config.json").write_text(json.dumps(self._kubelet_config(), indent=2))
-        build_archive(self.dir / "images.tar")
 
     def _containerd_config(self) -> str:
         state = self.dir / "containerd"
@@ -254,7 +253,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             self.dir / "logs" / "kube-proxy.log",
         )
 
-    def wait_for_containerd(self, containerd: Component) -> None:
+    def wait_for_containerd(self, containerd: Component, archives: Sequence[Path]) -> None:
+        """Wait until containerd answers, then import the images in ``archives`` (devcluster/images.py)."""
         wait_until(
             lambda: self._ctr("version").returncode == 0,
             timeout=START_TIMEOUT,
@@ -262,9 +262,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             what=f"containerd of {self.name}",
             interval=0.3,
         )
-        imported = self._ctr("images", "import", str(self.dir / "images.tar"))
-        if imported.returncode != 0:
-            raise NodeError(f"ctr images import failed: {imported.stderr.strip()}")
+        for archive in archives:
+            imported = self._ctr("images", "import", str(archive))
+            if imported.returncode != 0:
+                raise NodeError(f"ctr images import of {archive.name} failed: {imported.stderr.strip()}")
 
     def kubelet_component(self) -> Component:
         self._make_cgroup_root()
