@@ -69,6 +69,7 @@ class Kind:
 # The kinds Berth creates or reads; anything else is a programming error.
 KINDS: dict[str, Kind] = {
     "Namespace": Kind("v1", "namespaces", False),
+    "Node": Kind("v1", "nodes", False),  # read only: where the isolation report's packets must not get to
     "ServiceAccount": Kind("v1", "serviceaccounts", True),
     "ResourceQuota": Kind("v1", "resourcequotas", True),
     "LimitRange": Kind("v1", "limitranges", True),

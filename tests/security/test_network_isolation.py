@@ -288,7 +288,7 @@ def test_the_report_fails_when_the_policy_engine_is_stopped_and_passes_once_it_r
 
 
 @dataclass
-class TestHost:
+class ServerHost:
     """A server in a network namespace this test made, on the cluster's node network."""
 
     netns: str
@@ -296,7 +296,7 @@ class TestHost:
 
 
 @pytest.fixture
-def test_hosts(node_control_plane: ControlPlane) -> Iterator[TestHost]:
+def test_hosts(node_control_plane: ControlPlane) -> Iterator[ServerHost]:
     network = node_control_plane.network
     assert network is not None
     suffix = secrets.token_hex(3)
@@ -320,7 +320,7 @@ def test_hosts(node_control_plane: ControlPlane) -> Iterator[TestHost]:
             servers.append(
                 subprocess.Popen(["ip", "netns", "exec", netns, "busybox", "nc", "-lk", "-p", str(port), "-e", "true"])
             )
-        yield TestHost(netns, addresses)
+        yield ServerHost(netns, addresses)
     finally:
         for server in servers:
             server.kill()
@@ -330,7 +330,7 @@ def test_hosts(node_control_plane: ControlPlane) -> Iterator[TestHost]:
 
 
 def test_a_tiers_egress_allow_list_opens_exactly_the_listed_destination(
-    celery_worker, live_node_cluster, node_control_plane, alice, carol, team_a, small, test_hosts: TestHost, tmp_path
+    celery_worker, live_node_cluster, node_control_plane, alice, carol, team_a, small, test_hosts: ServerHost, tmp_path
 ):
     allowed, other = test_hosts.addresses
     proxied = Tier.objects.get(pk=small.pk)
