@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # Real nodes beside `make cluster`'s control plane: 2 = the shared pool and the dedicated pool, 0 = none.
 NODES ?= 2
 
-.PHONY: help deps system-deps python-deps devcluster oidc-deps test test-fast demo cluster oidc keycloak bench bench-api lint clean
+.PHONY: help deps system-deps python-deps devcluster e2e-build oidc-deps test test-fast demo cluster oidc keycloak bench bench-api lint clean
 
 help:
 	@echo "make demo     start the portal with a dev cluster, OIDC provider, worker and demo data"
@@ -23,6 +23,7 @@ help:
 	@echo "make bench    provisioning and fleet benchmarks against the dev control plane (BENCH_ARGS=--quick)"
 	@echo "make bench-api  API load benchmark: gunicorn, PostgreSQL, Redis, locust (about 11 minutes)"
 	@echo "make lint     ruff (format check and lint) and mypy with django-stubs"
+	@echo "make e2e-build  the upstream Kubernetes e2e suite (e2e.test) and agnhost, at the cluster's pin"
 
 # --- Installing what is missing ---------------------------------------------
 system-deps:
@@ -53,6 +54,10 @@ devcluster:
 	@./devcluster/build.sh coredns >/dev/null
 	@./devcluster/build.sh local-path >/dev/null
 	@./devcluster/build.sh netpol >/dev/null
+
+# The upstream e2e suite is heavy to build (and only its runs need it), so `make devcluster` leaves it out.
+e2e-build:
+	@./devcluster/build.sh e2e >/dev/null
 
 oidc-deps:
 	@test -d devcluster/oidc/node_modules || (cd devcluster/oidc && npm ci --no-audit --no-fund --loglevel=error)

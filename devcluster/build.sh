@@ -9,6 +9,7 @@
 #   build.sh coredns        coredns, the cluster DNS, with only the plugins a cluster needs  (gobuild-coredns/)
 #   build.sh local-path     local-path-provisioner, the dev cluster's StorageClass           (gobuild-local-path/)
 #   build.sh netpol         kube-network-policies' netpol, patched (see build_netpol)         (patches/)
+#   build.sh e2e            e2e.test, the upstream end-to-end suite, and agnhost             (gobuild/)
 #
 # and prints the directory holding them as its last line. One module per tool, so helm's or
 # Prometheus's dependency versions never move the Kubernetes pins. Output and Go's build cache live under
@@ -35,17 +36,23 @@ require_go() { command -v go >/dev/null || { echo "devcluster: Go is required (h
 # fresh <output dir> <inputs hash>: whether <output dir> holds a build of exactly these inputs.
 fresh() { [[ -f "$1/.stamp" && "$(cat "$1/.stamp")" == "$2" ]]; }
 
-# compile <source dir> <output dir> <inputs hash> <name> <version> <ldflags> <go build args...>: runs go build in
-# <source dir>, then stamps <output dir> with the inputs' hash.
+# go_in <source dir> <go arguments...>: runs go in <source dir>: static binaries, Go's build cache under BERTH_CACHE.
+go_in() {
+  local src="$1"
+  shift
+  (cd "$src" && GOCACHE="$cache/go-build" GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 go "$@")
+}
+
+# compile <output dir> <inputs hash> <name> <version> <command...>: runs the command (which builds into
+# <output dir>), then stamps <output dir> with the inputs' hash.
 compile() {
-  local src="$1" out="$2" want="$3" name="$4" version="$5" ldflags="$6" start
-  shift 6
+  local out="$1" want="$2" name="$3" version="$4" start
+  shift 4
   require_go
   mkdir -p "$out"
   start=$(date +%s)
   echo "devcluster: building $name $version into $out (cold builds take a while on 2 cores)" >&2
-  (cd "$src" && GOCACHE="$cache/go-build" GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 \
-    go build -trimpath -ldflags "$ldflags" "$@")
+  "$@"
   echo "$want" > "$out/.stamp"
   echo "devcluster: built $name in $(( $(date +%s) - start ))s" >&2
 }
@@ -59,7 +66,8 @@ build() {
   local want out
   want="$(inputs_hash "$dir")"
   out="$cache/devcluster/$name-$version-${want:0:12}/bin"
-  fresh "$out" "$want" || compile "$here/$dir" "$out" "$want" "$name" "$version" "$ldflags" -o "$out/" "$@"
+  fresh "$out" "$want" ||
+    compile "$out" "$want" "$name" "$version" go_in "$here/$dir" build -trimpath -ldflags "$ldflags" -o "$out/" "$@"
   echo "$out"
 }
 
@@ -71,16 +79,21 @@ module_dir() {
   echo "$dir"
 }
 
-build_kubernetes() {
-  local version major minor ldflags pkg
-  version="$(pinned gobuild k8s.io/kubernetes)"
+# kubernetes_ldflags <version>: the version stamps of Kubernetes' own build (hack/lib/version.sh).
+kubernetes_ldflags() {
+  local version="$1" major minor ldflags="-s -w" pkg
   major="${version#v}"; minor="${major#*.}"; major="${major%%.*}"; minor="${minor%%.*}"
-  ldflags="-s -w"
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
     ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
-  build gobuild kubernetes "$version" "$ldflags" \
+  echo "$ldflags"
+}
+
+build_kubernetes() {
+  local version
+  version="$(pinned gobuild k8s.io/kubernetes)"
+  build gobuild kubernetes "$version" "$(kubernetes_ldflags "$version")" \
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler \
@@ -88,6 +101,29 @@ build_kubernetes() {
     k8s.io/kubernetes/cmd/kubectl \
     k8s.io/kubernetes/cmd/kube-proxy \
     ./cmd/etcd
+}
+
+build_e2e() {
+  # The upstream end-to-end suite and the agnhost test image's binary, from the same module and pin as the
+  # cluster's binaries (gobuild/, tools_e2e.go). Heavy (the whole suite compiles in), so `make e2e-build` builds it,
+  # not `make devcluster`.
+  local version ldflags want out
+  version="$(pinned gobuild k8s.io/kubernetes)"
+  ldflags="$(kubernetes_ldflags "$version")"
+  want="$(inputs_hash gobuild)"
+  out="$cache/devcluster/e2e-$version-${want:0:12}/bin"
+  fresh "$out" "$want" || compile "$out" "$want" "e2e.test and agnhost" "$version" e2e_binaries "$out" "$ldflags"
+  echo "$out"
+}
+
+# e2e_binaries <output dir> <ldflags>: e2e.test, agnhost, and the suite's image list (test/utils/image/manifest.go),
+# from which devcluster/images.py names the images the suite will ask for.
+e2e_binaries() {
+  local kubernetes
+  go_in "$here/gobuild" test -c -trimpath -ldflags "$2" -o "$1/e2e.test" k8s.io/kubernetes/test/e2e
+  go_in "$here/gobuild" build -trimpath -ldflags "$2" -o "$1/agnhost" k8s.io/kubernetes/test/images/agnhost
+  kubernetes="$(go_in "$here/gobuild" list -m -f '{{.Dir}}' k8s.io/kubernetes)"
+  cp "$kubernetes/test/utils/image/manifest.go" "$1/image-manifest.go"
 }
 
 build_helm() {
@@ -145,7 +181,7 @@ build_netpol() {
     cp -R "$dir" "$src"
     chmod -R u+w "$src"
     patch --quiet --forward -p1 -d "$src" < "$patch"
-    compile "$src" "$out" "$want" netpol "$version" "-s -w" -o "$out/netpol" ./cmd
+    compile "$out" "$want" netpol "$version" go_in "$src" build -trimpath -ldflags "-s -w" -o "$out/netpol" ./cmd
   fi
   echo "$out"
 }
@@ -176,5 +212,6 @@ case "$target" in
   coredns) build_coredns ;;
   local-path) build_local_path ;;
   netpol) build_netpol ;;
-  *) echo "usage: $0 [kubernetes|helm|promtool|crds|coredns|local-path|netpol]" >&2; exit 2 ;;
+  e2e) build_e2e ;;
+  *) echo "usage: $0 [kubernetes|helm|promtool|crds|coredns|local-path|netpol|e2e]" >&2; exit 2 ;;
 esac

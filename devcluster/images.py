@@ -129,6 +129,9 @@ _E2E_REGISTRIES = {"promoterE2eRegistry": f"{E2E_REGISTRY}/e2e-test-images", "gc
 _E2E_MANIFEST_LINE = re.compile(r'configs\[(\w+)\] = Config\{list\.(\w+), "([^"]+)", "([^"]+)"\}')
 
 
+E2E_MANIFEST = "image-manifest.go"  # build.sh e2e copies the suite's manifest.go beside e2e.test under this name
+
+
 def e2e_repo_list() -> str:
     """The YAML for KUBE_TEST_REPO_LIST: the e2e suite's registries that we serve images for, mapped to ours."""
     return "".join(f"{field}: {registry}\n" for field, registry in _E2E_REGISTRIES.items())
@@ -136,7 +139,8 @@ def e2e_repo_list() -> str:
 
 def e2e_image_tags(manifest: str) -> dict[str, str]:
     """The name the e2e suite asks for, by image id (Agnhost, BusyBox, Pause...), under ``e2e_repo_list``'s
-    registries, read from the suite's test/utils/image/manifest.go (``build.sh e2e`` copies it beside e2e.test)."""
+    registries, read from the suite's test/utils/image/manifest.go (``E2E_MANIFEST`` in build.sh e2e's directory).
+    ``e2e.test --list-images`` with KUBE_TEST_REPO_LIST set prints the same names."""
     tags = {}
     for image_id, registry_field, name, version in _E2E_MANIFEST_LINE.findall(manifest):
         # The Go field (PromoterE2eRegistry) and its yaml key in the repo list (promoterE2eRegistry).

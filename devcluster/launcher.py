@@ -54,6 +54,7 @@ TARGETS: dict[str, tuple[tuple[str, ...], str]] = {
     "coredns": (("coredns",), "BERTH_DEVCLUSTER_COREDNS_BIN"),
     "local-path": (("local-path-provisioner",), "BERTH_DEVCLUSTER_LOCAL_PATH_BIN"),
     "netpol": (("netpol",), "BERTH_DEVCLUSTER_NETPOL_BIN"),
+    "e2e": (("e2e.test", "agnhost"), "BERTH_DEVCLUSTER_E2E_BIN"),
 }
 
 # The longest a ServiceAccount token may live on the dev control plane (--service-account-max-token-expiration).
