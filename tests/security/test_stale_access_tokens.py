@@ -13,23 +13,11 @@ import pytest
 from rest_framework.test import APIClient
 
 from devcluster.oidc import API_RESOURCE, SCOPES
-from tenants import identity, services
+from tenants import services
 from tenants.models import Membership, User
 from tests.plugins.oidc import redeem, sign_in
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def provider(settings, oidc_provider):
-    env = oidc_provider.portal_env()
-    for key in ("OIDC_OP_ISSUER", "OIDC_OP_TOKEN_ENDPOINT", "OIDC_OP_USER_ENDPOINT", "OIDC_OP_JWKS_ENDPOINT"):
-        setattr(settings, key, env[key])
-    settings.OIDC_RP_CLIENT_ID, settings.OIDC_RP_CLIENT_SECRET = env["OIDC_RP_CLIENT_ID"], env["OIDC_RP_CLIENT_SECRET"]
-    settings.OIDC_VERIFY_SSL = env["OIDC_CA_BUNDLE"]
-    identity.jwks_client.cache_clear()
-    yield oidc_provider
-    identity.jwks_client.cache_clear()
 
 
 def me(token: str) -> dict:
@@ -42,11 +30,11 @@ def teams(username: str) -> dict[str, str]:
     return dict(Membership.objects.filter(user__username=username).values_list("team__slug", "role"))
 
 
-def test_an_access_token_from_before_a_removal_does_not_bring_the_team_back(provider, set_oidc_groups):
-    old_token = redeem(provider, sign_in(provider, "alice"), resource=API_RESOURCE)["access_token"]
+def test_an_access_token_from_before_a_removal_does_not_bring_the_team_back(dev_provider, set_oidc_groups):
+    old_token = redeem(dev_provider, sign_in(dev_provider, "alice"), resource=API_RESOURCE)["access_token"]
     assert me(old_token)["teams"] == [{"team": "team-payments", "role": "owner"}]
     # The portal keeps a refresh token from her browser sign-in, and re-checks her with it.
-    tokens = redeem(provider, sign_in(provider, "alice", scope=SCOPES + " offline_access"))
+    tokens = redeem(dev_provider, sign_in(dev_provider, "alice", scope=SCOPES + " offline_access"))
     alice = User.objects.get(username="alice")
     services.user_record_idp_session(user=alice, refresh_token=tokens["refresh_token"])
     alice.refresh_from_db()
@@ -61,12 +49,12 @@ def test_an_access_token_from_before_a_removal_does_not_bring_the_team_back(prov
     assert "team-payments" not in listed.content.decode()
 
 
-def test_a_token_issued_after_the_last_check_carries_its_groups(provider, set_oidc_groups):
-    first = redeem(provider, sign_in(provider, "alice"), resource=API_RESOURCE)["access_token"]
+def test_a_token_issued_after_the_last_check_carries_its_groups(dev_provider, set_oidc_groups):
+    first = redeem(dev_provider, sign_in(dev_provider, "alice"), resource=API_RESOURCE)["access_token"]
     assert me(first)["teams"] == [{"team": "team-payments", "role": "owner"}]
     set_oidc_groups("alice", ["team-payments:owner", "team-search:viewer"])
     time.sleep(1.1)  # `iat` counts whole seconds: two tokens of one second cannot be told apart
-    newer = redeem(provider, sign_in(provider, "alice"), resource=API_RESOURCE)["access_token"]
+    newer = redeem(dev_provider, sign_in(dev_provider, "alice"), resource=API_RESOURCE)["access_token"]
     assert {t["team"] for t in me(newer)["teams"]} == {"team-payments", "team-search"}
     # The older token neither takes away what the newer one added nor puts back anything.
     assert {t["team"] for t in me(first)["teams"]} == {"team-payments", "team-search"}

@@ -20,6 +20,7 @@ from devcluster.keycloak import API_AUDIENCE, KUBECTL_CLIENT_ID, Keycloak
 from tenants import identity, services
 from tenants.models import ApiToken, AuditEvent, Membership, User
 from tenants.sealing import unseal
+from tests.fixtures import point_portal_at
 from tests.plugins.oidc import SignInRefused
 
 pytestmark = pytest.mark.django_db
@@ -30,20 +31,7 @@ KUBECTL_REDIRECT_URI = "http://localhost:18000"
 @pytest.fixture
 def keycloak_settings(settings, keycloak: Keycloak) -> Iterator[Keycloak]:
     """The portal's settings as keycloak.portal_env() would set them (what compose sets, on loopback)."""
-    env = keycloak.portal_env()
-    for key in (
-        "OIDC_OP_ISSUER",
-        "OIDC_OP_TOKEN_ENDPOINT",
-        "OIDC_OP_USER_ENDPOINT",
-        "OIDC_OP_JWKS_ENDPOINT",
-        "OIDC_RP_CLIENT_ID",
-        "OIDC_RP_CLIENT_SECRET",
-        "OIDC_API_AUDIENCE",
-    ):
-        setattr(settings, key, env[key])
-    settings.OIDC_API_CLIENTS = env["OIDC_API_CLIENTS"].split(",")
-    settings.OIDC_VERIFY_SSL = env["OIDC_CA_BUNDLE"]
-    identity.jwks_client.cache_clear()
+    point_portal_at(settings, keycloak.portal_env())
     yield keycloak
     identity.jwks_client.cache_clear()
 
