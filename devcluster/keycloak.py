@@ -32,6 +32,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 
@@ -269,6 +270,17 @@ class Keycloak(Service):
         )
         self.started_in = time.monotonic() - began
 
+    def restart(self) -> None:
+        """Stop Keycloak and start it again on the same port. Its database is in memory: the realm is imported
+        anew (the same users, ids and clients) and every session is gone, as after a restart of a Keycloak that
+        keeps no sessions."""
+        self._port = urlsplit(self.base_url).port or self._port
+        if self._component is not None:
+            self._component.stop(grace_seconds=15)
+            self._component = None
+        self._admin_token = None
+        self.start()
+
     def stop(self) -> None:
         if self._component is not None:
             self._component.stop(grace_seconds=15)
@@ -430,7 +442,7 @@ class Keycloak(Service):
         if self._data_dir_given is not None:
             self._data_dir_given.mkdir(parents=True, exist_ok=True)
             self._data_dir = self._data_dir_given
-        else:
+        elif self._data_dir is None:  # a restart keeps the home it made
             self._data_dir = Path(tempfile.mkdtemp(prefix="berth-keycloak-"))
         home = self._data_dir
         shutil.rmtree(home / "data", ignore_errors=True)  # in-memory database: nothing to keep

@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 
@@ -147,6 +148,7 @@ class OidcProvider(Service):
     users_file: edited in place by set_user_groups; default a copy of the demo users.
     port: default any free port. data_dir: default a temporary directory,
     removed by stop(); holds config, keys, users, TLS files and provider.log.
+    ttl: oidc-provider lifetimes in seconds to change, e.g. {"RefreshToken": 2} (see server.mjs's DEFAULT_TTL).
     """
 
     def __init__(
@@ -160,6 +162,7 @@ class OidcProvider(Service):
         port: int | None = None,
         data_dir: Path | str | None = None,
         startup_timeout: float = 30.0,
+        ttl: dict[str, int] | None = None,
     ) -> None:
         if (cert_pem is None) != (key_pem is None):
             raise ValueError("give both cert_pem and key_pem, or neither")
@@ -176,6 +179,7 @@ class OidcProvider(Service):
         self._port = port or 0
         self._data_dir_given = Path(data_dir) if data_dir is not None else None
         self._startup_timeout = startup_timeout
+        self._ttl = dict(ttl or {})
         self._data_dir: Path | None = None
         self._issuer: str | None = None
         self._component: Component | None = None
@@ -208,6 +212,15 @@ class OidcProvider(Service):
             watched=[self._component],
             what="OIDC discovery to answer",
         )
+
+    def restart(self) -> None:
+        """Stop the provider and start it again on the same port with the same keys and users: what restarting
+        `make demo` does. Sessions, grants and refresh tokens live in the provider's memory, so all are gone."""
+        self._port = urlsplit(self.issuer).port or self._port
+        if self._component is not None:
+            self._component.stop()
+            self._component = None
+        self.start()
 
     def stop(self) -> None:
         if self._component is not None:
@@ -301,7 +314,7 @@ class OidcProvider(Service):
         if self._data_dir_given is not None:
             self._data_dir_given.mkdir(parents=True, exist_ok=True)
             self._data_dir = self._data_dir_given
-        else:
+        elif self._data_dir is None:  # a restart keeps the directory it made
             self._data_dir = Path(tempfile.mkdtemp(prefix="berth-oidc-"))
         tls_dir = self._data_dir / "tls"
         tls_dir.mkdir(exist_ok=True)
@@ -325,6 +338,7 @@ class OidcProvider(Service):
             },
             "clients": self.clients,
             "api": {"resource": API_RESOURCE, "audience": API_AUDIENCE, "scope": API_SCOPE},
+            "ttl": self._ttl,
         }
         path = data_dir / "config.json"
         # Holds client secrets.

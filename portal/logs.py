@@ -65,6 +65,18 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bbrt_[A-Za-z0-9]+_[A-Za-z0-9_-]+"), "brt_" + _REDACTED),
     # JSON Web Tokens (ServiceAccount tokens, OIDC access, ID and refresh tokens).
     (re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), _REDACTED),
+    # Credentials in a query string, also URL-encoded inside another one (``next=%2F...%3Fcode%3D...``): an
+    # access log writes the whole request line. OAuth's authorization code is one; its state is not a secret.
+    (
+        re.compile(
+            r"((?:[?&;]|%3F|%26)(?:code|code_verifier|device_code|access_token|id_token|refresh_token|token"
+            r"|client_secret|client_assertion|assertion|subject_token|actor_token|password|passwd|secret|api_key"
+            r"|apikey|key|sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token)(?:=|%3D))"
+            r"(?:(?!%26)[^&;\s'\"#])+",
+            re.I,
+        ),
+        r"\1" + _REDACTED,
+    ),
     # Secret-looking keys in kubeconfigs, YAML, JSON, dict reprs and query strings.
     (
         re.compile(

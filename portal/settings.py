@@ -385,7 +385,13 @@ LOGGING = {
         "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["redact", "context"]}
     },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"kubernetes": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
+    "loggers": {
+        "kubernetes": {"level": "WARNING"},
+        "urllib3": {"level": "WARNING"},
+        # The dev server's access log (runserver): through the redacting handler, not Django's own, which writes
+        # the request line as it came (an authorization code in /oidc/callback/?code=... among it).
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
+    },
 }
 # The worker logs through this configuration too (Celery would otherwise put its own handler on the root logger).
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False

@@ -50,10 +50,20 @@ class AuditContext:
 SYSTEM = AuditContext(request_id="", source_ip=None, user_agent="berth-worker")
 
 
+# A count or a flag about secrets is not one: "tokens_revoked": 3 stays readable.
+_COUNT_KEY = re.compile(r"(^(n|num|number)_|_(count|revoked|paused|issued|expired|created|deleted)$)", re.I)
+
+
+def _hides_a_secret(key: Any, value: Any) -> bool:
+    if not _SECRET_KEY.search(str(key)) or value is None or isinstance(value, bool):
+        return False
+    return not (isinstance(value, int) and _COUNT_KEY.search(str(key)))
+
+
 def redact(data: Any) -> Any:
     """A copy of ``data`` with secret-looking keys and values replaced; NULs dropped (PostgreSQL refuses them)."""
     if isinstance(data, dict):
-        return {_text(k): (REDACTED if _SECRET_KEY.search(str(k)) else redact(v)) for k, v in data.items()}
+        return {_text(k): (REDACTED if _hides_a_secret(k, v) else redact(v)) for k, v in data.items()}
     if isinstance(data, (list, tuple)):
         return [redact(v) for v in data]
     if isinstance(data, str):

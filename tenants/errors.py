@@ -22,3 +22,7 @@ class IdempotencyConflict(InvalidTransition):
 
 class ClusterUnavailable(BerthError):
     """The tenant's cluster cannot be reached or refused the portal right now (503)."""
+
+
+class SignInRequired(BerthError):
+    """The credential in hand comes from before the provider ended the person's session: sign in again (401)."""

@@ -1,14 +1,17 @@
 """Asking the OpenID Connect provider again, without the person: who is this, and which groups are they in?
 
 Used to re-check users between sign-ins (``services.user_recheck``): a refresh-token grant answers with
-a fresh ID token, whose claims are verified here like any other; an ``invalid_grant`` means the provider
-no longer knows the session or the person. Nothing here is logged with a token in it.
+a fresh ID token, whose claims are verified here like any other. An ``invalid_grant`` means the provider no
+longer honours the session: it expired, was logged out, or the provider forgot it in a restart. Only when the
+provider says why, and the reason is the person (disabled, deleted), is it news about the person.
+Nothing here is logged with a token in it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import ssl
 from dataclasses import dataclass
 from functools import lru_cache
@@ -22,8 +25,21 @@ logger = logging.getLogger(__name__)
 TIMEOUT_SECONDS = 10
 
 
-class IdentityGone(Exception):
-    """The provider refused the refresh token: the person or their session is gone there."""
+class SessionEnded(Exception):
+    """The provider refused the refresh token (``invalid_grant``): the session is over; the person may not be."""
+
+
+class IdentityGone(SessionEnded):
+    """The provider refused the refresh token and said the person is disabled or unknown there."""
+
+
+# How providers say the refusal is about the person, not the session: Keycloak answers "User disabled" (and
+# "Unknown user" for one deleted while the session lived); oidc-provider keeps its reason to its own log.
+_ABOUT_THE_PERSON = re.compile(
+    r"\b(user|account)\b.{0,20}\b(disabled|deactivated|locked|not found|deleted|removed)\b"
+    r"|\bunknown (user|account)\b",
+    re.I,
+)
 
 
 class IdentityUnreachable(Exception):
@@ -82,7 +98,8 @@ def refresh(refresh_token: str) -> Refreshed:
     except ValueError:
         raise IdentityUnreachable(f"the provider answered {response.status_code} without JSON") from None
     if response.status_code in (400, 401) and body.get("error") == "invalid_grant":
-        raise IdentityGone(str(body.get("error_description") or "invalid_grant")[:200])
+        said = str(body.get("error_description") or "invalid_grant")[:200]
+        raise (IdentityGone if _ABOUT_THE_PERSON.search(said) else SessionEnded)(said)
     if response.status_code != 200 or not body.get("id_token"):
         raise IdentityUnreachable(f"the provider answered {response.status_code} {body.get('error', '')}".strip())
     try:

@@ -7,6 +7,7 @@ goes through ``tenants.services``.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pgtrigger
@@ -15,6 +16,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
 from tenants.validation import ingress_domain_template_errors, validate_egress_rules, validate_time_zone
 
@@ -31,10 +33,28 @@ class User(AbstractUser):
     identity_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
     # The provider's refresh token, sealed (tenants.sealing): how Berth re-checks groups without the person.
     idp_refresh_token = models.TextField(blank=True, editable=False)
+    # When the provider last refused that refresh token: the session there was over. Portal sessions, API tokens
+    # and access tokens from before it are not honoured until the person signs in again.
+    idp_session_ended_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     @property
     def can_decide(self) -> bool:
         return self.is_platform_admin or self.is_approver
+
+    def get_session_auth_hash(self) -> str:
+        """Django checks every request's session against this: once the provider has ended this person's
+        session, the portal sessions signed in before that no longer match and are flushed."""
+        return self._with_session_end(super().get_session_auth_hash())
+
+    def get_session_auth_fallback_hash(self) -> Iterator[str]:
+        for password_hash in super().get_session_auth_fallback_hash():
+            yield self._with_session_end(password_hash)
+
+    def _with_session_end(self, password_hash: str) -> str:
+        if self.idp_session_ended_at is None:
+            return password_hash  # Django's own: sessions made before this field existed stay valid
+        ended = f"{password_hash}|{self.idp_session_ended_at.isoformat()}"
+        return salted_hmac("tenants.models.User.idp_session_ended_at", ended, algorithm="sha256").hexdigest()
 
     @property
     def platform_roles(self) -> list[str]:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from django.utils import timezone
 
-from tenants import services
+from devcluster.oidc import OidcProvider
+from tenants import identity, services
 from tenants.models import Cluster, Membership, Team, Tenant, Tier, User
 
 _SEED = importlib.import_module("tenants.migrations.0002_seed_tiers").TIERS
@@ -210,3 +212,37 @@ def ready_tenant_row(alice, team_a, medium, cluster) -> Callable[[str], Tenant]:
         )
 
     return make
+
+
+def point_portal_at(settings, env: dict[str, str]) -> None:
+    """The portal's OIDC settings from a provider's ``portal_env()``, as the environment would set them."""
+    for key in (
+        "OIDC_OP_ISSUER",
+        "OIDC_OP_AUTHORIZATION_ENDPOINT",
+        "OIDC_OP_TOKEN_ENDPOINT",
+        "OIDC_OP_USER_ENDPOINT",
+        "OIDC_OP_JWKS_ENDPOINT",
+        "OIDC_OP_LOGOUT_ENDPOINT",
+        "OIDC_RP_CLIENT_ID",
+        "OIDC_RP_CLIENT_SECRET",
+        "OIDC_API_AUDIENCE",
+    ):
+        setattr(settings, key, env[key])
+    if "OIDC_API_CLIENTS" in env:
+        settings.OIDC_API_CLIENTS = env["OIDC_API_CLIENTS"].split(",")
+    # mozilla-django-oidc passes this as `verify=` on each call, so REQUESTS_CA_BUNDLE cannot override it.
+    settings.OIDC_VERIFY_SSL = env["OIDC_CA_BUNDLE"]
+    # portal/settings.py adds the issuer to form-action from the environment at import; do the same here.
+    # (Signing out posts to /logout/, which redirects to the provider: form-action covers that redirect.)
+    csp = copy.deepcopy(settings.CONTENT_SECURITY_POLICY)
+    csp["DIRECTIVES"]["form-action"] = ["'self'", env["OIDC_OP_ISSUER"]]
+    settings.CONTENT_SECURITY_POLICY = csp
+    identity.jwks_client.cache_clear()  # keys are cached per JWKS address; another provider may reuse one
+
+
+@pytest.fixture
+def dev_provider(settings, oidc_provider: OidcProvider) -> Iterator[OidcProvider]:
+    """The run's dev OIDC provider, with the portal signing in and re-checking identities there."""
+    point_portal_at(settings, oidc_provider.portal_env())
+    yield oidc_provider
+    identity.jwks_client.cache_clear()

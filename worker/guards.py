@@ -12,6 +12,8 @@ tenant allowed to create Services, Ingresses and Pods in its own namespace:
 - a projected ServiceAccount token with a long ``expirationSeconds``, or a pod running as
   Berth's own ServiceAccounts, outlives the short-lived kubeconfigs the portal hands out;
 - tolerating another pool's taints puts pods on nodes another tier paid for;
+- a PersistentVolumeClaim in a storage class the tier does not allow (the tier's quota can zero only the classes
+  that existed when it was rendered; this bounds a class created later from its first second);
 - a ``kubernetes.io/service-account-token`` Secret is a credential that never expires.
 
 Each guard is one policy and one binding, bound to namespaces labelled
@@ -31,6 +33,7 @@ from worker.manifests import (
     INGRESS_DOMAINS_ANNOTATION,
     MANAGED_BY,
     MAX_TOKEN_ANNOTATION,
+    STORAGE_CLASSES_ANNOTATION,
     TENANT_SA,
     TOLERATIONS_ANNOTATION,
     VIEWER_SA,
@@ -75,6 +78,17 @@ def _annotation(name: str, default: str) -> str:
 
 _IN_DOMAINS = "variables.domains.exists(d, d != '' && ({host} == d || {host}.endsWith('.' + d)))"
 _TOKEN_SECONDS = "(has(s.serviceAccountToken.expirationSeconds) ? s.serviceAccountToken.expirationSeconds : 3600)"
+# A claim must name an allowed class when it is created (the DefaultStorageClass admission plugin has filled in the
+# cluster's default by then; without one, a class-less claim could bind a class-less volume). A class can be set
+# once more, by an update of a claim made without one (the retroactive default class): that is checked too. Any
+# other update (a resize, a finalizer removed on deletion) is left alone, so claims made before a tier was narrowed
+# can still be changed and deleted.
+_ALLOWED_CLASS = "(object.spec.storageClassName != '' && object.spec.storageClassName in variables.allowed)"
+_CLAIM_CLASS = (
+    "request.operation == 'UPDATE'"
+    f" ? (has(oldObject.spec.storageClassName) || !has(object.spec.storageClassName) || {_ALLOWED_CLASS})"
+    f" : (has(object.spec.storageClassName) && {_ALLOWED_CLASS})"
+)
 _TOLERATION = "((has(t.operator) && t.operator == 'Exists') ? t.key : t.key + '=' + (has(t.value) ? t.value : ''))"
 
 GUARDS: tuple[Guard, ...] = (
@@ -198,6 +212,19 @@ GUARDS: tuple[Guard, ...] = (
         ),
         variables=(("allowed", _annotation(TOLERATIONS_ANNOTATION, "''") + ".split(',')"),),
     ),
+    Guard(
+        "berth-storage-classes",
+        (_rule("", "persistentvolumeclaims"),),
+        (
+            (
+                _CLAIM_CLASS,
+                "PersistentVolumeClaims must name a storage class this tier allows (the namespace's "
+                f"{STORAGE_CLASSES_ANNOTATION} annotation).",
+            ),
+        ),
+        variables=(("allowed", _annotation(STORAGE_CLASSES_ANNOTATION, "''") + ".split(',')"),),
+        opt_out="any-storage-class",
+    ),
 )
 GUARD_NAMES = tuple(guard.name for guard in GUARDS)
 
@@ -304,6 +331,16 @@ def violations(namespace: str) -> dict[str, dict[str, Any]]:
         "berth-node-pool-tolerations": _probe_pod(
             namespace, tolerations=[{"key": "berth-guard-probe", "operator": "Exists"}]
         ),
+        "berth-storage-classes": {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": meta,
+            "spec": {
+                "storageClassName": "berth-guard-probe",
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Mi"}},
+            },
+        },
     }
 
 

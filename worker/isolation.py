@@ -345,6 +345,26 @@ def blocks_other_pools(k: Kube, t: Any) -> tuple[bool, str]:
     return all(ok for ok, _ in results), detail
 
 
+def blocks_other_storage_classes(k: Kube, t: Any) -> tuple[bool, str]:
+    allowed = sorted(t.tier.allowed_storage_classes or [])
+    if not allowed:
+        return True, f"not enforced: tier {t.tier.name} allows any storage class"
+    # A class nobody has created yet stands for one an admin adds after the tenant was provisioned: the tier's
+    # quota has no line for it, so only the guard can refuse it.
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "berth-probe-class", "namespace": t.namespace},
+        "spec": {
+            "storageClassName": "berth-probe-unlisted-class",
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Mi"}},
+        },
+    }
+    ok, detail = _refused(lambda: k.create(claim, dry_run=True), "a claim in a storage class the tier does not list")
+    return ok, f"{detail} (allowed: {', '.join(allowed)})"
+
+
 # --- Network isolation, proven with packets (worker/netprobe.py) ------------------------------------------
 
 
@@ -476,6 +496,11 @@ CHECKS: list[ReportCheck] = [
         blocks_berth_service_accounts,
     ),
     Check("berth-node-pool-isolation", "Tolerate only the tier's own node pool", blocks_other_pools),
+    Check(
+        "berth-storage-classes",
+        "Claims only in the tier's storage classes, including classes created later",
+        blocks_other_storage_classes,
+    ),
     NetworkChecks(),
 ]
 

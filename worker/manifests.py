@@ -25,6 +25,7 @@ ALLOW_LABEL = "berth.dev/allow-{guard}"
 MAX_TOKEN_ANNOTATION = "berth.dev/max-token-seconds"
 INGRESS_DOMAINS_ANNOTATION = "berth.dev/ingress-domains"
 TOLERATIONS_ANNOTATION = "berth.dev/tolerations"
+STORAGE_CLASSES_ANNOTATION = "berth.dev/storage-classes"
 SYSTEM_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 
 ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
@@ -105,6 +106,7 @@ def namespace_parameters(tenant: Any, tier: Any) -> tuple[dict[str, str], dict[s
             ("external-name", tier.allow_external_name),
             ("manual-endpoints", tier.allow_manual_endpoints),
             ("any-ingress-host", tier.allow_any_ingress_host),
+            ("any-storage-class", not tier.allowed_storage_classes),
         )
         if allowed
     }
@@ -112,6 +114,7 @@ def namespace_parameters(tenant: Any, tier: Any) -> tuple[dict[str, str], dict[s
         MAX_TOKEN_ANNOTATION: str(tier.max_credential_lifetime_seconds),
         INGRESS_DOMAINS_ANNOTATION: ",".join(ingress_domains(tenant)),
         TOLERATIONS_ANNOTATION: ",".join(sorted(toleration_entries(tier.tolerations or []))),
+        STORAGE_CLASSES_ANNOTATION: ",".join(sorted(tier.allowed_storage_classes or [])),
     }
     return labels, annotations
 

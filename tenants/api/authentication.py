@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hmac
 import json
 import logging
@@ -15,6 +16,7 @@ from rest_framework import authentication, exceptions
 
 from tenants import identity, services
 from tenants.audit import AuditContext
+from tenants.errors import SignInRequired
 from tenants.identity import jwks_client as _jwks_client
 from tenants.models import ApiToken
 
@@ -91,7 +93,8 @@ def verify_access_token(token: str) -> dict:
             algorithms=[settings.OIDC_RP_SIGN_ALGO],
             audience=settings.OIDC_API_AUDIENCE,
             issuer=settings.OIDC_OP_ISSUER,
-            options={"require": ["exp", "iss", "aud", "sub"]},
+            # iat: when the provider vouched for the groups the token carries (see OidcBearerAuthentication).
+            options={"require": ["exp", "iat", "iss", "aud", "sub"]},
             leeway=30,
         )
         _require_access_token(header, claims)
@@ -130,7 +133,12 @@ def _require_access_token(header: dict[str, Any], claims: dict[str, Any]) -> Non
 
 
 class OidcBearerAuthentication(authentication.BaseAuthentication):
-    """An OIDC access token (JWT) for this API: signature, issuer, audience and expiry checked locally."""
+    """An OIDC access token (JWT) for this API: signature, issuer, audience and expiry checked locally.
+
+    A token is used until it expires, so it may be older than what the provider has said since: its groups
+    count only when it was issued after the user's last identity check, and it is refused when the provider
+    ended the user's session after issuing it (services.user_sync_from_claims).
+    """
 
     keyword = "Bearer"
 
@@ -140,7 +148,11 @@ class OidcBearerAuthentication(authentication.BaseAuthentication):
             return None
         claims = verify_access_token(token)
         ctx = AuditContext.from_http(request)
-        user = services.user_sync_from_claims(claims=claims, ctx=ctx)
+        issued_at = dt.datetime.fromtimestamp(int(claims["iat"]), tz=dt.UTC)
+        try:
+            user = services.user_sync_from_claims(claims=claims, ctx=ctx, issued_at=issued_at)
+        except SignInRequired as exc:
+            raise exceptions.AuthenticationFailed(str(exc)) from None
         if "groups" not in claims and user.is_active and not services.identity_is_fresh(user=user):
             # The access token names the person but not their groups: ask the provider, with that token.
             try:

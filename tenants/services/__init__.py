@@ -95,6 +95,7 @@ from tenants.services.users import (
     user_deactivate,
     user_recheck,
     user_record_idp_session,
+    user_session_end,
     user_sync_from_claims,
     users_recheck_due,
 )
@@ -168,6 +169,7 @@ __all__ = [
     "user_deactivate",
     "user_issue_merged_kubeconfig",
     "user_recheck",
+    "user_session_end",
     "user_record_idp_session",
     "user_sync_from_claims",
     "users_recheck_due",

@@ -16,6 +16,7 @@ from django.utils.text import slugify
 
 from tenants import audit, identity
 from tenants.audit import SYSTEM, AuditContext
+from tenants.errors import SignInRequired
 from tenants.models import ApiToken, Membership, Team, User
 from tenants.sealing import seal, unseal
 
@@ -42,8 +43,16 @@ _ROLE_RANK: dict[str, int] = {Membership.Role.OWNER: 3, Membership.Role.MEMBER: 
 
 
 @transaction.atomic
-def user_sync_from_claims(*, claims: dict[str, Any], ctx: AuditContext = SYSTEM) -> User:
-    """Create or update a user from OIDC claims; teams and platform roles mirror the groups claim."""
+def user_sync_from_claims(
+    *, claims: dict[str, Any], ctx: AuditContext = SYSTEM, issued_at: dt.datetime | None = None
+) -> User:
+    """Create or update a user from OIDC claims; teams and platform roles mirror the groups claim.
+
+    ``issued_at`` is for claims that may be older than what Berth knows (an access token's ``iat``); None means
+    the provider has just given them (a sign-in, a re-check). Claims issued before the provider ended the user's
+    session are refused (SignInRequired). Claims issued before the last identity check change nothing: an older
+    token never puts back what a newer check took away.
+    """
     subject = str(claims.get("sub") or "")
     if not subject:
         raise ValidationError({"sub": "The identity provider sent no subject."})
@@ -51,6 +60,13 @@ def user_sync_from_claims(*, claims: dict[str, Any], ctx: AuditContext = SYSTEM)
         raise ValidationError({"sub": f"The identity provider sent a subject longer than {SUBJECT_MAX} characters."})
     username = str(claims.get("preferred_username") or claims.get("email") or subject)[:150]
     user = _user_for(subject=subject, username=username)
+    if issued_at is not None:
+        if user.idp_session_ended_at is not None and issued_at <= user.idp_session_ended_at:
+            raise SignInRequired(
+                "Your session at the identity provider ended after this token was issued: sign in again."
+            )
+        if user.identity_checked_at is not None and issued_at < user.identity_checked_at:
+            return user
     if claims.get("email"):
         user.email = str(claims["email"])[:254]
     user.display_name = str(claims.get("name") or user.display_name or username)[:255]
@@ -63,7 +79,7 @@ def user_sync_from_claims(*, claims: dict[str, Any], ctx: AuditContext = SYSTEM)
         raw_groups = [raw_groups]  # some providers send a single group as a plain string
     groups = [g for g in raw_groups if isinstance(g, str)]
     roles_before = user.platform_roles
-    user.identity_checked_at = timezone.now()  # the provider has just said who this is and which groups
+    user.identity_checked_at = issued_at or timezone.now()  # when the provider said who this is and which groups
     user.is_platform_admin = any(g in settings.BERTH_ADMIN_GROUPS for g in groups)
     user.is_approver = any(g in settings.BERTH_APPROVER_GROUPS for g in groups)
     user.is_staff = user.is_platform_admin
@@ -199,25 +215,34 @@ def user_record_idp_session(*, user: User, refresh_token: str) -> None:
 
 
 def identity_is_fresh(*, user: User) -> bool:
-    """Whether the provider confirmed this user within BERTH_IDENTITY_MAX_AGE_MINUTES."""
+    """Whether the provider confirmed this user within BERTH_IDENTITY_MAX_AGE_MINUTES, and since it last ended
+    their session."""
+    checked, ended = user.identity_checked_at, user.idp_session_ended_at
     oldest = timezone.now() - dt.timedelta(minutes=settings.BERTH_IDENTITY_MAX_AGE_MINUTES)
-    return user.identity_checked_at is not None and user.identity_checked_at >= oldest
+    return checked is not None and checked >= oldest and (ended is None or checked > ended)
 
 
 def user_recheck(*, user: User, ctx: AuditContext = SYSTEM) -> str:
-    """Ask the provider who ``user`` is now; returns "confirmed", "deactivated", "unreachable" or "no session".
+    """Ask the provider who ``user`` is now; returns "confirmed", "deactivated", "session ended", "unreachable" or
+    "no session".
 
-    Groups and roles follow the answer. A user the provider no longer knows, or who had teams or
-    platform roles and now has none, is deactivated and their API tokens revoked.
+    Groups and roles follow the answer. A refused refresh token ends the session (user_session_end), not the
+    person. A user the provider says is disabled or unknown, or who had teams or platform roles and now has
+    none, is deactivated and their API tokens revoked.
     """
-    refresh_token = unseal(user.idp_refresh_token)
+    sealed = user.idp_refresh_token
+    refresh_token = unseal(sealed)
     if refresh_token is None:
         return "no session"
     try:
         refreshed = identity.refresh(refresh_token)
     except identity.IdentityGone as exc:
-        user_deactivate(user=user, reason=f"the identity provider no longer knows this session ({exc})", ctx=ctx)
+        user_deactivate(user=user, reason=f"the identity provider refused the session and said: {exc}", ctx=ctx)
         return "deactivated"
+    except identity.SessionEnded as exc:
+        reason = f"the identity provider no longer honours this session ({exc})"
+        ended = user_session_end(user=user, sealed_refresh_token=sealed, reason=reason, ctx=ctx)
+        return "session ended" if ended else "no session"
     except identity.IdentityUnreachable as exc:
         logger.warning("re-checking %s with the identity provider failed: %s", user.username, exc)
         return "unreachable"
@@ -234,6 +259,30 @@ def user_recheck(*, user: User, ctx: AuditContext = SYSTEM) -> str:
             )
             return "deactivated"
     return "confirmed"
+
+
+@transaction.atomic
+def user_session_end(*, user: User, sealed_refresh_token: str, reason: str, ctx: AuditContext = SYSTEM) -> bool:
+    """The provider refused the refresh token kept for ``user``: their session there is over, not the person.
+
+    The token is dropped and the end recorded. Portal sessions, API tokens and access tokens from before it are
+    not honoured until the person signs in again, which re-reads their groups. False when a newer sign-in has
+    replaced the token meanwhile (that session is not over).
+    """
+    now = timezone.now()
+    ending = User.objects.filter(pk=user.pk, is_active=True, idp_refresh_token=sealed_refresh_token)
+    if ending.update(idp_refresh_token="", idp_session_ended_at=now) != 1:
+        return False
+    user.idp_refresh_token, user.idp_session_ended_at = "", now
+    paused = ApiToken.objects.filter(user=user, revoked_at__isnull=True, expires_at__gt=now).count()
+    audit.record(
+        actor=None,
+        action="user.session_ended",
+        obj=user,
+        after={"reason": reason[:300], "api_tokens_paused": paused},
+        ctx=ctx,
+    )
+    return True
 
 
 @transaction.atomic

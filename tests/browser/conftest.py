@@ -4,7 +4,6 @@ sign-in at the run's real OpenID Connect provider. How to run them: docs/browser
 
 from __future__ import annotations
 
-import copy
 import fcntl
 import json
 import os
@@ -18,6 +17,7 @@ import pytest
 from playwright.sync_api import Browser, sync_playwright
 
 from tests.browser.support import AXE_JS, BROWSER_TESTS, Portal
+from tests.fixtures import point_portal_at
 
 # The real worker and a Cluster row on the dev control plane, as the worker tests use them.
 
@@ -70,31 +70,6 @@ def _live_server(request: pytest.FixtureRequest):
     return request.getfixturevalue("live_server")
 
 
-def _point_portal_at(settings, env: dict[str, str]) -> None:
-    """The portal's OIDC settings from a provider's ``portal_env()``, as the environment would set them."""
-    for key in (
-        "OIDC_OP_ISSUER",
-        "OIDC_OP_AUTHORIZATION_ENDPOINT",
-        "OIDC_OP_TOKEN_ENDPOINT",
-        "OIDC_OP_USER_ENDPOINT",
-        "OIDC_OP_JWKS_ENDPOINT",
-        "OIDC_OP_LOGOUT_ENDPOINT",
-        "OIDC_RP_CLIENT_ID",
-        "OIDC_RP_CLIENT_SECRET",
-        "OIDC_API_AUDIENCE",
-    ):
-        setattr(settings, key, env[key])
-    if "OIDC_API_CLIENTS" in env:
-        settings.OIDC_API_CLIENTS = env["OIDC_API_CLIENTS"].split(",")
-    # mozilla-django-oidc passes this as `verify=` on each call, so REQUESTS_CA_BUNDLE cannot override it.
-    settings.OIDC_VERIFY_SSL = env["OIDC_CA_BUNDLE"]
-    # portal/settings.py adds the issuer to form-action from the environment at import; do the same here.
-    # (Signing out posts to /logout/, which redirects to the provider: form-action covers that redirect.)
-    csp = copy.deepcopy(settings.CONTENT_SECURITY_POLICY)
-    csp["DIRECTIVES"]["form-action"] = ["'self'", env["OIDC_OP_ISSUER"]]
-    settings.CONTENT_SECURITY_POLICY = csp
-
-
 def _portal(chromium: Browser, url: str, issuer: str) -> Iterator[Portal]:
     portal = Portal(url=url, issuer=issuer, browser=chromium)
     try:
@@ -112,7 +87,7 @@ def portal(chromium: Browser, _live_server, settings, oidc_provider) -> Iterator
     A page that breaks the Content-Security-Policy (blocked script, style or form target) fails the test.
     """
     env = oidc_provider.portal_env()
-    _point_portal_at(settings, env)
+    point_portal_at(settings, env)
     yield from _portal(chromium, _live_server.url, env["OIDC_OP_ISSUER"])
 
 
@@ -125,7 +100,7 @@ def keycloak_portal(chromium: Browser, _live_server, settings, keycloak) -> Iter
     """
     keycloak.add_redirect_uris("berth-portal", [f"{_live_server.url}/oidc/callback/"], [f"{_live_server.url}/login/"])
     env = keycloak.portal_env()
-    _point_portal_at(settings, env)
+    point_portal_at(settings, env)
     yield from _portal(chromium, _live_server.url, env["OIDC_OP_ISSUER"])
 
 

@@ -42,6 +42,12 @@ PEM = f"-----BEGIN EC PRIVATE KEY-----\n{PEM_BODY}\n-----END EC PRIVATE KEY-----
         ('{"refresh_token": "opaque-refresh-value-123", "x": 1}', "opaque-refresh-value-123"),
         ("POST /oidc/token?client_secret=s3cr3t-value&code=x", "s3cr3t-value"),
         ("password=hunter2hunter2", "hunter2hunter2"),
+        ('"GET /oidc/callback/?code=Xq9-authcode_1&state=abc HTTP/1.1" 302', "Xq9-authcode_1"),
+        ("GET /oidc/callback/?state=abc&code=Xq9-authcode_1", "Xq9-authcode_1"),
+        ("GET /login/?next=%2Foidc%2Fcallback%2F%3Fcode%3DXq9-authcode_1%26state%3Dx", "Xq9-authcode_1"),
+        ("GET /cb?id_token=opaque-id-value&access_token=opaque-at-value", "opaque-id-value"),
+        ("GET /cb?id_token=opaque-id-value&access_token=opaque-at-value", "opaque-at-value"),
+        ("GET /x?code_verifier=verifier-value-1", "verifier-value-1"),
     ],
 )
 def test_credentials_are_redacted(text, secret):
@@ -60,6 +66,13 @@ def test_the_projects_own_secrets_are_redacted(settings):
 def test_ordinary_prose_is_left_alone():
     text = "token requested for namespace t1-checkout (lifetime 600s); Token count 3; tenant ready"
     assert logs.redact(text) == text
+
+
+def test_a_query_strings_state_and_ordinary_parameters_are_kept():
+    line = '"GET /oidc/callback/?code=abc123&state=s-42&iss=https%3A%2F%2Fidp HTTP/1.1" 302; exit code 3'
+    assert logs.redact(line) == (
+        '"GET /oidc/callback/?code=[redacted]&state=s-42&iss=https%3A%2F%2Fidp HTTP/1.1" 302; exit code 3'
+    )
 
 
 @pytest.fixture

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from tenants import services
 from tenants.models import Cluster, Team, Tenant, TenantRequest, Tier, User
+from tests.plugins.kube import manifest
 from tests.plugins.worker import fetch_kubeconfig, wait_status
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pytest.mark.worker]
@@ -77,3 +80,40 @@ def attacker(celery_worker, guarded_cluster, kubectl, alice, carol, team_a, medi
 def victim(celery_worker, guarded_cluster, bob, carol, team_b, medium) -> Tenant:
     """Bob's team-b tenant on the same cluster: what an attacker in team-a must not reach."""
     return provision(actor=bob, team=team_b, tier=medium, cluster=guarded_cluster, approver=carol, name="bank")
+
+
+@pytest.fixture
+def storage_class(kube_admin) -> Iterator[Callable[[str], str]]:
+    """storage_class("fast") -> the name of a new StorageClass (static volumes only); each is deleted afterwards."""
+    storage = client.StorageV1Api(kube_admin)
+    made: list[str] = []
+
+    def make(prefix: str) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        body = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name}}
+        storage.create_storage_class(manifest({**body, "provisioner": "kubernetes.io/no-provisioner"}))
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        storage.delete_storage_class(name)
+
+
+@dataclass
+class StorageAttacker(Attacker):
+    allowed_class: str = ""
+
+
+@pytest.fixture
+def storage_attacker(
+    celery_worker, guarded_cluster, kubectl, alice, carol, team_a, medium, storage_class, tmp_path: Path
+) -> StorageAttacker:
+    """Alice with a ready tenant of a tier that allows one storage class (another class exists already)."""
+    allowed = storage_class("allowed")
+    storage_class("existing")
+    Tier.objects.filter(pk=medium.pk).update(allowed_storage_classes=[allowed])
+    medium.refresh_from_db()
+    tenant = provision(actor=alice, team=team_a, tier=medium, cluster=guarded_cluster, approver=carol, name="data")
+    path, _ = fetch_kubeconfig(alice, tenant, tmp_path)
+    return StorageAttacker(alice, tenant, path, kubectl, allowed_class=allowed)

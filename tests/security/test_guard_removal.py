@@ -15,7 +15,7 @@ from kubernetes import client
 from tests.plugins.kube import read_or_none, wait_for
 from worker import guards, kube, provisioning
 
-from .conftest import Attacker
+from .conftest import Attacker, StorageAttacker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pytest.mark.worker]
 
@@ -29,6 +29,8 @@ CHECK_GUARDS = {
     "berth-no-berth-service-accounts": "berth-no-berth-service-accounts",
     "berth-node-pool-isolation": "berth-node-pool-tolerations",
 }
+# A check whose tier option is open passes without probing; these need a tenant of a tier that closes it.
+NARROW_TIER_CHECK_GUARDS = {"berth-storage-classes": "berth-storage-classes"}
 
 
 def check(tenant_id: str, check_id: str) -> bool:
@@ -60,6 +62,21 @@ def test_the_report_fails_when_the_guard_is_removed(attacker: Attacker, kube_adm
     admission.delete_validating_admission_policy_binding(CHECK_GUARDS[check_id])
     wait_for(lambda: not check(tenant_id, check_id), timeout=60, what=f"{check_id} to fail without its guard")
     restore_guards(check_id)
+
+
+@pytest.mark.parametrize("check_id", sorted(NARROW_TIER_CHECK_GUARDS))
+def test_the_report_fails_when_the_guard_of_a_narrowed_tier_is_removed(
+    storage_attacker: StorageAttacker, kube_admin, check_id
+):
+    tenant_id = str(storage_attacker.tenant.pk)
+    assert check(tenant_id, check_id), "the check must pass while its guard is there"
+    admission = client.AdmissionregistrationV1Api(kube_admin)
+    admission.delete_validating_admission_policy_binding(NARROW_TIER_CHECK_GUARDS[check_id])
+    try:
+        wait_for(lambda: not check(tenant_id, check_id), timeout=60, what=f"{check_id} to fail without its guard")
+    finally:
+        kube.for_cluster(storage_attacker.tenant.cluster).apply(guards.cluster_guards())
+    wait_for(lambda: check(tenant_id, check_id), timeout=60, what=f"{check_id} to pass again")
 
 
 def test_hand_written_endpoints_need_both_rbac_and_the_guard_gone_before_the_report_fails(

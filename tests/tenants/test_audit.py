@@ -231,6 +231,16 @@ def test_redaction_reaches_into_nested_lists_and_dicts():
     }
 
 
+def test_counts_and_flags_about_secrets_are_kept_but_not_numbers_that_may_be_secrets():
+    data = {"tokens_revoked": 3, "api_tokens_paused": 0, "token_count": 2, "password_set": True, "token": None}
+    assert redact(data) == data
+    assert redact({"token": 123456, "password": 4321, "pin_token_revoked": "x"}) == {
+        "token": REDACTED,
+        "password": REDACTED,
+        "pin_token_revoked": REDACTED,
+    }
+
+
 def test_ordinary_values_are_kept():
     data = {"name": "web", "count": 3, "ok": True, "none": None, "tier": "medium", "note": "key rotation planned"}
     assert redact(data) == data

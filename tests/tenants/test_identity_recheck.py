@@ -8,34 +8,25 @@ triggers when her identity is stale) carries that into Berth.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Iterator
 
 import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from devcluster.oidc import SCOPES
+from devcluster.oidc import API_RESOURCE, SCOPES, OidcProvider
 from tenants import identity, services
 from tenants.models import ApiToken, AuditEvent, Membership, User
 from tenants.sealing import unseal
+from tests.fixtures import point_portal_at
+from tests.plugins.oidc import SignInRefused, redeem, sign_in
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def provider(settings, oidc_provider):
-    env = oidc_provider.portal_env()
-    for key in ("OIDC_OP_ISSUER", "OIDC_OP_TOKEN_ENDPOINT", "OIDC_OP_USER_ENDPOINT", "OIDC_OP_JWKS_ENDPOINT"):
-        setattr(settings, key, env[key])
-    settings.OIDC_RP_CLIENT_ID, settings.OIDC_RP_CLIENT_SECRET = env["OIDC_RP_CLIENT_ID"], env["OIDC_RP_CLIENT_SECRET"]
-    settings.OIDC_VERIFY_SSL = env["OIDC_CA_BUNDLE"]
-    identity.jwks_client.cache_clear()
-    yield oidc_provider
-    identity.jwks_client.cache_clear()
-
-
-@pytest.fixture
-def signed_in_alice(provider, oidc_tokens) -> User:
+def signed_in_alice(dev_provider, oidc_tokens) -> User:
     """Alice after a browser sign-in: synced from her verified ID token, her refresh token kept sealed."""
     tokens = oidc_tokens("alice", scope=SCOPES + " offline_access")
     user = services.user_sync_from_claims(claims=identity.verify_id_token(tokens["id_token"]))
@@ -45,10 +36,10 @@ def signed_in_alice(provider, oidc_tokens) -> User:
 
 
 @pytest.fixture
-def forget_alice(provider) -> Iterator[None]:
-    entry = provider.remove_user("alice")
+def forget_alice(dev_provider) -> Iterator[None]:
+    entry = dev_provider.remove_user("alice")
     yield
-    provider.add_user("alice", entry)
+    dev_provider.add_user("alice", entry)
 
 
 def teams(user: User) -> dict[str, str]:
@@ -85,13 +76,80 @@ def test_a_user_who_lost_every_group_is_deactivated_and_their_tokens_revoked(sig
     assert APIClient().get("/api/v1/me/", HTTP_AUTHORIZATION=f"Token {plaintext}").status_code == 401
     event = AuditEvent.objects.get(action="user.deactivated")
     assert "no longer puts this user in any Berth group" in event.after["reason"]
+    assert event.after["tokens_revoked"] == 1  # a count, not a secret
 
 
-def test_a_user_the_provider_no_longer_knows_is_deactivated(signed_in_alice, forget_alice):
-    assert services.user_recheck(user=signed_in_alice) == "deactivated"
+def test_a_user_the_provider_no_longer_knows_is_served_nothing_until_a_sign_in_it_refuses(
+    signed_in_alice, forget_alice, dev_provider
+):
+    # The dev provider answers a refresh token of a deleted account as it answers one it forgot in a restart
+    # ("grant request is invalid"): no evidence about the person, so the session ends and nothing is served.
+    _, plaintext = services.api_token_create(actor=signed_in_alice, name="ci", expires_in_days=1)
+    assert services.user_recheck(user=signed_in_alice) == "session ended"
     user = User.objects.get(pk=signed_in_alice.pk)
-    assert not user.is_active and user.idp_refresh_token == ""
-    assert "no longer knows" in AuditEvent.objects.get(action="user.deactivated").after["reason"]
+    assert user.idp_refresh_token == ""
+    assert APIClient().get("/api/v1/me/", HTTP_AUTHORIZATION=f"Token {plaintext}").status_code == 401
+    with pytest.raises(SignInRefused):
+        sign_in(dev_provider, "alice")
+
+
+def sign_in_again(provider: OidcProvider, user: User) -> None:
+    """What the portal's callback does with a fresh sign-in: sync from the ID token, keep the refresh token."""
+    tokens = redeem(provider, sign_in(provider, user.username, scope=SCOPES + " offline_access"))
+    services.user_sync_from_claims(claims=identity.verify_id_token(tokens["id_token"]))
+    services.user_record_idp_session(user=user, refresh_token=tokens["refresh_token"])
+
+
+def test_a_provider_restart_ends_the_session_not_the_person(signed_in_alice, dev_provider, client):
+    alice = signed_in_alice
+    _, plaintext = services.api_token_create(actor=alice, name="ci", expires_in_days=1)
+    bearer = redeem(dev_provider, sign_in(dev_provider, "alice"), resource=API_RESOURCE)["access_token"]
+    client.force_login(alice)  # her portal session
+    assert client.get("/").status_code == 200
+    dev_provider.restart()  # `make demo` restarted: the dev provider kept its sessions and grants in memory
+    assert services.user_recheck(user=alice) == "session ended"
+
+    user = User.objects.get(pk=alice.pk)
+    assert user.is_active and user.idp_refresh_token == "" and teams(user) == {"team-payments": "owner"}
+    ended = AuditEvent.objects.get(action="user.session_ended")
+    assert "grant request is invalid" in ended.after["reason"] and ended.after["api_tokens_paused"] == 1
+    assert not AuditEvent.objects.filter(action="user.deactivated").exists()
+    # Nothing that came from the ended session is honoured until she signs in again: not her API token, not an
+    # access token issued before, not her portal session.
+    api = APIClient()
+    refused = api.get("/api/v1/me/", HTTP_AUTHORIZATION=f"Token {plaintext}")
+    assert refused.status_code == 401 and "sign in to the portal again" in refused.json()["detail"]
+    refused = api.get("/api/v1/me/", HTTP_AUTHORIZATION=f"Bearer {bearer}")
+    assert refused.status_code == 401 and "sign in again" in refused.json()["detail"]
+    page = client.get("/")
+    assert page.status_code == 302 and page["Location"].startswith("/login")
+
+    time.sleep(1.1)  # `iat` counts whole seconds: a token of the second the session ended counts as before it
+    sign_in_again(dev_provider, user)  # re-reads her groups
+    assert api.get("/api/v1/me/", HTTP_AUTHORIZATION=f"Token {plaintext}").status_code == 200
+    fresh = redeem(dev_provider, sign_in(dev_provider, "alice"), resource=API_RESOURCE)["access_token"]
+    assert api.get("/api/v1/me/", HTTP_AUTHORIZATION=f"Bearer {fresh}").status_code == 200
+    assert services.user_recheck(user=User.objects.get(pk=alice.pk)) == "confirmed"
+
+
+@pytest.fixture
+def expiring_provider(settings, tmp_path) -> Iterator[OidcProvider]:
+    """A second dev provider whose refresh tokens (the portal's session there) expire after two seconds."""
+    with OidcProvider(data_dir=tmp_path / "expiring", ttl={"RefreshToken": 2}) as expiring:
+        point_portal_at(settings, expiring.portal_env())
+        yield expiring
+    identity.jwks_client.cache_clear()
+
+
+def test_an_expired_session_ends_the_session_not_the_person(expiring_provider):
+    tokens = redeem(expiring_provider, sign_in(expiring_provider, "alice", scope=SCOPES + " offline_access"))
+    alice = services.user_sync_from_claims(claims=identity.verify_id_token(tokens["id_token"]))
+    services.user_record_idp_session(user=alice, refresh_token=tokens["refresh_token"])
+    alice.refresh_from_db()
+    time.sleep(3)
+    assert services.user_recheck(user=alice) == "session ended"
+    user = User.objects.get(pk=alice.pk)
+    assert user.is_active and teams(user) == {"team-payments": "owner"} and not services.identity_is_fresh(user=user)
 
 
 def test_an_unreachable_provider_changes_nothing(signed_in_alice, settings):

@@ -8,6 +8,7 @@ API's audience to access tokens only.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from devcluster.keycloak import API_AUDIENCE, KUBECTL_CLIENT_ID, Keycloak
 from tenants import identity, services
 from tenants.models import ApiToken, AuditEvent, Membership, User
 from tenants.sealing import unseal
+from tests.fixtures import point_portal_at
+from tests.plugins.oidc import SignInRefused
 
 pytestmark = pytest.mark.django_db
 
@@ -28,20 +31,7 @@ KUBECTL_REDIRECT_URI = "http://localhost:18000"
 @pytest.fixture
 def keycloak_settings(settings, keycloak: Keycloak) -> Iterator[Keycloak]:
     """The portal's settings as keycloak.portal_env() would set them (what compose sets, on loopback)."""
-    env = keycloak.portal_env()
-    for key in (
-        "OIDC_OP_ISSUER",
-        "OIDC_OP_TOKEN_ENDPOINT",
-        "OIDC_OP_USER_ENDPOINT",
-        "OIDC_OP_JWKS_ENDPOINT",
-        "OIDC_RP_CLIENT_ID",
-        "OIDC_RP_CLIENT_SECRET",
-        "OIDC_API_AUDIENCE",
-    ):
-        setattr(settings, key, env[key])
-    settings.OIDC_API_CLIENTS = env["OIDC_API_CLIENTS"].split(",")
-    settings.OIDC_VERIFY_SSL = env["OIDC_CA_BUNDLE"]
-    identity.jwks_client.cache_clear()
+    point_portal_at(settings, keycloak.portal_env())
     yield keycloak
     identity.jwks_client.cache_clear()
 
@@ -164,16 +154,88 @@ def test_a_user_keycloak_no_longer_puts_in_any_group_is_deactivated(signed_in_am
     assert APIClient().get("/api/v1/me/", HTTP_AUTHORIZATION=f"Token {plaintext}").status_code == 401
 
 
-def test_a_user_deleted_in_keycloak_is_deactivated(signed_in_amir, keycloak_settings, keycloak_tokens):
+def test_a_user_deleted_in_keycloak_is_served_nothing_until_a_sign_in_keycloak_refuses(
+    signed_in_amir, keycloak_settings, keycloak_tokens
+):
+    _, plaintext = services.api_token_create(actor=signed_in_amir, name="me", expires_in_days=1)
     entry = keycloak_settings.remove_user("amir")
     try:
-        assert services.user_recheck(user=signed_in_amir) == "deactivated"
+        outcome = services.user_recheck(user=signed_in_amir)
+        said = AuditEvent.objects.filter(action__in=["user.deactivated", "user.session_ended"]).get().after
+        print(f"Keycloak on a deleted user's refresh token: {outcome}, {said}")
+        # Deleting a user deletes their sessions: Keycloak answers as for any ended session, and says no more.
+        assert outcome == "session ended", said
+        assert APIClient().get("/api/v1/me/", HTTP_AUTHORIZATION=f"Token {plaintext}").status_code == 401
+        with pytest.raises(SignInRefused):
+            keycloak_tokens("amir")
     finally:
         keycloak_settings.add_user("amir", entry)
     assert keycloak_settings.user_id("amir") == signed_in_amir.oidc_subject  # put back with the same id
     put_back = jwt.decode(keycloak_tokens("amir")["id_token"], options={"verify_signature": False})
     assert put_back["sub"] == signed_in_amir.oidc_subject and put_back["groups"] == ["team-payments"]
-    assert "no longer knows" in AuditEvent.objects.get(action="user.deactivated").after["reason"]
+
+
+def test_a_user_disabled_in_keycloak_is_deactivated(signed_in_amir, keycloak_settings):
+    user_id = keycloak_settings.user_id("amir")
+    keycloak_settings.admin("PUT", f"/users/{user_id}", json={"enabled": False})
+    try:
+        outcome = services.user_recheck(user=signed_in_amir)
+    finally:
+        keycloak_settings.admin("PUT", f"/users/{user_id}", json={"enabled": True})
+    said = AuditEvent.objects.filter(action__in=["user.deactivated", "user.session_ended"]).get().after
+    print(f"Keycloak on a disabled user's refresh token: {outcome}, {said}")
+    assert outcome == "deactivated", said
+    assert not User.objects.get(pk=signed_in_amir.pk).is_active
+
+
+def _sign_in_again(keycloak_tokens, user: User) -> None:
+    time.sleep(1.1)  # `iat` counts whole seconds: a token of the second the session ended counts as before it
+    tokens = keycloak_tokens(user.username)
+    services.user_sync_from_claims(claims=identity.verify_id_token(tokens["id_token"]))
+    services.user_record_idp_session(user=user, refresh_token=tokens["refresh_token"])
+
+
+def _served_again_only_after_a_sign_in(keycloak_tokens, user: User, plaintext: str, bearer: str) -> None:
+    assert User.objects.get(pk=user.pk).is_active
+    assert teams(user) == {"team-payments": "owner"}
+    assert not AuditEvent.objects.filter(action="user.deactivated").exists()
+    api = APIClient()
+    refused = api.get("/api/v1/me/", HTTP_AUTHORIZATION=f"Token {plaintext}")
+    assert refused.status_code == 401 and "sign in to the portal again" in refused.json()["detail"]
+    assert _get_me(bearer).status_code == 401  # an access token from before the end
+    _sign_in_again(keycloak_tokens, user)
+    assert api.get("/api/v1/me/", HTTP_AUTHORIZATION=f"Token {plaintext}").status_code == 200
+    assert services.user_recheck(user=User.objects.get(pk=user.pk)) == "confirmed"
+
+
+def test_a_keycloak_restart_ends_the_session_not_the_person(signed_in_alice, keycloak_settings, keycloak_tokens):
+    _, plaintext = services.api_token_create(actor=signed_in_alice, name="ci", expires_in_days=1)
+    bearer = keycloak_tokens("alice")["access_token"]
+    assert _get_me(bearer).status_code == 200
+    keycloak_settings.restart()  # its database is in memory: every session is gone
+    assert services.user_recheck(user=signed_in_alice) == "session ended"
+    _served_again_only_after_a_sign_in(keycloak_tokens, signed_in_alice, plaintext, bearer)
+
+
+@pytest.fixture
+def short_keycloak_sessions(keycloak_settings) -> Iterator[None]:
+    """SSO sessions that end three seconds after sign-in (ssoSessionMaxLifespan), for one test."""
+    before = keycloak_settings.admin("GET", "").json()["ssoSessionMaxLifespan"]
+    keycloak_settings.admin("PUT", "", json={"ssoSessionMaxLifespan": 3})
+    yield
+    keycloak_settings.admin("PUT", "", json={"ssoSessionMaxLifespan": before})
+
+
+def test_an_expired_keycloak_session_ends_the_session_not_the_person(
+    short_keycloak_sessions, keycloak_settings, keycloak_tokens
+):
+    alice = _signed_in(keycloak_tokens, "alice")
+    _, plaintext = services.api_token_create(actor=alice, name="ci", expires_in_days=1)
+    bearer = keycloak_tokens("alice")["access_token"]
+    time.sleep(4)
+    assert services.user_recheck(user=alice) == "session ended"
+    keycloak_settings.admin("PUT", "", json={"ssoSessionMaxLifespan": 36000})  # the next sign-in's session lives
+    _served_again_only_after_a_sign_in(keycloak_tokens, alice, plaintext, bearer)
 
 
 def test_keycloaks_java_opens_what_its_request_threads_need(keycloak):

@@ -196,3 +196,49 @@ def test_long_lived_token_secrets_are_refused(berth_namespace, guarded):
 def test_namespaces_that_are_not_berths_are_left_alone(guarded, make_namespace):
     ns = make_namespace("plain")
     assert not _refused(guarded, _service(ns, externalIPs=["203.0.113.9"]))
+
+
+_CLASSES = "berth.dev/storage-classes"
+
+
+def _claim(ns: str, storage_class: str | None, name: str = "c") -> dict[str, Any]:
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    }
+
+
+def test_claims_may_use_only_the_tiers_storage_classes(berth_namespace, guarded):
+    ns = berth_namespace(annotations={"berth.dev/storage-classes": "fast,standard"})
+    assert not _refused(guarded, _claim(ns, "standard"))
+    assert not _refused(guarded, _claim(ns, "fast"))
+    # Any other class, existing or not (one created after the tenant was provisioned), the class-less "", and no
+    # class at all where the cluster has no default class to fill in.
+    for other in ("slow", "standard-2", "berth-created-later", "", None):
+        assert _refused(guarded, _claim(ns, other)), other
+    nothing_listed = berth_namespace()  # fail closed: no annotation allows no class
+    assert _refused(guarded, _claim(nothing_listed, "standard"))
+    anywhere = berth_namespace(labels={"berth.dev/allow-any-storage-class": "true"})
+    assert not _refused(guarded, _claim(anywhere, "slow"))
+    assert not _refused(guarded, _claim(anywhere, None))
+
+
+def test_claims_from_before_a_tier_was_narrowed_stay_changeable_and_deletable(berth_namespace, guarded):
+    ns = berth_namespace(labels={"berth.dev/allow-any-storage-class": "true"})
+    guarded.create(_claim(ns, "slow", name="old"))
+    guarded.create(_claim(ns, None, name="classless"))  # waits for a default class
+    narrowed = {"labels": {"berth.dev/allow-any-storage-class": None}, "annotations": {_CLASSES: "standard"}}
+    guarded.patch("Namespace", ns, {"metadata": narrowed})
+    wait_for(lambda: _refused(guarded, _claim(ns, "slow", name="new")), timeout=30, what="the narrowed tier")
+    guarded.patch("PersistentVolumeClaim", "old", {"metadata": {"labels": {"touched": "yes"}}}, namespace=ns)
+    guarded.patch("PersistentVolumeClaim", "classless", {"metadata": {"labels": {"touched": "yes"}}}, namespace=ns)
+    # The class a class-less claim gets later (the retroactive default) must be an allowed one.
+    with pytest.raises(KubePermanentError, match="berth-storage-classes"):
+        guarded.patch("PersistentVolumeClaim", "classless", {"spec": {"storageClassName": "slow"}}, namespace=ns)
+    guarded.patch("PersistentVolumeClaim", "classless", {"spec": {"storageClassName": "standard"}}, namespace=ns)
+    assert guarded.delete("PersistentVolumeClaim", "old", namespace=ns)

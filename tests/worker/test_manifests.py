@@ -254,3 +254,31 @@ def test_a_tiers_egress_allow_list_becomes_one_policy_of_ip_blocks():
     tier.egress_allow = []
     plain = _by_kind_name(manifests.network_policies(_tenant(tier), tier, _tenant(tier).cluster))
     assert ("NetworkPolicy", "berth-allow-egress-listed") not in plain
+
+
+def test_the_namespace_names_the_tiers_storage_classes_or_opts_out_when_it_allows_any():
+    tier = seeded_tier("large")
+    tier.allowed_storage_classes = ["standard", "fast"]
+    ns = manifests.namespace(_tenant(tier), tier)
+    assert ns["metadata"]["annotations"]["berth.dev/storage-classes"] == "fast,standard"
+    assert "berth.dev/allow-any-storage-class" not in ns["metadata"]["labels"]
+    tier.allowed_storage_classes = []
+    ns = manifests.namespace(_tenant(tier), tier)
+    assert ns["metadata"]["labels"]["berth.dev/allow-any-storage-class"] == "true"
+    assert [g.name for g in guards.applicable(ns["metadata"]["labels"])].count("berth-storage-classes") == 0
+
+
+def test_the_storage_class_guard_checks_claims_as_they_get_their_class_and_has_a_probe():
+    policy = next(o for o in guards.cluster_guards() if o["metadata"]["name"] == "berth-storage-classes")
+    assert policy["kind"] == "ValidatingAdmissionPolicy"
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rules == [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["*"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["persistentvolumeclaims"],
+        }
+    ]
+    probe = guards.violations("ns")["berth-storage-classes"]
+    assert probe["kind"] == "PersistentVolumeClaim" and probe["spec"]["storageClassName"] == "berth-guard-probe"

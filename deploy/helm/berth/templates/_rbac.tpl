@@ -25,6 +25,7 @@ Extend the part that needs it (and say why), or use rbac.extraClusterRules / rba
 - berth-projected-token-lifetime
 - berth-no-berth-service-accounts
 - berth-node-pool-tolerations
+- berth-storage-classes
 {{- end -}}
 
 {{- define "berth.rbac.allVerbs" -}}[get, list, watch, create, update, patch, delete, deletecollection]{{- end -}}
@@ -130,7 +131,7 @@ Extend the part that needs it (and say why), or use rbac.extraClusterRules / rba
   verbs: [create]
 # Granting the tenant Roles (manifests.tenant_role, viewer_role): RBAC lets only someone who holds a permission
 # grant it, so the worker holds here what the team's Roles give. The guard probes (server-side dry runs of a
-# Secret, Service, Endpoints, Ingress and Pods) use these create rights too.
+# Secret, Service, Endpoints, Ingress, Pods and a PersistentVolumeClaim) use these create rights too.
 - apiGroups: [""]
   resources:
     - pods

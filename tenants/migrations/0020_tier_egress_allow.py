@@ -7,7 +7,7 @@ import tenants.validation
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tenants", "0018_page_changes"),
+        ("tenants", "0019_user_idp_session_ended_at"),
     ]
 
     operations = [
