@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # Real nodes beside `make cluster`'s control plane: 2 = the shared pool and the dedicated pool, 0 = none.
 NODES ?= 2
 
-.PHONY: help deps system-deps python-deps devcluster e2e-build oidc-deps test test-fast demo cluster oidc keycloak bench bench-api lint clean
+.PHONY: help deps system-deps python-deps devcluster e2e-build e2e-netpol e2e-network oidc-deps test test-fast demo cluster oidc keycloak bench bench-api lint clean
 
 help:
 	@echo "make demo     start the portal with a dev cluster, OIDC provider, worker and demo data"
@@ -24,6 +24,8 @@ help:
 	@echo "make bench-api  API load benchmark: gunicorn, PostgreSQL, Redis, locust (about 11 minutes)"
 	@echo "make lint     ruff (format check and lint) and mypy with django-stubs"
 	@echo "make e2e-build  the upstream Kubernetes e2e suite (e2e.test) and agnhost, at the cluster's pin"
+	@echo "make e2e-netpol   upstream [sig-network] Netpol tests against the dev cluster with nodes (about an hour)"
+	@echo "make e2e-network  upstream Services and DNS conformance tests that fit here"
 
 # --- Installing what is missing ---------------------------------------------
 system-deps:
@@ -58,6 +60,14 @@ devcluster:
 # The upstream e2e suite is heavy to build (and only its runs need it), so `make devcluster` leaves it out.
 e2e-build:
 	@./devcluster/build.sh e2e >/dev/null
+
+# Upstream's own tests against a fresh dev cluster with two nodes (devcluster/e2e.py says what is skipped and why);
+# JUnit reports under test-output/e2e-<suite>/.
+e2e-netpol: deps e2e-build
+	$(PY) -m devcluster.e2e netpol
+
+e2e-network: deps e2e-build
+	$(PY) -m devcluster.e2e network
 
 oidc-deps:
 	@test -d devcluster/oidc/node_modules || (cd devcluster/oidc && npm ci --no-audit --no-fund --loglevel=error)
