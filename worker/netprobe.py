@@ -192,8 +192,19 @@ class _Pods:
             try:
                 k.delete("Pod", name, namespace=namespace)
             except KubeError:
-                continue  # activeDeadlineSeconds ends it; the sweep of probe pods removes it
+                # activeDeadlineSeconds ends it within minutes, so it holds no quota; in the canary namespace the
+                # tenant's next run deletes it (remove_leftovers).
+                continue
         self.made = []
+
+
+def remove_leftovers(k: Kube, namespace: str, tenant: Any) -> None:
+    """Delete this tenant's probe pods that an earlier run could not (its worker died) from the canary
+    namespace, where only Berth creates pods. Elsewhere nothing is deleted by label: a tenant may put any label
+    on its own pods, and Berth never deletes what it did not create."""
+    selector = f"{PROBE_LABEL},{manifests.TENANT_ID_LABEL}={tenant.pk}"
+    for pod in k.list("Pod", namespace=namespace, label_selector=selector):
+        k.delete("Pod", pod["metadata"]["name"], namespace=namespace, uid=pod["metadata"].get("uid", ""))
 
 
 def _phase(pod: dict[str, Any]) -> str:
@@ -327,6 +338,7 @@ def run(tenant_kube: Kube, host: Kube, tenant: Any, namespace: str) -> ProbeRun:
     try:
         egress = cluster_targets(host)
         canary_ns = ensure_canary_namespace(host, tenant.cluster)
+        remove_leftovers(host, canary_ns, tenant)
         server, canary = f"berth-probe-srv-{run_id}", f"berth-probe-canary-{run_id}"
         pods.create(tenant_kube, _server(server, namespace, labels))
         pods.create(host, _server(canary, canary_ns, labels))
