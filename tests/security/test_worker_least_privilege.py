@@ -32,7 +32,14 @@ from tenants.audit import AuditContext
 from tenants.models import AuditEvent, Cluster, Tenant, TenantRequest, Tier
 from tests.deploy.chart import CHART
 from tests.plugins.kube import manifest, read_or_none, wait_for
-from tests.plugins.worker import OUTPUT, ROOT, django_process_env, fetch_kubeconfig, wait_status
+from tests.plugins.worker import (
+    OUTPUT,
+    ROOT,
+    assert_passes_but_packets_unproven,
+    django_process_env,
+    fetch_kubeconfig,
+    wait_status,
+)
 from tests.worker import sleep_workloads
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pytest.mark.worker]
@@ -269,8 +276,9 @@ def test_tenant_lifecycle_with_the_charts_rbac_only(
 
     # The isolation report, run by the worker with the tenant's own token.
     wait_for(lambda: Tenant.objects.get(pk=tenant.pk).isolation_report, timeout=90, what="the isolation report")
-    report = Tenant.objects.get(pk=tenant.pk).isolation_report
-    assert report["passed"], [c for c in report["checks"] if not c["passed"]]
+    # Every check passes with the chart's RBAC; the packet checks find no node to run on here (the chart lets the
+    # worker list nodes to find out), so they say not proven.
+    assert_passes_but_packets_unproven(Tenant.objects.get(pk=tenant.pk).isolation_report)
 
     # Reconcile repairs hand edits, even the deletion of the worker's own grant.
     client.NetworkingV1Api(kube_admin).delete_namespaced_network_policy("berth-default-deny", ns)
