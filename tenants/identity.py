@@ -52,12 +52,20 @@ class Refreshed:
     refresh_token: str  # the one to keep (providers may rotate it)
 
 
+JWKS_REFETCH_SECONDS = 2.0
+
+
 @lru_cache(maxsize=4)
 def jwks_client(url: str) -> jwt.PyJWKClient:
     ssl_context = None
     if isinstance(settings.OIDC_VERIFY_SSL, str):
         ssl_context = ssl.create_default_context(cafile=settings.OIDC_VERIFY_SSL)
-    return jwt.PyJWKClient(url, cache_keys=True, lifespan=300, ssl_context=ssl_context)
+    # A token signed with a key the cached set lacks (the provider rotated its keys, or restarted with new ones)
+    # forces a refetch; at most one per JWKS_REFETCH_SECONDS, so garbage key ids cannot hammer the provider, and
+    # a rotation costs the first sign-ins after it no more than that.
+    return jwt.PyJWKClient(
+        url, cache_keys=True, lifespan=300, ssl_context=ssl_context, cooldown_duration=JWKS_REFETCH_SECONDS
+    )
 
 
 def verify_id_token(token: str) -> dict[str, Any]:

@@ -202,7 +202,8 @@ def assert_passes_but_packets_unproven(report: dict[str, Any] | None) -> None:
     there and say so (not proven, never passed), so the report as a whole does not pass."""
     assert report is not None
     unproven = {c["id"] for c in report["checks"] if c.get("proven") is False}
-    assert unproven == NETWORK_CHECK_IDS, report["checks"]
+    # The ingress controller's check is there only on clusters that name an ingress namespace.
+    assert unproven - {"berth-net-ingress-controller"} == NETWORK_CHECK_IDS, report["checks"]
     for check in report["checks"]:
         if check["id"] in unproven:
             assert not check["passed"] and "no Ready node" in check["detail"], check

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import subprocess
 import time
-import urllib.request
 
 import pytest
 from kubernetes import client
@@ -222,9 +221,16 @@ def test_on_real_nodes_running_pods_stop_while_asleep_and_serve_again_after_wake
 
         return wait_for(check, timeout=120, what=f"{count} running pods in {ns}")
 
-    for pod in running(2):
-        with urllib.request.urlopen(f"http://{pod.status.pod_ip}:8080/", timeout=5) as answer:
-            assert answer.read() == b"berth busybox\n"
+    def serves(pods: list[client.V1Pod]) -> None:
+        """Each pod answers a page, asked from a pod of the namespace (NetworkPolicy keeps the host out)."""
+        for pod in pods:
+            url = f"http://{pod.status.pod_ip}:8080/"
+            got = kubectl(
+                "-n", ns, "exec", str(pods[0].metadata.name), "--", "wget", "-q", "-O", "-", url, kubeconfig=config
+            )
+            assert (got.returncode, got.stdout) == (0, "berth busybox\n"), got.stderr
+
+    serves(running(2))
 
     services.tenant_sleep(tenant=tenant, actor=alice)
     _wait_state(tenant, "asleep")
@@ -237,6 +243,4 @@ def test_on_real_nodes_running_pods_stop_while_asleep_and_serve_again_after_wake
 
     services.tenant_wake(tenant=Tenant.objects.get(pk=tenant.pk), actor=alice)
     _wait_state(tenant, "awake")
-    for pod in running(2):
-        with urllib.request.urlopen(f"http://{pod.status.pod_ip}:8080/", timeout=5) as answer:
-            assert answer.read() == b"berth busybox\n"
+    serves(running(2))
