@@ -386,29 +386,6 @@ def check_writes(mix: dict[str, Any], seeded_requests: int) -> dict[str, int]:
     }
 
 
-def pages_answered(directory: Path) -> Counter[tuple[str, str]]:
-    """berth_api_list_pages_total of every gunicorn worker so far: (list, "kept" or "built") → pages."""
-    from prometheus_client import CollectorRegistry
-    from prometheus_client.multiprocess import MultiProcessCollector
-
-    registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=str(directory))
-    found: Counter[tuple[str, str]] = Counter()
-    for metric in registry.collect():
-        if metric.name == "berth_api_list_pages":
-            for sample in metric.samples:
-                if sample.name.endswith("_total"):
-                    found[(sample.labels["list"], sample.labels["answer"])] += int(sample.value)
-    return found
-
-
-def kept_shares(before: Counter[tuple[str, str]], after: Counter[tuple[str, str]]) -> dict[str, str]:
-    """For each list, the pages answered as kept between ``before`` and ``after``, of those that could be."""
-    pages = after - before
-    lists = sorted({name for name, _ in pages})
-    return {name: f"{pages[(name, 'kept')]} of {pages[(name, 'kept')] + pages[(name, 'built')]}" for name in lists}
-
-
 def cpu_per_request(cpu: dict[str, float], requests: float) -> str:
     """Each component's CPU seconds as milliseconds per request, in the tables' order."""
     return ", ".join(f"{1000 * seconds / max(requests, 1):.2f}" for seconds in cpu.values())
@@ -436,8 +413,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="berth-api-load-"))
     with servers.postgres_server() as db, servers.redis_server() as redis:
         env = portal_env(db, redis.url)
-        # As the chart and compose run the portal: counters in files that /metrics adds up over the workers. The
-        # bench reads berth_api_list_pages_total from them (pages answered as kept, tenants.api.kept_pages).
+        # As the chart and compose run the portal: counters in files that /metrics adds up over the workers.
         metrics_dir = work / "metrics"
         metrics_dir.mkdir()
         env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
@@ -492,14 +468,11 @@ def main() -> int:
             # each measured 63 and 64 %, the two with none 80 and 81 %, in one run, before preloading).
             solo: list[tuple[str, dict[str, Any]]] = []
             bares = [run("bare", args.solo_seconds)]
-            before_solo = pages_answered(metrics_dir)
             for _ in range(args.rounds):
                 for tag in LISTS:
                     solo.append((tag, run(tag, args.solo_seconds)))
                     bares.append(run("bare", args.solo_seconds))
-            before_mix = pages_answered(metrics_dir)
             mix = run("mix", args.mix_seconds)
-            after_mix = pages_answered(metrics_dir)
         finally:
             canary.stop()
             server.stop(grace_seconds=10)
@@ -553,8 +526,6 @@ def main() -> int:
         f"  audit trail pages read from the top: {walked.get('first', 0)},"
         f" by a next link's cursor: {walked.get('cursor', 0)}"
     )
-    solo_kept, mix_kept = kept_shares(before_solo, before_mix), kept_shares(before_mix, after_mix)
-    print(f"  list pages answered as kept (API_LIST_PAGES_KEPT): {solo_kept}")
     print(f"\nMix of reads and writes ({args.mix_seconds} s):")
     print(f"  {'endpoint':<28}{'req/s':>8}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}{'errors':>8}")
     for name, row in mix["rows"].items():
@@ -564,7 +535,6 @@ def main() -> int:
     for phase in [*bares, *(phase for _, phase in solo), mix]:
         statuses.update(phase["statuses"])
     server_errors = sum(v for k, v in statuses.items() if not k.isdigit() or int(k) >= 500)
-    print(f"  list pages answered as kept: {mix_kept}")
     print(f"\nStatus codes (mix): {dict(sorted(mix['statuses'].items()))}")
     print(f"Writes checked in the database: {writes}")
     lost_or_doubled = (
@@ -587,7 +557,6 @@ def main() -> int:
         "list_ratio_min": round(min(ratios[n] for n in LIST_ENDPOINTS), 2),
         "mix_rps": round(figures(mix["rows"]["Aggregated"])["rps"], 1),
         "mix_p95_ms": figures(mix["rows"]["Aggregated"])["p95"],
-        "pages_kept": {"solo": solo_kept, "mix": mix_kept},
         "server_errors": server_errors,
         "writes_ok": not lost_or_doubled,
     }

@@ -99,16 +99,6 @@ TEMPLATES = [
 DATABASES = {"default": env.db("DATABASE_URL", default="postgres:///berth")}
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
-# API list pages prepare their queries (tenants.api.rows, tenants.api.pages): off behind a pooler that cannot
-# keep prepared statements (PgBouncer in transaction mode before 1.21).
-DATABASE_PREPARED_STATEMENTS = env.bool("DATABASE_PREPARED_STATEMENTS", default=True)
-# API list pages keep each row they render, per process, and render it again only when the row or a row it shows
-# has been written since (tenants.api.rows.PlainRows.fragments): at most this many rows per list (0: none).
-API_LIST_ROWS_KEPT = env.int("API_LIST_ROWS_KEPT", default=10_000)
-# And whole pages, per process: a page filtered by nothing but its team, asked for again while nothing it shows has
-# changed, is answered as kept, after one statement reads the change log (tenants.api.kept_pages): at most this
-# many pages per process (0: none).
-API_LIST_PAGES_KEPT = env.int("API_LIST_PAGES_KEPT", default=500)
 
 # --- Static files -----------------------------------------------------------
 STATIC_URL = "static/"

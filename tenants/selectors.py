@@ -338,20 +338,15 @@ _LINK_PLACEHOLDER = re.compile(r"\{(namespace|tenant|team|cluster)\}")
 
 def monitoring_links(*, tenant: Tenant) -> list[dict]:
     """The cluster's monitoring URL templates filled in for this tenant (http/https only)."""
-    return fill_monitoring_links(
-        tenant.cluster.monitoring_links,
-        namespace=tenant.namespace,
-        tenant=tenant.name,
-        team=tenant.team.slug,
-        cluster=tenant.cluster.name,
-    )
-
-
-def fill_monitoring_links(templates: object, *, namespace: str, tenant: str, team: str, cluster: str) -> list[dict]:
-    """``templates`` (a cluster's monitoring_links) filled in with a tenant's names; see monitoring_links."""
+    templates = tenant.cluster.monitoring_links
     if not templates:
         return []
-    values = {"namespace": quote(namespace), "tenant": quote(tenant), "team": quote(team), "cluster": quote(cluster)}
+    values = {
+        "namespace": quote(tenant.namespace),
+        "tenant": quote(tenant.name),
+        "team": quote(tenant.team.slug),
+        "cluster": quote(tenant.cluster.name),
+    }
     links = []
     for entry in templates if isinstance(templates, list) else []:
         if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):

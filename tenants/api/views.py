@@ -3,32 +3,23 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any
 
 from django.db.models import Model, QuerySet
 from django.http import HttpResponse, StreamingHttpResponse
-from django.utils import timezone
-from django_filters import FilterSet
-from django_filters.constants import EMPTY_VALUES
-from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request as ApiRequest
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from tenants import models, selectors, services
-from tenants.api import kept_pages
 from tenants.api import serializers as s
 from tenants.api.authentication import OidcBearerAuthentication
-from tenants.api.filters import AuditEventFilter, BerthFilterSet, RequestFilter, TenantFilter
-from tenants.api.pages import AFTER, CALLER, CALLER_TEAMS, TOKEN_TEAM, PageQueries, Window, shape_of, team_ids_of
-from tenants.api.pagination import After, BerthPagination, NewestFirstPagination
-from tenants.api.rows import PageJSONRenderer, PlainRows, RenderedRows
+from tenants.api.filters import AuditEventFilter, RequestFilter, TenantFilter
+from tenants.api.pagination import NewestFirstPagination
 from tenants.api.sleep_views import TenantSleepActions
 from tenants.api.throttling import SharedRateThrottle, WriteThrottle
 from tenants.audit import AuditContext
@@ -106,184 +97,13 @@ def of_team(queryset: QuerySet[Any], team_id: int, lookup: str = "team_id") -> Q
     return queryset.filter(**{lookup: team_id})
 
 
-# A list whose page is built by ``list_rows`` (tenants.api.rows) rather than by ``serializer_class``. The output is
-# the serializer's, byte for byte (tests/tenants/test_api_rows.py); the schema still comes from ``serializer_class``.
-# With ``list_rows = None`` the view lists through the serializer, as DRF does. (Comments, not a docstring: the
-# schema would take a docstring for the description of every view that inherits it.)
-#
-# The page's ids and count come from SQL compiled once per shape of request (tenants.api.pages), from the same
-# selector (``visible_in``, a function of the caller's Scope), token narrowing and filters as ``get_queryset`` and
-# ``filter_queryset``; a shape it cannot compile is listed through those, as before. A compiled page's ids and its
-# rows' versions come in one statement (PlainRows.listed_after); rows rendered before at the same version are not
-# read again (PlainRows.fragments).
-class PlainListMixin(mixins.ListModelMixin, BerthViewSet):
-    list_rows: PlainRows | None = None
-    # A page's rows come rendered (RenderedRows); PageJSONRenderer answers anything else as JSONRenderer does.
-    renderer_classes: list[type[BaseRenderer]] = [
-        PageJSONRenderer if r is JSONRenderer else cast(type[BaseRenderer], r)
-        for r in api_settings.DEFAULT_RENDERER_CLASSES
-    ]
-    filterset_class: type[BerthFilterSet]
-    visible_in: Callable[[selectors.Scope], QuerySet[Any]]
-    # Whether ``visible_in`` reads a member's teams from the Scope (selectors.Scope.team_ids), and the filters that
-    # pin a page to one team, whose compiled page does without them (tenants.api.pages.PageQueries).
-    scope_team_ids = False
-    one_team_filters: frozenset[str] = frozenset()
-
-    list_pages: PageQueries | None = None
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        # Only a view that lists what ``visible_in``, ``of_team`` and its filters say, and nothing else, has its
-        # SQL compiled: an override of how the queryset is built or filtered would be skipped by it.
-        cls.list_pages = None
-        if "visible_in" in cls.__dict__ and (
-            cls.get_queryset is BerthViewSet.get_queryset
-            and cls.scoped_queryset is PlainListMixin.scoped_queryset
-            and cls.filter_queryset is viewsets.GenericViewSet.filter_queryset
-            and cls.filter_backends == [DjangoFilterBackend]
-            and issubclass(cls.filterset_class, BerthFilterSet)
-            and cls.filterset_class.filter_queryset is FilterSet.filter_queryset
-            and cls.filterset_class.qs is FilterSet.qs
-        ):
-            paging = cls.pagination_class
-            after = paging.narrow if paging is not None and issubclass(paging, NewestFirstPagination) else None
-            cls.list_pages = PageQueries(
-                cls.__dict__["visible_in"],
-                of_team,
-                cls.filterset_class,
-                after,
-                team_values=cls.scope_team_ids,
-                one_team=cls.one_team_filters,
-            )
+# A list of what the caller may see (``visible_to``), narrowed to a team token's team and filtered. (A comment, not a
+# docstring: the schema would take a docstring for the description of every view that inherits it.)
+class ListViewSet(mixins.ListModelMixin, BerthViewSet):
+    visible_to: Callable[..., QuerySet[Any]]
 
     def scoped_queryset(self):
-        scope = selectors.scope_of(actor_of(self.request), with_team_ids=self.scope_team_ids)
-        return self.for_token_team(type(self).visible_in(scope))
-
-    def list(self, request: ApiRequest, *args: Any, **kwargs: Any) -> Response:
-        rows = self.list_rows
-        if rows is None:
-            return super().list(request, *args, **kwargs)
-        key, scopes = self._kept_as(request)
-        return Response(kept_pages.PAGES.answer(key, scopes, lambda: self._page(request, rows).data))
-
-    def _kept_as(self, request: ApiRequest) -> tuple[tuple[Any, ...] | None, kept_pages.Scopes | None]:
-        """The key a page of ``request`` is kept under, and what it shows (tenants.api.kept_pages); or Nones for a
-        page that is not kept: one filtered by more than its team, paged by more than its position, answered in
-        another format than JSON, or of every team (an approver's or admin's, pinned to none)."""
-        paginator = self.paginator
-        assert paginator is not None
-        position = getattr(paginator, "cursor_query_param", None) or getattr(paginator, "offset_query_param", None)
-        if not isinstance(request.accepted_renderer, PageJSONRenderer) or not set(request.query_params) <= {
-            "team",
-            paginator.limit_query_param,  # type: ignore[attr-defined]
-            position,
-        }:
-            return None, None
-        try:
-            # The team the filter names as it filters by it (trimmed; empty is no filter), never the raw value.
-            slug = self.filterset_class.cleaned(request.query_params).get("team")
-        except exceptions.ValidationError:
-            return None, None  # the page's own build answers the 400
-        scope = selectors.scope_of(actor_of(request))
-        team_id = token_team_id(request)
-        if team_id is not None:
-            scopes = kept_pages.Scopes(scope.user_id, teams=(team_id,))
-        elif slug not in EMPTY_VALUES:
-            if "\x00" in str(slug):
-                return None, None  # names no team (the filter matches nothing), and PostgreSQL takes no NUL in text
-            scopes = kept_pages.Scopes(scope.user_id, team_slug=slug)
-        elif scope.kind == "member":
-            scopes = kept_pages.Scopes(scope.user_id, members_of=scope.user_id)
-        else:
-            return None, None
-        key = (
-            type(self).__name__,
-            request.build_absolute_uri(),
-            request.accepted_media_type,
-            timezone.get_current_timezone_name(),
-            scope.kind,
-            scope.user_id,
-            team_id,
-        )
-        return key, scopes
-
-    def _page(self, request: ApiRequest, rows: PlainRows) -> Response:
-        paginator = self.paginator
-        if isinstance(paginator, NewestFirstPagination):
-            return self.get_paginated_response(RenderedRows(rows.fragments(self._newest_first(request, paginator))))
-        assert isinstance(paginator, BerthPagination)
-        window = self._compiled_window(request)
-        listed: list[tuple[Any, str]]
-        if window is None:
-            listed = rows.listed(paginator.page_ids(self.filter_queryset(self.get_queryset()), request))
-        else:
-            listed = []
-            counted: list[int] = []
-
-            def ids(offset: int, limit: int) -> list[Any]:
-                page, total, _ = rows.listed_after(
-                    window.db, *window.page(offset, limit), limit, window.count_sql, window.params
-                )
-                listed[:], counted[:] = page, ([] if total is None else [int(total)])
-                return [pk for pk, _ in page]
-
-            # A full page's statement has counted; an empty one past the end has not.
-            paginator.window(request, ids, lambda: counted[0] if counted else window.count())
-        return self.get_paginated_response(RenderedRows(rows.fragments(listed)))
-
-    def _newest_first(self, request: ApiRequest, paginator: NewestFirstPagination) -> Sequence[tuple[Any, str]]:
-        """The (pk, version) of a keyset page's rows: one row more is read, to know whether a next page exists.
-
-        A page of one team's trail, filtered by nothing else, is prepared: the team's index finds its rows in order
-        whatever the values, and a prepared statement cost PostgreSQL 0.27-0.43 ms of CPU a page where one planned
-        with its values, parsed afresh as Django's cursors send it, cost 0.95-1.03 (10,000 tenants, 100,000 audit
-        rows, dense and sparse teams, 2026-11-28). Any other page is planned with its values every time: how many of
-        a trail's rows a caller may see varies by orders of magnitude, and a generic plan cannot know. Prepared,
-        PostgreSQL settled on a generic plan that walks the trail newest first and filters, which reads a team of
-        120 events among 100,000 nearly to the end: 7.1 ms a page, where planned with its values it takes the
-        team's index, 3.1 ms, as the uniform teams' pages do (2026-11-24).
-        """
-        rows = self.list_rows
-        assert rows is not None
-        after = paginator.begin(request)
-        window = self._compiled_window(request, after)
-        if window is None:
-            return rows.listed(paginator.ids(self.filter_queryset(self.get_queryset()), after))
-        limit = paginator.limit
-        read = limit + 1
-        page, _, at = rows.listed_after(
-            window.db,
-            *window.page(0, read),
-            read,
-            None,
-            (),
-            at=(paginator.at_field, limit),
-            prepared=window.one_team_only,
-        )
-        return page[: paginator.end(len(page), lambda: After(at, page[limit - 1][0]))]
-
-    def _compiled_window(self, request: ApiRequest, after: After | None = None) -> Window | None:
-        if self.list_pages is None:
-            return None
-        cleaned = self.filterset_class.cleaned(request.query_params)
-        scope = selectors.scope_of(actor_of(request))
-        team_id = token_team_id(request)
-        shape = shape_of(scope, team_id, cleaned, self.filterset_class.base_filters, after=after is not None)
-        if shape is None:
-            return None
-        values: dict[str, Any] = {
-            CALLER: [scope.user_id],
-            CALLER_TEAMS: lambda: [team_ids_of(scope.user_id)],
-            TOKEN_TEAM: [team_id],
-            AFTER: list(after or ()),
-        }
-        for name, given in shape[2]:
-            if name != AFTER:
-                value = cleaned[name]
-                values[name] = list(set(value)) if given else [value]
-        return self.list_pages.window(shape, values)
+        return self.for_token_team(type(self).visible_to(user=actor_of(self.request)))
 
 
 class MeView(APIView):
@@ -320,11 +140,10 @@ class ClusterViewSet(mixins.ListModelMixin, BerthViewSet):
         return selectors.clusters_available()
 
 
-class RequestViewSet(PlainListMixin, mixins.RetrieveModelMixin):
+class RequestViewSet(ListViewSet, mixins.RetrieveModelMixin):
     serializer_class = s.RequestSerializer
-    list_rows = s.REQUEST_ROWS
     filterset_class = RequestFilter
-    visible_in = staticmethod(selectors.requests_in)
+    visible_to = staticmethod(selectors.requests_visible_to)
 
     schema_model = models.TenantRequest
 
@@ -416,12 +235,11 @@ class RequestViewSet(PlainListMixin, mixins.RetrieveModelMixin):
         return Response(s.RequestSerializer(req).data)
 
 
-class TenantViewSet(TenantSleepActions, PlainListMixin, mixins.RetrieveModelMixin):
+class TenantViewSet(TenantSleepActions, ListViewSet, mixins.RetrieveModelMixin):
     serializer_class = s.TenantSerializer
-    list_rows = s.TENANT_ROWS
     list_params = frozenset({"status"})
     filterset_class = TenantFilter
-    visible_in = staticmethod(selectors.tenants_in)
+    visible_to = staticmethod(selectors.tenants_visible_to)
 
     schema_model = models.Tenant
 
@@ -517,14 +335,11 @@ class MergedKubeconfigView(OneValueEach, APIView):
         return kubeconfig_response(text, "berth-kubeconfig.yaml")
 
 
-class AuditEventViewSet(PlainListMixin):
+class AuditEventViewSet(ListViewSet):
     serializer_class = s.AuditEventSerializer
     pagination_class = NewestFirstPagination
-    list_rows = s.AUDIT_EVENT_ROWS
     filterset_class = AuditEventFilter
-    visible_in = staticmethod(selectors.audit_events_in)
-    scope_team_ids = True
-    one_team_filters = frozenset({"team"})
+    visible_to = staticmethod(selectors.audit_events_visible_to)
 
     schema_model = models.AuditEvent
 

@@ -49,7 +49,6 @@ from tenants.services.lifecycle import (
     tenants_record_usage,
     transition,
 )
-from tenants.services.page_changes import page_changes_prune
 from tenants.services.permissions import is_owner_or_admin, is_writer, kubeconfig_role, require_platform_admin
 from tenants.services.prices import cluster_price_errors, cluster_set_prices
 from tenants.services.rightsizing import rightsizing_accept, rightsizing_assess, rightsizing_dismiss
@@ -194,5 +193,4 @@ __all__ = [
     "tenant_touch_activity",
     "tenant_wake",
     "tenants_sleep_sweep",
-    "page_changes_prune",
 ]
