@@ -650,8 +650,8 @@ class TenantRequest(models.Model):
         indexes = [
             models.Index(fields=["team", "-created_at", "-id"], name="request_team_page"),
             # The page's COUNT for a member, read from the index alone: which requests a member sees depends on the
-            # receiving team too (requests_in), which the team's own index (replaced by this one) left PostgreSQL
-            # to read from the table.
+            # receiving team too (requests_visible_to), which the team's own index (replaced by this one) left
+            # PostgreSQL to read from the table.
             models.Index(fields=["team", "target_team"], name="request_team_target"),
         ]
 

@@ -7,7 +7,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import quote
 
 from django.db.models import (
@@ -15,7 +15,6 @@ from django.db.models import (
     Count,
     F,
     IntegerField,
-    Lookup,
     Min,
     OuterRef,
     Q,
@@ -47,82 +46,19 @@ from tenants.models import (
 )
 
 
-@dataclass(frozen=True)
-class Scope:
-    """All that the lists' visibility depends on: the caller's standing, id and (when asked for) teams.
-
-    ``tenants_in``, ``requests_in`` and ``audit_events_in`` are functions of a Scope and of nothing else (no query
-    of their own, no other attribute of the user), which is what lets tenants.api.pages compile their SQL once per
-    kind of caller: a new branch on anything else must become a field here.
-    """
-
-    kind: Literal["admin", "approver", "member"]
-    user_id: int
-    # A member's teams, for a selector that can test them as values (see audit_events_in); read only when asked
-    # for. Without them such a selector tests membership by a subquery: the same rows, another plan.
-    team_ids: tuple[int, ...] | None = None
-
-    @property
-    def sees_every_team(self) -> bool:
-        return self.kind != "member"
+def _sees_every_team(user: User) -> bool:
+    """Platform admins and approvers read every team's teams, tenants and requests."""
+    return user.is_platform_admin or user.is_approver
 
 
-def scope_of(user: User, *, with_team_ids: bool = False) -> Scope:
-    kind: Literal["admin", "approver", "member"] = (
-        "admin" if user.is_platform_admin else "approver" if user.is_approver else "member"
-    )
-    team_ids = tuple(team_ids_of(user_id=user.pk)) if with_team_ids and kind == "member" else None
-    return Scope(kind=kind, user_id=user.pk, team_ids=team_ids)
-
-
-def team_ids_of(*, user_id: int) -> list[int]:
-    return list(team_ids_query(user_id=user_id))
-
-
-def team_ids_query(*, user_id: int) -> QuerySet[Membership, int]:
-    """The user's teams. As the subquery of a scope (tested with AnyOfQuery: ``team_id = ANY(ARRAY(SELECT team_id
-    FROM membership …))``), unlike a join through the team, it leaves a page's ``ORDER BY`` to the (team, ordering)
-    index when a filter names one team."""
-    return Membership.objects.filter(user_id=user_id).order_by().values_list("team_id", flat=True)
-
-
-class AnyOf(Lookup):
-    """``column = ANY(%s)``, the values as one array parameter: unlike ``__in``, one SQL text whatever their
-    number (so a compiled list page serves every member), and unlike ``IN (SELECT …)``, values PostgreSQL can
-    combine with another index in a BitmapOr (see audit_events_in)."""
-
-    lookup_name = "any"
-    prepare_rhs = False
-
-    def as_sql(self, compiler: Any, connection: Any) -> Any:  # a list among the parameters, which the stubs deny
-        lhs, lhs_params = self.process_lhs(compiler, connection)
-        return f"{lhs} = ANY(%s)", [*lhs_params, list(self.rhs)]
-
-
-class AnyOfQuery(Lookup):
-    """``column = ANY(ARRAY(SELECT …))``: the subquery's values, read once into an array (an InitPlan), then tested
-    per row as values. ``column IN (SELECT …)`` answers the same rows (the subquery's values are never NULL, and
-    a NULL column matches neither) but probes a hashed subplan for every row: counting a team's 1,000 requests
-    (tested against both of a transfer's teams) cost PostgreSQL 0.33 ms that way and 0.23 ms this way (2026-11-28)."""
-
-    lookup_name = "any_of_query"
-    prepare_rhs = False
-
-    def as_sql(self, compiler: Any, connection: Any) -> Any:
-        lhs, lhs_params = self.process_lhs(compiler, connection)
-        rhs, rhs_params = self.process_rhs(compiler, connection)
-        if not (rhs.startswith("(") and rhs.endswith(")")):
-            raise TypeError(f"{type(self).__name__} takes a subquery, not {rhs!r}")
-        return f"{lhs} = ANY(ARRAY{rhs})", [*lhs_params, *rhs_params]
-
-
-def _sees_everything(user: User) -> bool:
-    return scope_of(user).sees_every_team
+def _team_ids(user: User) -> QuerySet[Membership, int]:
+    """The user's teams, as a subquery."""
+    return Membership.objects.filter(user=user).order_by().values_list("team_id", flat=True)
 
 
 def teams_visible_to(*, user: User) -> QuerySet[Team]:
     qs = Team.objects.all()
-    return qs if _sees_everything(user) else qs.filter(memberships__user=user)
+    return qs if _sees_every_team(user) else qs.filter(memberships__user=user)
 
 
 def teams_where_can_request(*, user: User) -> QuerySet[Team]:
@@ -136,27 +72,19 @@ def memberships_of(*, user: User) -> QuerySet[Membership]:
 
 
 def tenants_visible_to(*, user: User) -> QuerySet[Tenant]:
-    return tenants_in(scope_of(user))
-
-
-def tenants_in(scope: Scope) -> QuerySet[Tenant]:
     qs = Tenant.objects.select_related("team", "tier", "cluster", "created_by")
-    return qs if scope.sees_every_team else qs.filter(AnyOfQuery(F("team_id"), team_ids_query(user_id=scope.user_id)))
+    return qs if _sees_every_team(user) else qs.filter(team_id__in=_team_ids(user))
 
 
 def requests_visible_to(*, user: User) -> QuerySet[TenantRequest]:
-    return requests_in(scope_of(user))
-
-
-def requests_in(scope: Scope) -> QuerySet[TenantRequest]:
     """The requests of the user's teams, and the transfers offered to them."""
     qs = TenantRequest.objects.select_related(
         "team", "tier", "cluster", "tenant", "requested_by", "decided_by", "target_team", "accepted_by"
     )
-    if scope.sees_every_team:
+    if _sees_every_team(user):
         return qs
-    teams = team_ids_query(user_id=scope.user_id)
-    return qs.filter(Q(AnyOfQuery(F("team_id"), teams)) | Q(AnyOfQuery(F("target_team_id"), teams)))
+    teams = _team_ids(user)
+    return qs.filter(Q(team_id__in=teams) | Q(target_team_id__in=teams))
 
 
 def requests_awaiting_decision(*, user: User) -> QuerySet[TenantRequest]:
@@ -191,25 +119,16 @@ def transfer_targets(*, tenant: Tenant) -> QuerySet[Team]:
 
 
 def audit_events_visible_to(*, user: User) -> QuerySet[AuditEvent]:
-    return audit_events_in(scope_of(user, with_team_ids=True))
-
-
-def audit_events_in(scope: Scope) -> QuerySet[AuditEvent]:
+    """Admins read the whole trail; approvers every team's history and their own acts (not others' sign-ins);
+    members their teams' history and their own acts."""
     qs = AuditEvent.objects.select_related("team")
-    if scope.kind == "admin":
+    if user.is_platform_admin:
         return qs
-    if scope.kind == "approver":
-        # Approvers decide for every team, so they read every team's history (not others' sign-ins).
-        return qs.filter(Q(team__isnull=False) | Q(actor_id=scope.user_id))
-    if scope.team_ids is None:
-        # A subquery, in the page's own statement. Where a page is pinned to one team (a filter, a team token),
-        # that team's index finds its rows and the subquery is one lookup, and no query of its own reads the
-        # teams first (tenants.api.pages asks for the values only where a page is not pinned).
-        return qs.filter(Q(AnyOfQuery(F("team_id"), team_ids_query(user_id=scope.user_id))) | Q(actor_id=scope.user_id))
-    # The member's teams as values: PostgreSQL then counts a member's whole trail from the (team, actor) and actor
-    # indexes in a BitmapOr (1.9 ms for 10,000 events of 100,000), where the subquery, then ``IN (SELECT …)``, left
-    # it to scan every row (5.7 ms; measured 2026-11-23; the array form above was not measured for this).
-    return qs.filter(Q(AnyOf(F("team_id"), list(scope.team_ids))) | Q(actor_id=scope.user_id))
+    if user.is_approver:
+        return qs.filter(Q(team__isnull=False) | Q(actor=user))
+    # The teams as values, read first: PostgreSQL then reads a member's trail from the (team, actor) and actor
+    # indexes together (a BitmapOr), where a subquery had it scan every row.
+    return qs.filter(Q(team_id__in=list(_team_ids(user))) | Q(actor=user))
 
 
 def tiers_available() -> QuerySet[Tier]:
