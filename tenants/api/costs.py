@@ -19,8 +19,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tenants import selectors, showback
+from tenants.api.base import OneValueEach, actor_of, field_error, token_team_id
 from tenants.api.throttling import WriteThrottle
-from tenants.api.views import OneValueEach, actor_of, field_error, token_team_id
 from tenants.csv_export import costs_csv_response
 from tenants.models import Team, Tenant
 
