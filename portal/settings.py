@@ -279,7 +279,7 @@ CELERY_BEAT_SCHEDULE = {
 # A quota reading goes into the usage history covering the time since the tenant's previous one, at most this
 # long: a longer silence (workers down) is unknown time, not usage (tenants.services.usage).
 BERTH_USAGE_MAX_GAP_SECONDS = env.float("BERTH_USAGE_MAX_GAP_SECONDS", default=2 * BERTH_RECONCILE_SECONDS)
-# Showback (tenants.showback): the currency cluster prices are set in unless an admin names another.
+# Showback (tenants.costs): the currency cluster prices are set in unless an admin names another.
 BERTH_CURRENCY = env.str("BERTH_CURRENCY", default="EUR")
 # Right-sizing (tenants/rightsizing.py, docs/rightsizing.md): over the last BERTH_RIGHTSIZE_DAYS complete days on
 # its tier, a tenant whose CPU, memory and storage all averaged under UNDER_SHARE of the quota (with readings

@@ -1,7 +1,8 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from tenants.api import audit, catalog, costs, me, requests, schema, tenants, tokens  # noqa: F401  (schema: registers the auth extensions)
+from tenants.api import audit, catalog, me, requests, schema, tenants, tokens  # noqa: F401  (schema: registers the auth extensions)
+from tenants.costs import api as costs
 
 # SimpleRouter, not DefaultRouter: that one also serves a browsable index at the API's root and every route again
 # with a format suffix (``tenants.json``, ``requests/<id>/approve.api``), none of which is in the OpenAPI schema.
@@ -18,7 +19,7 @@ router.register("tokens", tokens.ApiTokenViewSet, basename="api-token")
 urlpatterns = [
     path("me/", me.MeView.as_view(), name="api-me"),
     path("kubeconfig/", me.MergedKubeconfigView.as_view(), name="api-kubeconfig"),
-    # Showback (tenants/api/costs.py)
+    # Showback (tenants/costs/api.py)
     path("teams/<slug:slug>/costs/", costs.TeamCostsView.as_view(), name="api-team-costs"),
     path("teams/<slug:slug>/costs/export/", costs.TeamCostsExportView.as_view(), name="api-team-costs-export"),
     path("tenants/<uuid:id>/costs/", costs.TenantCostsView.as_view(), name="api-tenant-costs"),

@@ -265,8 +265,8 @@ class ClusterPrice(models.Model):
     """What one cluster's resources cost from ``effective_from`` (00:00 UTC that day) until the next price.
 
     Prices are never rewritten once in effect: a change is a new row, so past months keep the prices they
-    had (tenants.services.prices). Storage is priced per GiB-month, a month being 730 hours (8760 / 12);
-    showback (tenants.showback) reads these.
+    had (tenants.costs.prices). Storage is priced per GiB-month, a month being 730 hours (8760 / 12);
+    showback (tenants.costs.showback) reads these.
     """
 
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="prices")
