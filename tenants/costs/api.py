@@ -1,7 +1,7 @@
 """Showback in the API: a team's and a tenant's costs for a month, as JSON or CSV (the same figures).
 
-The figures come from tenants.team_costs / tenant_costs (computed by tenants.showback); the views
-only find what the caller may see (404 otherwise), parse ``month`` and serialize.
+The figures come from tenants.costs.selectors.team_costs / tenant_costs (computed by tenants.costs.showback); the
+views only find what the caller may see (404 otherwise), parse ``month`` and serialize.
 """
 
 from __future__ import annotations

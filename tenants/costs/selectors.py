@@ -140,7 +140,7 @@ def _histories(tenants: list[Tenant], start: dt.date, end: dt.date) -> list[show
 def _reports(
     tenants: list[Tenant], *, months: list[dt.date], now: dt.datetime, team: Team | None = None
 ) -> dict[dt.date, CostReport]:
-    """A report per month for ``tenants`` (only ``team``'s days when given), computed by tenants.showback."""
+    """A report per month for ``tenants`` (only ``team``'s days when given), computed by tenants.costs.showback."""
     if not months:
         return {}
     histories = _histories(tenants, min(months), showback.next_month(max(months))) if tenants else []
