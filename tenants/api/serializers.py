@@ -337,6 +337,11 @@ class NightsSerializer(serializers.Serializer):
     end = ClockTimeField(source="sleep_schedule_end", read_only=True)
 
 
+# One instance renders every tenant's nights and schedule: a serializer made for each row of a list copies its fields
+# each time, which cost more than the rest of the row.
+NIGHTS = NightsSerializer()
+
+
 class SleepScheduleSerializer(serializers.Serializer):
     nights = serializers.SerializerMethodField()
     weekends = serializers.BooleanField(source="sleep_weekends", read_only=True)
@@ -344,7 +349,10 @@ class SleepScheduleSerializer(serializers.Serializer):
 
     @extend_schema_field(NightsSerializer(allow_null=True))
     def get_nights(self, tenant: Tenant) -> dict | None:
-        return NightsSerializer(tenant).data if tenant.sleep_schedule_start is not None else None
+        return NIGHTS.to_representation(tenant) if tenant.sleep_schedule_start is not None else None
+
+
+SLEEP_SCHEDULE = SleepScheduleSerializer()
 
 
 class TenantSerializer(serializers.ModelSerializer):
@@ -397,7 +405,7 @@ class TenantSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(SleepScheduleSerializer)
     def get_sleep_schedule(self, tenant: Tenant) -> dict:
-        return SleepScheduleSerializer(tenant).data
+        return SLEEP_SCHEDULE.to_representation(tenant)
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
