@@ -75,7 +75,7 @@ oidc-deps:
 deps: system-deps python-deps devcluster oidc-deps
 
 # --- Lint and types (the same checks as .pre-commit-config.yaml) -------------
-LINT_PATHS := portal tenants worker devcluster bench tests berth_cli manage.py
+LINT_PATHS := portal tenants worker devcluster bench tests berth_cli tools manage.py
 
 lint: python-deps
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)

@@ -1,20 +1,19 @@
 #!/usr/bin/env python
 """Berth API load benchmark: the portal under gunicorn on real PostgreSQL and Redis, driven by locust.
 
-    .venv/bin/python bench/api_load.py                  # 10,000 tenants, 100,000 audit rows, about 11 minutes
-    .venv/bin/python bench/api_load.py --users 20 --mix-seconds 60 --rounds 6 --solo-seconds 10
+    .venv/bin/python bench/api_load.py                  # 10,000 tenants, 100,000 audit rows, about 10 minutes
+    .venv/bin/python bench/api_load.py --users 20 --mix-seconds 60 --rounds 3 --solo-seconds 10
 
 Everything it needs is started here and stopped on exit: a throwaway PostgreSQL and Redis
 (devcluster.servers), migrations, seed data written with bulk_create (the audit table refuses
 UPDATE and DELETE, not INSERT), an API token per person, and the portal under gunicorn with
-deploy/gunicorn.conf.py (settings bench.api_settings: the product's plus a bare DRF endpoint).
+deploy/gunicorn.conf.py (settings bench.api_settings: the product's plus stock DRF endpoints).
 
-Then locust (headless) runs each list endpoint alone, in rounds, each run between two runs of the
-bare endpoint alone (req/s; a run's share is of the mean of the bare rates just before and just
-after it, a list's share the mean of its runs'), and a mix of reads and writes by people of several
-teams (per endpoint req/s, p50/p95/p99, errors). Afterwards the
-database is checked for lost or duplicated writes. The tables go to stdout, ending with one line
-of JSON; progress to stderr.
+Then locust (headless) runs each list endpoint alone beside a stock DRF endpoint serving the same page on the
+same data (bench/api_urls.py), the two in turns, in rounds (req/s, p50/p95/p99, CPU per request; Berth's share is
+its rate over the stock endpoint's), and a mix of reads and writes by people of several teams (per endpoint
+req/s, p50/p95/p99, errors). Afterwards the database is checked for lost or duplicated writes. The tables go to
+stdout, ending with one line of JSON; progress to stderr.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -49,7 +47,7 @@ PEOPLE_PER_TEAM = 3
 LISTENING = re.compile(rb"Listening at: http://127\.0\.0\.1:(\d+)")
 LIST_ENDPOINTS = ["GET tenants", "GET requests", "GET audit-events"]
 LISTS = dict(zip(["tenants", "requests", "audit"], LIST_ENDPOINTS, strict=True))  # locust tag: endpoint
-BARE = "bare DRF endpoint"
+STOCK = "stock "  # the stock endpoint's name in locust's table: this before the list's
 
 
 def say(msg: str) -> None:
@@ -204,35 +202,6 @@ def worker_boots(log: Path) -> int:
     return log.read_bytes().count(b"Booting worker with pid")
 
 
-class Canary:
-    """How fast this machine runs the same instructions, moment by moment: a fixed piece of Python, timed in CPU
-    (its thread's) every 0.2 s on a thread of this process, which is otherwise only waiting for locust. About 1 ms
-    a time: half a percent of one core. The tables give a phase's median against the bare phases' median."""
-
-    def __init__(self) -> None:
-        self.samples: list[tuple[float, float]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="canary", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            start = time.thread_time()
-            sum(i * i for i in range(20_000))
-            self.samples.append((time.monotonic(), time.thread_time() - start))
-
-    def median(self, begin: float, end: float) -> float:
-        during = [cpu for at, cpu in self.samples if begin <= at <= end]
-        return statistics.median(during) if during else float("nan")
-
-
 def run_locust(
     url: str,
     tag: str,
@@ -242,7 +211,6 @@ def run_locust(
     env: dict[str, str],
     cpu: CpuMeter,
     log: Path,
-    canary: Canary,
 ) -> dict[str, Any]:
     """One locust run; with what it measured, the CPU each component used and how many workers gunicorn booted."""
     label = f"{tag}-warmup" if env.get("BERTH_BENCH_WARMUP") else tag
@@ -254,7 +222,7 @@ def run_locust(
         "--tags", tag, "--csv", str(prefix), "--only-summary", "--loglevel", "WARNING", "--stop-timeout", "10",
     ]  # fmt: skip
     say(f"locust: {label}, {users} users, {seconds} s")
-    cpu_before, boots_before, began = cpu.read(), worker_boots(log), time.monotonic()
+    cpu_before, boots_before = cpu.read(), worker_boots(log)
     subprocess.run(
         command,
         cwd=ROOT,
@@ -263,7 +231,7 @@ def run_locust(
         check=False,
         timeout=seconds + 120,
     )
-    cpu_after, boots_after, ended = cpu.read(), worker_boots(log), time.monotonic()
+    cpu_after, boots_after = cpu.read(), worker_boots(log)
     with open(f"{prefix}_stats.csv", newline="") as stats:
         rows = {row["Name"]: row for row in csv.DictReader(stats)}
     return {
@@ -271,7 +239,6 @@ def run_locust(
         **json.loads(results.read_text()),
         "cpu": {name: cpu_after[name] - cpu_before[name] for name in cpu_after},
         "boots": boots_after - boots_before,
-        "canary": canary.median(began, ended),
     }
 
 
@@ -386,41 +353,9 @@ def check_writes(mix: dict[str, Any], seeded_requests: int) -> dict[str, int]:
     }
 
 
-def pages_answered(directory: Path) -> Counter[tuple[str, str]]:
-    """berth_api_list_pages_total of every gunicorn worker so far: (list, "kept" or "built") → pages."""
-    from prometheus_client import CollectorRegistry
-    from prometheus_client.multiprocess import MultiProcessCollector
-
-    registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=str(directory))
-    found: Counter[tuple[str, str]] = Counter()
-    for metric in registry.collect():
-        if metric.name == "berth_api_list_pages":
-            for sample in metric.samples:
-                if sample.name.endswith("_total"):
-                    found[(sample.labels["list"], sample.labels["answer"])] += int(sample.value)
-    return found
-
-
-def kept_shares(before: Counter[tuple[str, str]], after: Counter[tuple[str, str]]) -> dict[str, str]:
-    """For each list, the pages answered as kept between ``before`` and ``after``, of those that could be."""
-    pages = after - before
-    lists = sorted({name for name, _ in pages})
-    return {name: f"{pages[(name, 'kept')]} of {pages[(name, 'kept')] + pages[(name, 'built')]}" for name in lists}
-
-
 def cpu_per_request(cpu: dict[str, float], requests: float) -> str:
     """Each component's CPU seconds as milliseconds per request, in the tables' order."""
     return ", ".join(f"{1000 * seconds / max(requests, 1):.2f}" for seconds in cpu.values())
-
-
-def print_phase(label: str, phase: dict[str, Any], machine: float, share: str = "") -> None:
-    f = figures(phase["rows"][label])
-    per_request = cpu_per_request(phase["cpu"], f["requests"])
-    print(
-        f"  {label:<22}{f['rps']:>7.1f}{share:>8}{f['p50']:>7.0f}{f['p95']:>7.0f}{f['p99']:>7.0f}"
-        f"{phase['boots']:>6}{phase['canary'] / machine:>8.2f}  {per_request}"
-    )
 
 
 def main() -> int:
@@ -428,7 +363,7 @@ def main() -> int:
     parser.add_argument("--tenants", type=int, default=10_000)
     parser.add_argument("--audit-rows", type=int, default=100_000)
     parser.add_argument("--users", type=int, default=20, help="concurrent locust users")
-    parser.add_argument("--rounds", type=int, default=6, help="runs of each list alone, each between two bare runs")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each list and its stock twin, in turns")
     parser.add_argument("--solo-seconds", type=int, default=10, help="each run of one endpoint alone")
     parser.add_argument("--mix-seconds", type=int, default=60, help="the read/write mix")
     args = parser.parse_args()
@@ -436,8 +371,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="berth-api-load-"))
     with servers.postgres_server() as db, servers.redis_server() as redis:
         env = portal_env(db, redis.url)
-        # As the chart and compose run the portal: counters in files that /metrics adds up over the workers. The
-        # bench reads berth_api_list_pages_total from them (pages answered as kept, tenants.api.kept_pages).
+        # As the chart and compose run the portal: counters in files that /metrics adds up over the workers.
         metrics_dir = work / "metrics"
         metrics_dir.mkdir()
         env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
@@ -463,108 +397,86 @@ def main() -> int:
         }
         log = work / "gunicorn.log"
         server, url = start_portal(env, log)
-        canary = Canary()
         try:
-            canary.start()
             cpu = CpuMeter(portal=server.pid or 0, postgres=postmaster_pid(), redis=redis.server.pid or 0)
             # As many as deploy/gunicorn.conf.py starts (they log their boots one by one, after it listens).
             workers = int(runpy.run_path(str(ROOT / "deploy" / "gunicorn.conf.py"))["workers"])
 
             def run(tag: str, seconds: int, **extra: str) -> dict[str, Any]:
-                return run_locust(url, tag, seconds, args.users, work, {**locust_env, **extra}, cpu, log, canary)
+                return run_locust(url, tag, seconds, args.users, work, {**locust_env, **extra}, cpu, log)
 
-            # Workers connect and fill their caches on their first requests: warm them up first, unmeasured. Then
-            # on, until gunicorn has replaced every worker once (max_requests): before preloading, a worker's boot
-            # cost about a second of CPU, and before the first of them the server ran a quarter faster than it
-            # ever would again, which made the first bare phase of every earlier run its fastest.
-            run("bare", 5, BERTH_BENCH_WARMUP="1")
-            for _ in range(12):
+            # Workers connect and fill their caches on their first requests: warm every endpoint up first,
+            # unmeasured, then go on until gunicorn has replaced every worker once (max_requests).
+            for tag in LISTS:
+                run(tag, 5, BERTH_BENCH_WARMUP="1")
+                run(f"stock-{tag}", 5, BERTH_BENCH_WARMUP="1")
+            for _ in range(6):
                 if worker_boots(log) >= 2 * workers:
                     break
-                run("bare", 10, BERTH_BENCH_WARMUP="1")
+                run("tenants", 10, BERTH_BENCH_WARMUP="1")
             say(f"warm: {worker_boots(log) - workers} worker boots after the first {workers}")
-            # The bare endpoint runs before and after each run of a list, and the run is compared with the mean
-            # of the two. The lists take turns, in rounds: how fast this machine runs the same code drifts by a
-            # fifth within minutes (the bare endpoint alone: 290 to 386 req/s in one run, its portal CPU per
-            # request 4.0 to 5.5 ms), and a list measured once, in one stretch, took whatever the machine and
-            # gunicorn's worker replacements did then as its own (2026-11-28: measured once for 30 s, the
-            # requests list ranged from 62 to 78 % in six runs; in runs of 10 s, the two with two worker boots
-            # each measured 63 and 64 %, the two with none 80 and 81 %, in one run, before preloading).
-            solo: list[tuple[str, dict[str, Any]]] = []
-            bares = [run("bare", args.solo_seconds)]
-            before_solo = pages_answered(metrics_dir)
+            # Each list and its stock twin in turns, in rounds, so that both meet the same machine: how fast this
+            # one runs the same code drifts by a fifth within minutes.
+            solo: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
             for _ in range(args.rounds):
                 for tag in LISTS:
-                    solo.append((tag, run(tag, args.solo_seconds)))
-                    bares.append(run("bare", args.solo_seconds))
-            before_mix = pages_answered(metrics_dir)
+                    solo.append((tag, run(tag, args.solo_seconds), run(f"stock-{tag}", args.solo_seconds)))
             mix = run("mix", args.mix_seconds)
-            after_mix = pages_answered(metrics_dir)
         finally:
-            canary.stop()
             server.stop(grace_seconds=10)
         writes = check_writes(mix, data["seeded_requests"])
 
     print(f"\nAPI load: {args.tenants} tenants, {args.audit_rows} audit rows, {TEAMS} teams, {args.users} users\n")
     print(
-        f"Each endpoint alone ({args.rounds} rounds of the lists in turn, {args.solo_seconds} s each run, the bare"
-        " endpoint before and after each):"
+        f"Each list beside a stock DRF endpoint serving the same page ({args.rounds} rounds, {args.solo_seconds} s a"
+        " run, in turns):"
     )
     print(
-        f"  {'endpoint':<22}{'req/s':>7}{'of bare':>8}{'p50 ms':>7}{'p95 ms':>7}{'p99 ms':>7}{'boots':>6}{'canary':>8}"
-        f"  CPU ms per request: portal, PostgreSQL, Redis, client"
+        f"  {'list':<18}{'req/s':>8}{'stock':>8}{'Berth/stock':>13}{'runs':>12}{'p95 ms':>8}{'stock':>7}"
+        f"  CPU ms per request: portal, PostgreSQL (stock)"
     )
-    bare_rates = [figures(phase["rows"][BARE])["rps"] for phase in bares]
-    machine = statistics.median(phase["canary"] for phase in bares)
-    shares: dict[str, list[float]] = {name: [] for name in LIST_ENDPOINTS}
-    for i, (tag, phase) in enumerate(solo):
-        name = LISTS[tag]
-        shares[name].append(figures(phase["rows"][name])["rps"] / ((bare_rates[i] + bare_rates[i + 1]) / 2))
-        print_phase(BARE, bares[i], machine)
-        print_phase(name, phase, machine, f"{shares[name][-1]:.0%}")
-    print_phase(BARE, bares[-1], machine)
-    print("  (a run's share: of the mean of the bare rates before and after it; boots: workers gunicorn replaced")
-    print("  during the run, 0.15-0.2 s of CPU each, forked from the preloaded portal; canary: the CPU a fixed piece")
-    print("  of Python took during the run, against the bare runs' median, so 1.20 is a machine a fifth slower; CPU:")
-    print("  each component's user and system time / requests, the client's including its start, about a second)")
-    ratios = {name: sum(values) / len(values) for name, values in shares.items()}
-    print("\nEach list over its runs (share: the mean of its runs'; p50: their median; p95, p99: their highest):")
-    print(
-        f"  {'endpoint':<22}{'req/s':>7}{'of bare':>8}{'runs':>12}{'p50 ms':>7}{'p95 ms':>7}{'p99 ms':>7}{'boots':>6}"
-        f"  CPU ms per request: portal, PostgreSQL, Redis, client"
-    )
+    ratios: dict[str, float] = {}
+    run_ratios: dict[str, list[float]] = {}
     for tag, name in LISTS.items():
-        runs = [phase for t, phase in solo if t == tag]
-        each = [figures(phase["rows"][name]) for phase in runs]
-        requests = sum(f["requests"] for f in each)
-        used = {part: sum(phase["cpu"][part] for phase in runs) for part in runs[0]["cpu"]}
-        spread = f"{min(shares[name]):.0%}-{max(shares[name]):.0%}"
+        berth = [figures(ours["rows"][name]) for t, ours, _ in solo if t == tag]
+        stock = [figures(theirs["rows"][STOCK + name]) for t, _, theirs in solo if t == tag]
+        run_ratios[name] = [b["rps"] / s["rps"] for b, s in zip(berth, stock, strict=True)]
+        ratios[name] = statistics.mean(run_ratios[name])
+        spread = f"{min(run_ratios[name]):.0%}-{max(run_ratios[name]):.0%}"
+
+        def per_request(side: int, name: str = name, tag: str = tag) -> str:
+            runs = [phases[side] for t, *phases in solo if t == tag]
+            requests = sum(figures(phase["rows"][(STOCK if side else "") + name])["requests"] for phase in runs)
+            return ", ".join(
+                f"{1000 * sum(phase['cpu'][part] for phase in runs) / max(requests, 1):.2f}"
+                for part in ("portal", "postgres")
+            )
+
+        rates = statistics.mean(f["rps"] for f in berth), statistics.mean(f["rps"] for f in stock)
+        p95s = max(f["p95"] for f in berth), max(f["p95"] for f in stock)
         print(
-            f"  {name:<22}{sum(f['rps'] for f in each) / len(each):>7.1f}{ratios[name]:>8.0%}{spread:>12}"
-            f"{sorted(f['p50'] for f in each)[len(each) // 2]:>7.0f}{max(f['p95'] for f in each):>7.0f}"
-            f"{max(f['p99'] for f in each):>7.0f}{sum(phase['boots'] for phase in runs):>6}  "
-            + cpu_per_request(used, requests)
+            f"  {name:<18}{rates[0]:>8.1f}{rates[1]:>8.1f}{ratios[name]:>13.0%}{spread:>12}"
+            f"{p95s[0]:>8.0f}{p95s[1]:>7.0f}"
+            f"  {per_request(0)} ({per_request(1)})"
         )
     walked: Counter[str] = Counter()
-    for tag, phase in solo:
+    for tag, ours, _ in solo:
         if tag == "audit":
-            walked.update(phase.get("audit_pages", {}))
+            walked.update(ours.get("audit_pages", {}))
     print(
-        f"  audit trail pages read from the top: {walked.get('first', 0)},"
-        f" by a next link's cursor: {walked.get('cursor', 0)}"
+        f"  (req/s: the mean of the runs; Berth/stock: the mean of each round's ratio, runs: the lowest and highest;"
+        f" p95: the highest run's; audit trail pages read from the top: {walked.get('first', 0)}, by a next link's"
+        f" cursor: {walked.get('cursor', 0)})"
     )
-    solo_kept, mix_kept = kept_shares(before_solo, before_mix), kept_shares(before_mix, after_mix)
-    print(f"  list pages answered as kept (API_LIST_PAGES_KEPT): {solo_kept}")
     print(f"\nMix of reads and writes ({args.mix_seconds} s):")
     print(f"  {'endpoint':<28}{'req/s':>8}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}{'errors':>8}")
     for name, row in mix["rows"].items():
         f = figures(row)
         print(f"  {name:<28}{f['rps']:>8.1f}{f['p50']:>8.0f}{f['p95']:>8.0f}{f['p99']:>8.0f}{f['failures']:>8}")
     statuses: Counter[str] = Counter()
-    for phase in [*bares, *(phase for _, phase in solo), mix]:
+    for phase in [*(phase for _, *both in solo for phase in both), mix]:
         statuses.update(phase["statuses"])
     server_errors = sum(v for k, v in statuses.items() if not k.isdigit() or int(k) >= 500)
-    print(f"  list pages answered as kept: {mix_kept}")
     print(f"\nStatus codes (mix): {dict(sorted(mix['statuses'].items()))}")
     print(f"Writes checked in the database: {writes}")
     lost_or_doubled = (
@@ -577,17 +489,11 @@ def main() -> int:
         "tenants": args.tenants,
         "audit_rows": args.audit_rows,
         "users": args.users,
-        "bare_rps": [round(rate, 1) for rate in bare_rates],
         "list_ratios": {name: round(ratio, 2) for name, ratio in ratios.items()},
-        "list_run_ratios": {name: [round(share, 2) for share in values] for name, values in shares.items()},
-        "list_run_canary": {
-            name: [round(phase["canary"] / machine, 2) for tag, phase in solo if LISTS[tag] == name]
-            for name in LIST_ENDPOINTS
-        },
-        "list_ratio_min": round(min(ratios[n] for n in LIST_ENDPOINTS), 2),
+        "list_run_ratios": {name: [round(r, 2) for r in values] for name, values in run_ratios.items()},
+        "list_ratio_min": round(min(ratios.values()), 2),
         "mix_rps": round(figures(mix["rows"]["Aggregated"])["rps"], 1),
         "mix_p95_ms": figures(mix["rows"]["Aggregated"])["p95"],
-        "pages_kept": {"solo": solo_kept, "mix": mix_kept},
         "server_errors": server_errors,
         "writes_ok": not lost_or_doubled,
     }

@@ -1,7 +1,8 @@
 """Locust users of bench/api_load.py: people of several teams reading and writing through the API.
 
-Tags pick the scenario: ``bare`` (the baseline endpoint), ``tenants``, ``requests``, ``audit`` (one list
-endpoint alone), ``mix`` (reads and writes together). The tenants and requests lists are read at their first page;
+Tags pick the scenario: ``tenants``, ``requests``, ``audit`` (one of Berth's lists alone), ``stock-tenants``,
+``stock-requests``, ``stock-audit`` (the same page from a stock DRF endpoint: bench/api_urls.py), ``mix`` (reads and
+writes together). The tenants and requests lists are read at their first page;
 the audit trail, paged by cursor, is read as a reader walks it: its first page, then its ``next`` links,
 AUDIT_DEPTH pages deep, then from the top again. BERTH_BENCH_USERS names a JSON file of
 ``{"username", "team", "token"}``; what the writes got back is written to BERTH_BENCH_RESULTS at the end.
@@ -56,26 +57,39 @@ class TeamMember(FastHttpUser):
     def get(self, path: str, name: str) -> None:
         self.client.get(path, headers=self.auth, name=name)
 
-    @tag("bare")
-    @task
-    def bare(self) -> None:
-        self.get("/bench/bare/", "bare DRF endpoint")
-
     @tag("tenants", "mix")
     @task(4)
     def tenants(self) -> None:
         self.get(f"/api/v1/tenants/?team={self.team}&limit=50", "GET tenants")
+
+    @tag("stock-tenants")
+    @task
+    def stock_tenants(self) -> None:
+        self.get(f"/bench/stock/tenants/?team={self.team}&limit=50", "stock GET tenants")
 
     @tag("requests", "mix")
     @task(3)
     def requests(self) -> None:
         self.get(f"/api/v1/requests/?team={self.team}&limit=50", "GET requests")
 
+    @tag("stock-requests")
+    @task
+    def stock_requests(self) -> None:
+        self.get(f"/bench/stock/requests/?team={self.team}&limit=50", "stock GET requests")
+
     @tag("audit", "mix")
     @task(3)
     def audit(self) -> None:
-        path = self.audit_next or f"/api/v1/audit-events/?team={self.team}&limit=50"
-        response = self.client.get(path, headers=self.auth, name="GET audit-events")
+        self.walk_audit("/api/v1/audit-events/", "GET audit-events")
+
+    @tag("stock-audit")
+    @task
+    def stock_audit(self) -> None:
+        self.walk_audit("/bench/stock/audit-events/", "stock GET audit-events")
+
+    def walk_audit(self, list_path: str, name: str) -> None:
+        path = self.audit_next or f"{list_path}?team={self.team}&limit=50"
+        response = self.client.get(path, headers=self.auth, name=name)
         audit_pages["cursor" if self.audit_next else "first"] += 1
         self.audit_depth = 1 if self.audit_next is None else self.audit_depth + 1
         self.audit_next = None

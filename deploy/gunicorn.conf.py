@@ -62,11 +62,11 @@ access_log_format = (
     '%(h)s %({x-forwarded-for}i)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" %(M)sms '
     "request_id=%({x-request-id}o)s"
 )
-# gunicorn's own lines in the portal's format (portal/logs.py: JSON unless LOG_FORMAT=text), redacted like the rest.
+# gunicorn's own lines in the portal's format (tenants/logs.py: JSON unless LOG_FORMAT=text), redacted like the rest.
 _formatter = "TextFormatter" if os.environ.get("LOG_FORMAT") == "text" else "JsonFormatter"
 logconfig_dict = {
-    "formatters": {"berth": {"()": f"portal.logs.{_formatter}"}},
-    "filters": {"redact": {"()": "portal.logs.RedactFilter"}},
+    "formatters": {"berth": {"()": f"tenants.logs.{_formatter}"}},
+    "filters": {"redact": {"()": "tenants.logs.RedactFilter"}},
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "berth", "filters": ["redact"]},
         "access": {

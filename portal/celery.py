@@ -10,6 +10,8 @@ from portal import metrics_dir
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 app = Celery("berth")
+# The current app in every thread: tenants.dispatch sends through celery.current_app, never importing this module.
+app.set_default()
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["worker"])
 

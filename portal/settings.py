@@ -12,8 +12,6 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
-from tenants import dispatch
-
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -99,16 +97,6 @@ TEMPLATES = [
 DATABASES = {"default": env.db("DATABASE_URL", default="postgres:///berth")}
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
-# API list pages prepare their queries (tenants.api.rows, tenants.api.pages): off behind a pooler that cannot
-# keep prepared statements (PgBouncer in transaction mode before 1.21).
-DATABASE_PREPARED_STATEMENTS = env.bool("DATABASE_PREPARED_STATEMENTS", default=True)
-# API list pages keep each row they render, per process, and render it again only when the row or a row it shows
-# has been written since (tenants.api.rows.PlainRows.fragments): at most this many rows per list (0: none).
-API_LIST_ROWS_KEPT = env.int("API_LIST_ROWS_KEPT", default=10_000)
-# And whole pages, per process: a page filtered by nothing but its team, asked for again while nothing it shows has
-# changed, is answered as kept, after one statement reads the change log (tenants.api.kept_pages): at most this
-# many pages per process (0: none).
-API_LIST_PAGES_KEPT = env.int("API_LIST_PAGES_KEPT", default=500)
 
 # --- Static files -----------------------------------------------------------
 STATIC_URL = "static/"
@@ -262,27 +250,36 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 # decommissioning have a queue of their own, so an approval never waits in line behind a reconcile pass or
 # isolation checks ("reconcile"), nor behind a slow webhook receiver ("events"); a deployment gives each
 # queue workers of its own (docker-compose.yml, deploy/helm/berth values `workers`).
-# Task names are plain strings in tenants.dispatch (no Django models behind them).
+# Task names are plain strings, as tenants.dispatch sends them (tests/portal/test_settings.py checks that they
+# agree): the settings import nothing of the domain.
 CELERY_TASK_QUEUES = [Queue(name, routing_key=name) for name in ("provision", "celery", "reconcile", "events")]
 CELERY_TASK_ROUTES = {
-    **dict.fromkeys((dispatch.PROVISION, dispatch.DECOMMISSION, dispatch.APPLY_SLEEP), {"queue": "provision"}),
     **dict.fromkeys(
-        (dispatch.RECONCILE, dispatch.RECONCILE_CLUSTER, dispatch.ISOLATION_CHECK, dispatch.REFRESH_USAGE),
+        ("worker.tasks.provision_tenant", "worker.tasks.decommission_tenant", "worker.tasks.apply_sleep"),
+        {"queue": "provision"},
+    ),
+    **dict.fromkeys(
+        (
+            "worker.tasks.reconcile",
+            "worker.tasks.reconcile_cluster",
+            "worker.tasks.check_isolation",
+            "worker.tasks.refresh_usage",
+        ),
         {"queue": "reconcile"},
     ),
     "worker.events.*": {"queue": "events"},
 }
 BERTH_RECONCILE_SECONDS = env.float("BERTH_RECONCILE_SECONDS", default=300.0)
 CELERY_BEAT_SCHEDULE = {
-    "sweep": {"task": dispatch.SWEEP, "schedule": env.float("BERTH_SWEEP_SECONDS", default=60.0)},
-    "reconcile": {"task": dispatch.RECONCILE, "schedule": BERTH_RECONCILE_SECONDS},
-    "recheck-identities": {"task": dispatch.RECHECK_IDENTITIES, "schedule": 60.0},
-    "sweep-webhooks": {"task": dispatch.SWEEP_WEBHOOKS, "schedule": 60.0},
+    "sweep": {"task": "worker.tasks.sweep", "schedule": env.float("BERTH_SWEEP_SECONDS", default=60.0)},
+    "reconcile": {"task": "worker.tasks.reconcile", "schedule": BERTH_RECONCILE_SECONDS},
+    "recheck-identities": {"task": "worker.tasks.recheck_identities", "schedule": 60.0},
+    "sweep-webhooks": {"task": "worker.events.sweep_webhooks", "schedule": 60.0},
 }
 # A quota reading goes into the usage history covering the time since the tenant's previous one, at most this
 # long: a longer silence (workers down) is unknown time, not usage (tenants.services.usage).
 BERTH_USAGE_MAX_GAP_SECONDS = env.float("BERTH_USAGE_MAX_GAP_SECONDS", default=2 * BERTH_RECONCILE_SECONDS)
-# Showback (tenants.showback): the currency cluster prices are set in unless an admin names another.
+# Showback (tenants.costs): the currency cluster prices are set in unless an admin names another.
 BERTH_CURRENCY = env.str("BERTH_CURRENCY", default="EUR")
 # Right-sizing (tenants/rightsizing.py, docs/rightsizing.md): over the last BERTH_RIGHTSIZE_DAYS complete days on
 # its tier, a tenant whose CPU, memory and storage all averaged under UNDER_SHARE of the quota (with readings
@@ -365,7 +362,7 @@ BERTH_WORKER_METRICS_PORT = env.int("BERTH_WORKER_METRICS_PORT", default=0)
 BERTH_WORKER_METRICS_ADDRESS = env.str("BERTH_WORKER_METRICS_ADDRESS", default="0.0.0.0")
 
 # --- Logging ----------------------------------------------------------------
-# One JSON object per line (portal/logs.py) with request_id, user and tenant_id, in the web and the worker alike;
+# One JSON object per line (tenants/logs.py) with request_id, user and tenant_id, in the web and the worker alike;
 # credentials are redacted by a filter on the handler. LOG_FORMAT=text gives a readable line for development.
 LOG_FORMAT = env.str("LOG_FORMAT", default="text" if DEBUG else "json")
 if LOG_FORMAT not in ("json", "text"):
@@ -374,12 +371,12 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {
-        "redact": {"()": "portal.logs.RedactFilter"},
-        "context": {"()": "portal.logs.ContextFilter"},
+        "redact": {"()": "tenants.logs.RedactFilter"},
+        "context": {"()": "tenants.logs.ContextFilter"},
     },
     "formatters": {
-        "json": {"()": "portal.logs.JsonFormatter"},
-        "text": {"()": "portal.logs.TextFormatter"},
+        "json": {"()": "tenants.logs.JsonFormatter"},
+        "text": {"()": "tenants.logs.TextFormatter"},
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["redact", "context"]}

@@ -14,6 +14,7 @@ from django.utils.html import format_html
 
 from tenants import services
 from tenants.audit import AuditContext
+from tenants.costs.prices import today_utc
 from tenants.models import (
     ApiToken,
     AuditEvent,
@@ -30,7 +31,6 @@ from tenants.models import (
     WebhookEndpoint,
 )
 from tenants.sealing import unseal
-from tenants.services.prices import today_utc
 
 
 @admin.register(User)

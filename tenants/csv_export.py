@@ -1,4 +1,4 @@
-"""CSV exports shared by the API and the pages: audit events, and showback's cost lines."""
+"""The audit trail as CSV, for the API and the pages (cost reports: tenants.costs.csv)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ from collections.abc import Iterable, Iterator
 
 from django.http import StreamingHttpResponse
 
-from tenants import showback
 from tenants.models import AuditEvent
-from tenants.selectors import CostReport
 
 COLUMNS = [
     "at",
@@ -28,7 +26,7 @@ COLUMNS = [
 ]
 
 
-class _Echo:
+class Echo:
     def write(self, value: str) -> str:
         return value
 
@@ -40,7 +38,7 @@ class _Echo:
 _FORMULA = re.compile(r"(^|[,;\t\r\n|])([ \t\r\n]*)([=+\-@\uff1d\uff0b\uff0d\uff20])")
 
 
-def _safe(value: str) -> str:
+def safe_cell(value: str) -> str:
     return _FORMULA.sub(r"\1\2'\3", value)
 
 
@@ -48,7 +46,7 @@ def _rows(events: Iterable[AuditEvent]) -> Iterator[list[str]]:
     yield COLUMNS
     for e in events:
         yield [
-            _safe(str(v))
+            safe_cell(str(v))
             for v in (
                 e.at.isoformat(),
                 e.actor_name,
@@ -66,7 +64,7 @@ def _rows(events: Iterable[AuditEvent]) -> Iterator[list[str]]:
 
 
 def audit_csv_response(events: Iterable[AuditEvent]) -> StreamingHttpResponse:
-    writer = csv.writer(_Echo())
+    writer = csv.writer(Echo())
     response = StreamingHttpResponse(
         (writer.writerow(row) for row in _rows(events)), content_type="text/csv; charset=utf-8"
     )
@@ -75,48 +73,3 @@ def audit_csv_response(events: Iterable[AuditEvent]) -> StreamingHttpResponse:
 
 
 # --- Showback: one row per cost line (tenants.selectors.CostReport); the totals are the sums of these rows ------
-
-FIGURES = ["cpu_core_hours", "memory_gib_hours", "storage_gib_months", "cpu", "memory", "storage", "total"]
-COST_COLUMNS = [
-    "month",
-    "tenant_id",
-    "tenant",
-    "cluster",
-    "team",
-    "currency",
-    "live_hours",
-    "asleep_hours",
-    *(f"allocation_{name}" for name in FIGURES),
-    *(f"usage_{name}" for name in FIGURES),
-]
-
-
-def _cost_rows(report: CostReport) -> Iterator[list[str]]:
-    yield COST_COLUMNS
-    month = showback.month_label(report.month)
-    for row in report.rows:
-        line = row.line
-        figures = [str(getattr(f, name)) for f in (line.allocation, line.usage) for name in FIGURES]
-        yield [
-            _safe(str(v))
-            for v in (
-                month,
-                row.tenant.pk,
-                row.tenant.name,
-                row.tenant.cluster.name,
-                row.team.slug,
-                line.currency,
-                line.live_hours,
-                line.asleep_hours,
-                *figures,
-            )
-        ]
-
-
-def costs_csv_response(report: CostReport, filename: str) -> StreamingHttpResponse:
-    writer = csv.writer(_Echo())
-    response = StreamingHttpResponse(
-        (writer.writerow(row) for row in _cost_rows(report)), content_type="text/csv; charset=utf-8"
-    )
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from celery import current_app
 from django.db import transaction
 
 logger = logging.getLogger(__name__)
@@ -31,10 +32,10 @@ SWEEP_WEBHOOKS = "worker.events.sweep_webhooks"
 
 def send(task: str, *args: object, countdown: float = 0.0) -> bool:
     """Publish now (to run in ``countdown`` seconds); False (and a log line) when the broker cannot be reached."""
-    from portal.celery import app
-
     try:
-        app.send_task(task, args=list(args), countdown=countdown or None, retry=False)
+        # The project's Celery app (portal.celery), made current when the settings are loaded: reached through
+        # Celery, so that the domain does not import the project.
+        current_app.send_task(task, args=list(args), countdown=countdown or None, retry=False)
     except Exception as exc:  # any broker failure: the sweep will re-send
         logger.warning("could not enqueue %s%r: %s; the sweep will retry", task, args, type(exc).__name__)
         return False

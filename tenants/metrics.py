@@ -70,11 +70,6 @@ KUBECONFIGS_ISSUED = Counter(
 )
 API_ERRORS = Counter("berth_api_errors", "API answers with a 4xx or 5xx status.", ["status"])
 HTTP_REQUESTS = Counter("berth_http_requests", "Requests the portal answered (pages and API), by status.", ["status"])
-API_LIST_PAGES = Counter(
-    "berth_api_list_pages",
-    "API list pages that could be answered as kept (tenants.api.kept_pages), by list and how they were answered.",
-    ["list", "answer"],
-)
 CELERY_TASKS = Counter("berth_celery_tasks", "Celery task runs by how they ended.", ["task", "state"])
 CELERY_TASK_DURATION = Histogram(
     "berth_celery_task_duration_seconds", "Duration of Celery task runs.", ["task", "state"], buckets=_TASK_BUCKETS

@@ -12,8 +12,7 @@ from django.conf import settings
 from django.http import HttpResponse
 from mozilla_django_oidc.middleware import SessionRefresh
 
-from portal import logs
-from tenants import metrics
+from tenants import logs, metrics
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 request_logger = logging.getLogger("berth.request")

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import re
-from collections import defaultdict
-from dataclasses import dataclass
-from decimal import Decimal
-from typing import Any, Literal
 from urllib.parse import quote
 
 from django.db.models import (
@@ -15,8 +10,6 @@ from django.db.models import (
     Count,
     F,
     IntegerField,
-    Lookup,
-    Min,
     OuterRef,
     Q,
     QuerySet,
@@ -27,102 +20,35 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
-from tenants import showback
 from tenants.models import (
     LIVE_STATUSES,
     Allocation,
     ApiToken,
     AuditEvent,
     Cluster,
-    ClusterPrice,
     Membership,
     Team,
     Tenant,
     TenantRequest,
-    TenantSleepPeriod,
     TenantStatus,
-    TenantUsageDay,
     Tier,
     User,
 )
 
 
-@dataclass(frozen=True)
-class Scope:
-    """All that the lists' visibility depends on: the caller's standing, id and (when asked for) teams.
-
-    ``tenants_in``, ``requests_in`` and ``audit_events_in`` are functions of a Scope and of nothing else (no query
-    of their own, no other attribute of the user), which is what lets tenants.api.pages compile their SQL once per
-    kind of caller: a new branch on anything else must become a field here.
-    """
-
-    kind: Literal["admin", "approver", "member"]
-    user_id: int
-    # A member's teams, for a selector that can test them as values (see audit_events_in); read only when asked
-    # for. Without them such a selector tests membership by a subquery: the same rows, another plan.
-    team_ids: tuple[int, ...] | None = None
-
-    @property
-    def sees_every_team(self) -> bool:
-        return self.kind != "member"
+def _sees_every_team(user: User) -> bool:
+    """Platform admins and approvers read every team's teams, tenants and requests."""
+    return user.is_platform_admin or user.is_approver
 
 
-def scope_of(user: User, *, with_team_ids: bool = False) -> Scope:
-    kind: Literal["admin", "approver", "member"] = (
-        "admin" if user.is_platform_admin else "approver" if user.is_approver else "member"
-    )
-    team_ids = tuple(team_ids_of(user_id=user.pk)) if with_team_ids and kind == "member" else None
-    return Scope(kind=kind, user_id=user.pk, team_ids=team_ids)
-
-
-def team_ids_of(*, user_id: int) -> list[int]:
-    return list(team_ids_query(user_id=user_id))
-
-
-def team_ids_query(*, user_id: int) -> QuerySet[Membership, int]:
-    """The user's teams. As the subquery of a scope (tested with AnyOfQuery: ``team_id = ANY(ARRAY(SELECT team_id
-    FROM membership …))``), unlike a join through the team, it leaves a page's ``ORDER BY`` to the (team, ordering)
-    index when a filter names one team."""
-    return Membership.objects.filter(user_id=user_id).order_by().values_list("team_id", flat=True)
-
-
-class AnyOf(Lookup):
-    """``column = ANY(%s)``, the values as one array parameter: unlike ``__in``, one SQL text whatever their
-    number (so a compiled list page serves every member), and unlike ``IN (SELECT …)``, values PostgreSQL can
-    combine with another index in a BitmapOr (see audit_events_in)."""
-
-    lookup_name = "any"
-    prepare_rhs = False
-
-    def as_sql(self, compiler: Any, connection: Any) -> Any:  # a list among the parameters, which the stubs deny
-        lhs, lhs_params = self.process_lhs(compiler, connection)
-        return f"{lhs} = ANY(%s)", [*lhs_params, list(self.rhs)]
-
-
-class AnyOfQuery(Lookup):
-    """``column = ANY(ARRAY(SELECT …))``: the subquery's values, read once into an array (an InitPlan), then tested
-    per row as values. ``column IN (SELECT …)`` answers the same rows (the subquery's values are never NULL, and
-    a NULL column matches neither) but probes a hashed subplan for every row: counting a team's 1,000 requests
-    (tested against both of a transfer's teams) cost PostgreSQL 0.33 ms that way and 0.23 ms this way (2026-11-28)."""
-
-    lookup_name = "any_of_query"
-    prepare_rhs = False
-
-    def as_sql(self, compiler: Any, connection: Any) -> Any:
-        lhs, lhs_params = self.process_lhs(compiler, connection)
-        rhs, rhs_params = self.process_rhs(compiler, connection)
-        if not (rhs.startswith("(") and rhs.endswith(")")):
-            raise TypeError(f"{type(self).__name__} takes a subquery, not {rhs!r}")
-        return f"{lhs} = ANY(ARRAY{rhs})", [*lhs_params, *rhs_params]
-
-
-def _sees_everything(user: User) -> bool:
-    return scope_of(user).sees_every_team
+def _team_ids(user: User) -> QuerySet[Membership, int]:
+    """The user's teams, as a subquery."""
+    return Membership.objects.filter(user=user).order_by().values_list("team_id", flat=True)
 
 
 def teams_visible_to(*, user: User) -> QuerySet[Team]:
     qs = Team.objects.all()
-    return qs if _sees_everything(user) else qs.filter(memberships__user=user)
+    return qs if _sees_every_team(user) else qs.filter(memberships__user=user)
 
 
 def teams_where_can_request(*, user: User) -> QuerySet[Team]:
@@ -136,27 +62,19 @@ def memberships_of(*, user: User) -> QuerySet[Membership]:
 
 
 def tenants_visible_to(*, user: User) -> QuerySet[Tenant]:
-    return tenants_in(scope_of(user))
-
-
-def tenants_in(scope: Scope) -> QuerySet[Tenant]:
     qs = Tenant.objects.select_related("team", "tier", "cluster", "created_by")
-    return qs if scope.sees_every_team else qs.filter(AnyOfQuery(F("team_id"), team_ids_query(user_id=scope.user_id)))
+    return qs if _sees_every_team(user) else qs.filter(team_id__in=_team_ids(user))
 
 
 def requests_visible_to(*, user: User) -> QuerySet[TenantRequest]:
-    return requests_in(scope_of(user))
-
-
-def requests_in(scope: Scope) -> QuerySet[TenantRequest]:
     """The requests of the user's teams, and the transfers offered to them."""
     qs = TenantRequest.objects.select_related(
         "team", "tier", "cluster", "tenant", "requested_by", "decided_by", "target_team", "accepted_by"
     )
-    if scope.sees_every_team:
+    if _sees_every_team(user):
         return qs
-    teams = team_ids_query(user_id=scope.user_id)
-    return qs.filter(Q(AnyOfQuery(F("team_id"), teams)) | Q(AnyOfQuery(F("target_team_id"), teams)))
+    teams = _team_ids(user)
+    return qs.filter(Q(team_id__in=teams) | Q(target_team_id__in=teams))
 
 
 def requests_awaiting_decision(*, user: User) -> QuerySet[TenantRequest]:
@@ -191,25 +109,16 @@ def transfer_targets(*, tenant: Tenant) -> QuerySet[Team]:
 
 
 def audit_events_visible_to(*, user: User) -> QuerySet[AuditEvent]:
-    return audit_events_in(scope_of(user, with_team_ids=True))
-
-
-def audit_events_in(scope: Scope) -> QuerySet[AuditEvent]:
+    """Admins read the whole trail; approvers every team's history and their own acts (not others' sign-ins);
+    members their teams' history and their own acts."""
     qs = AuditEvent.objects.select_related("team")
-    if scope.kind == "admin":
+    if user.is_platform_admin:
         return qs
-    if scope.kind == "approver":
-        # Approvers decide for every team, so they read every team's history (not others' sign-ins).
-        return qs.filter(Q(team__isnull=False) | Q(actor_id=scope.user_id))
-    if scope.team_ids is None:
-        # A subquery, in the page's own statement. Where a page is pinned to one team (a filter, a team token),
-        # that team's index finds its rows and the subquery is one lookup, and no query of its own reads the
-        # teams first (tenants.api.pages asks for the values only where a page is not pinned).
-        return qs.filter(Q(AnyOfQuery(F("team_id"), team_ids_query(user_id=scope.user_id))) | Q(actor_id=scope.user_id))
-    # The member's teams as values: PostgreSQL then counts a member's whole trail from the (team, actor) and actor
-    # indexes in a BitmapOr (1.9 ms for 10,000 events of 100,000), where the subquery, then ``IN (SELECT …)``, left
-    # it to scan every row (5.7 ms; measured 2026-11-23; the array form above was not measured for this).
-    return qs.filter(Q(AnyOf(F("team_id"), list(scope.team_ids))) | Q(actor_id=scope.user_id))
+    if user.is_approver:
+        return qs.filter(Q(team__isnull=False) | Q(actor=user))
+    # The teams as values, read first: PostgreSQL then reads a member's trail from the (team, actor) and actor
+    # indexes together (a BitmapOr), where a subquery had it scan every row.
+    return qs.filter(Q(team_id__in=list(_team_ids(user))) | Q(actor=user))
 
 
 def tiers_available() -> QuerySet[Tier]:
@@ -338,20 +247,15 @@ _LINK_PLACEHOLDER = re.compile(r"\{(namespace|tenant|team|cluster)\}")
 
 def monitoring_links(*, tenant: Tenant) -> list[dict]:
     """The cluster's monitoring URL templates filled in for this tenant (http/https only)."""
-    return fill_monitoring_links(
-        tenant.cluster.monitoring_links,
-        namespace=tenant.namespace,
-        tenant=tenant.name,
-        team=tenant.team.slug,
-        cluster=tenant.cluster.name,
-    )
-
-
-def fill_monitoring_links(templates: object, *, namespace: str, tenant: str, team: str, cluster: str) -> list[dict]:
-    """``templates`` (a cluster's monitoring_links) filled in with a tenant's names; see monitoring_links."""
+    templates = tenant.cluster.monitoring_links
     if not templates:
         return []
-    values = {"namespace": quote(namespace), "tenant": quote(tenant), "team": quote(team), "cluster": quote(cluster)}
+    values = {
+        "namespace": quote(tenant.namespace),
+        "tenant": quote(tenant.name),
+        "team": quote(tenant.team.slug),
+        "cluster": quote(tenant.cluster.name),
+    }
     links = []
     for entry in templates if isinstance(templates, list) else []:
         if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
@@ -388,162 +292,3 @@ def tenants_expired(*, now) -> QuerySet[Tenant]:
     return Tenant.objects.filter(
         status__in=[TenantStatus.READY, TenantStatus.FAILED], expires_at__lt=now
     ).select_related("team", "tier", "cluster")
-
-
-# --- Showback: what tenants.showback computes from, loaded in a few queries for any number of tenants ------------
-
-
-@dataclass(frozen=True)
-class CostRow:
-    """One line of a cost report: a tenant's month for one team, in one currency."""
-
-    tenant: Tenant
-    team: Team
-    line: showback.CostLine
-
-
-@dataclass(frozen=True)
-class CostReport:
-    """One month's figures (``period_end`` is now for the month so far)."""
-
-    month: dt.date
-    period_start: dt.datetime
-    period_end: dt.datetime
-    rows: list[CostRow]
-    totals: list[showback.Total]
-
-
-def _quota(tier: Tier) -> showback.Quota:
-    return showback.Quota(tier.cpu_request_millis, tier.memory_request_mib, tier.storage_gib)
-
-
-def _usage_day(team_id: int, usage: dict) -> showback.UsageDay:
-    def used(resource: str) -> Decimal:
-        return Decimal(str((usage.get(resource) or {}).get("used_seconds") or 0))
-
-    return showback.UsageDay(team_id, used("requests.cpu"), used("requests.memory"), used("requests.storage"))
-
-
-def _tier_history(tenant: Tenant, approved: list[TenantRequest]) -> list[tuple[dt.datetime | None, showback.Quota]]:
-    """The tenant's tiers over time: its create request's tier, then each approved tier change from its decision."""
-    created = next((r for r in approved if r.action == TenantRequest.Action.CREATE), None)
-    changes = [(r.decided_at, _quota(r.tier)) for r in approved if r.action == TenantRequest.Action.CHANGE_TIER]
-    first = _quota(created.tier) if created else (changes[0][1] if changes else _quota(tenant.tier))
-    return [(None, first), *changes]
-
-
-def _histories(tenants: list[Tenant], start: dt.date, end: dt.date) -> list[showback.TenantHistory]:
-    """Everything showback needs about ``tenants`` for the UTC days [start, end): eight queries in all."""
-    ids = [t.pk for t in tenants]
-    start_at, end_at = showback.midnight(start), showback.midnight(end)
-    first_ready = dict(
-        AuditEvent.objects.filter(object_type="tenant", action="tenant.ready", object_id__in=[str(i) for i in ids])
-        .values("object_id")
-        .annotate(first=Min("at"))
-        .values_list("object_id", "first")
-    )
-    approved: dict[Any, list[TenantRequest]] = defaultdict(list)
-    for req in (
-        TenantRequest.objects.filter(
-            tenant__in=ids,
-            status=TenantRequest.Status.APPROVED,
-            action__in=[TenantRequest.Action.CREATE, TenantRequest.Action.CHANGE_TIER],
-        )
-        .select_related("tier")
-        .order_by("decided_at")
-    ):
-        approved[req.tenant_id].append(req)
-    sleeps: dict[Any, list[tuple[dt.datetime, dt.datetime | None]]] = defaultdict(list)
-    for tenant_id, started, ended in (
-        TenantSleepPeriod.objects.filter(tenant__in=ids, started_at__lt=end_at)
-        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start_at))
-        .values_list("tenant_id", "started_at", "ended_at")
-    ):
-        sleeps[tenant_id].append((started, ended))
-    days: dict[Any, dict[dt.date, showback.UsageDay]] = defaultdict(dict)
-    for tenant_id, day, team_id, usage in TenantUsageDay.objects.filter(
-        tenant__in=ids, day__gte=start, day__lt=end
-    ).values_list("tenant_id", "day", "team_id", "usage"):
-        days[tenant_id][day] = _usage_day(team_id, usage)
-    team_before = dict(
-        TenantUsageDay.objects.filter(tenant__in=ids, day__lt=start)
-        .order_by("tenant_id", "-day")
-        .distinct("tenant_id")
-        .values_list("tenant_id", "team_id")
-    )
-    team_after = dict(
-        TenantUsageDay.objects.filter(tenant__in=ids, day__gte=end)
-        .order_by("tenant_id", "day")
-        .distinct("tenant_id")
-        .values_list("tenant_id", "team_id")
-    )
-    prices: dict[int, list[tuple[dt.date, showback.Prices]]] = defaultdict(list)
-    for price in ClusterPrice.objects.filter(cluster__in={t.cluster_id for t in tenants}, effective_from__lt=end):
-        prices[price.cluster_id].append(
-            (
-                price.effective_from,
-                showback.Prices(price.currency, price.cpu_core_hour, price.memory_gib_hour, price.storage_gib_month),
-            )
-        )
-    return [
-        showback.TenantHistory(
-            tenant=t.pk,
-            team=t.team_id,
-            live_from=first_ready.get(str(t.pk), t.ready_at),
-            live_until=t.status_changed_at if t.status == TenantStatus.DELETED else None,
-            tiers=_tier_history(t, approved[t.pk]),
-            sleeps=sleeps[t.pk],
-            prices=prices[t.cluster_id],
-            days=days[t.pk],
-            team_before=team_before.get(t.pk),
-            team_after=team_after.get(t.pk),
-        )
-        for t in tenants
-    ]
-
-
-def _reports(
-    tenants: list[Tenant], *, months: list[dt.date], now: dt.datetime, team: Team | None = None
-) -> dict[dt.date, CostReport]:
-    """A report per month for ``tenants`` (only ``team``'s days when given), computed by tenants.showback."""
-    if not months:
-        return {}
-    histories = _histories(tenants, min(months), showback.next_month(max(months))) if tenants else []
-    by_id: dict[Any, Tenant] = {t.pk: t for t in tenants}
-    lines = {
-        month: [
-            line
-            for history in histories
-            for line in showback.tenant_month(history, month=month, now=now)
-            if team is None or line.team == team.pk
-        ]
-        for month in months
-    }
-    teams = Team.objects.in_bulk({line.team for month_lines in lines.values() for line in month_lines})
-    reports = {}
-    for month, month_lines in lines.items():
-        rows = sorted(
-            (CostRow(by_id[line.tenant], teams[line.team], line) for line in month_lines),
-            key=lambda row: (row.tenant.name, row.tenant.cluster.name, row.team.slug, row.line.currency),
-        )
-        reports[month] = CostReport(
-            month=month,
-            period_start=showback.midnight(month),
-            # A month not begun yet has an empty period: it starts and ends at its first instant.
-            period_end=max(showback.midnight(month), min(showback.midnight(showback.next_month(month)), now)),
-            rows=rows,
-            totals=showback.totals(month_lines),
-        )
-    return reports
-
-
-def team_costs(*, team: Team, months: list[dt.date], now: dt.datetime) -> dict[dt.date, CostReport]:
-    """``team``'s costs per month: every tenant it held on any of those days (the caller checked visibility)."""
-    # Any tenant it holds or ever held: a day without a usage row may take its team from a row months away.
-    tenants = list(Tenant.objects.filter(Q(team=team) | Q(usage_days__team=team)).distinct().select_related("cluster"))
-    return _reports(tenants, months=months, now=now, team=team)
-
-
-def tenant_costs(*, tenant: Tenant, months: list[dt.date], now: dt.datetime) -> dict[dt.date, CostReport]:
-    """``tenant``'s costs per month, whichever teams held it (the caller checked visibility)."""
-    return _reports([tenant], months=months, now=now)

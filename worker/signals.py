@@ -19,8 +19,7 @@ from typing import Any
 from celery import signals
 from django.conf import settings
 
-from portal import logs
-from tenants import dispatch, metrics
+from tenants import dispatch, logs, metrics
 
 logger = logging.getLogger(__name__)
 

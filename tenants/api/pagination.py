@@ -37,8 +37,7 @@ def page_link(request: ApiRequest, changes: dict[str, str | None]) -> str:
 
     The query is made again from the parameters as decoded, not from the request's raw query string: Django
     quotes a raw non-ASCII byte of that as if it were a character of its own (Latin-1), which would change
-    ``actor=✓`` into another name in the link. (It also costs less than half of DRF's: 13 µs against 30, no URL
-    parsed and rebuilt twice.)
+    ``actor=✓`` into another name in the link.
     """
     params = dict(request.query_params.lists())
     for name, value in changes.items():
@@ -234,22 +233,18 @@ class NewestFirstPagination(pagination.BasePagination):
             return self.limit
         return read
 
-    def ids(self, queryset: QuerySet[Any], after: After | None) -> list[Any]:
-        """The ids of the page after ``after`` (``begin`` has read the request), by the ORM."""
-        if after is not None:
-            queryset = self.narrow(queryset, after)
-        at = self.at_field
-        rows = list(queryset.order_by(f"-{at}", "-pk").values_list("pk", at)[: self.limit + 1])
-        shown = self.end(len(rows), lambda: After(rows[self.limit - 1][1], rows[self.limit - 1][0]))
-        return [pk for pk, _ in rows[:shown]]
-
     def paginate_queryset(
         self, queryset: QuerySet[Any] | Sequence[Any], request: ApiRequest, view: Any = None
     ) -> list[Any]:
+        """The page's rows, in one query: the index on (…, at DESC, id DESC) finds where the page starts, and the
+        rows are read with their relations (a keyset page has no OFFSET rows to join and throw away)."""
         assert isinstance(queryset, QuerySet), "keyset paging needs a queryset"
-        window = self.ids(queryset, self.begin(request))
-        rows = {row.pk: row for row in queryset.filter(pk__in=window).order_by()}
-        return [rows[pk] for pk in window if pk in rows]
+        after = self.begin(request)
+        if after is not None:
+            queryset = self.narrow(queryset, after)
+        at = self.at_field
+        rows = list(queryset.order_by(f"-{at}", "-pk")[: self.limit + 1])
+        return rows[: self.end(len(rows), lambda: After(getattr(rows[self.limit - 1], at), rows[self.limit - 1].pk))]
 
     def get_next_link(self) -> str | None:
         """The request's URL with the next page's cursor."""

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
-from typing import Any
 
 from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
@@ -12,7 +10,6 @@ from rest_framework import serializers
 from rest_framework.utils import html
 
 from tenants import selectors
-from tenants.api.rows import Computed, PlainRows
 from tenants.models import (
     ApiToken,
     AuditEvent,
@@ -27,7 +24,7 @@ from tenants.models import (
     User,
 )
 from tenants.services.credentials import LIFETIME_FLOOR_SECONDS
-from tenants.services.sleep import sleep_state, sleep_state_of
+from tenants.services.sleep import sleep_state
 from tenants.validation import DNS1123_LABEL, DNS1123_LABEL_MESSAGE
 
 
@@ -340,6 +337,11 @@ class NightsSerializer(serializers.Serializer):
     end = ClockTimeField(source="sleep_schedule_end", read_only=True)
 
 
+# One instance renders every tenant's nights and schedule: a serializer made for each row of a list copies its fields
+# each time, which cost more than the rest of the row.
+NIGHTS = NightsSerializer()
+
+
 class SleepScheduleSerializer(serializers.Serializer):
     nights = serializers.SerializerMethodField()
     weekends = serializers.BooleanField(source="sleep_weekends", read_only=True)
@@ -347,7 +349,10 @@ class SleepScheduleSerializer(serializers.Serializer):
 
     @extend_schema_field(NightsSerializer(allow_null=True))
     def get_nights(self, tenant: Tenant) -> dict | None:
-        return NightsSerializer(tenant).data if tenant.sleep_schedule_start is not None else None
+        return NIGHTS.to_representation(tenant) if tenant.sleep_schedule_start is not None else None
+
+
+SLEEP_SCHEDULE = SleepScheduleSerializer()
 
 
 class TenantSerializer(serializers.ModelSerializer):
@@ -400,7 +405,7 @@ class TenantSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(SleepScheduleSerializer)
     def get_sleep_schedule(self, tenant: Tenant) -> dict:
-        return SleepScheduleSerializer(tenant).data
+        return SLEEP_SCHEDULE.to_representation(tenant)
 
 
 class AuditEventSerializer(serializers.ModelSerializer):
@@ -445,50 +450,3 @@ class KubeconfigSerializer(Input):
         help_text=f"Token lifetime; {LIFETIME_FLOOR_SECONDS} up to the tier's maximum (default: one hour or the "
         "maximum).",
     )
-
-
-# --- List pages as plain dicts (tenants.api.rows): the output of the serializers above, read with .values() ---
-
-
-def _tenant_monitoring_links(row) -> list[dict]:
-    return selectors.fill_monitoring_links(
-        row["cluster__monitoring_links"],
-        namespace=row["namespace"],
-        tenant=row["name"],
-        team=row["team__slug"],
-        cluster=row["cluster__name"],
-    )
-
-
-def _clock(value: dt.time | None) -> str | None:
-    return None if value is None else ClockTimeField().to_representation(value)
-
-
-def _tenant_sleep_schedule(row: Mapping[str, Any]) -> dict[str, Any]:
-    """SleepScheduleSerializer's output from a row (its key order too)."""
-    start, end = row["sleep_schedule_start"], row["sleep_schedule_end"]
-    return {
-        "nights": None if start is None else {"start": _clock(start), "end": _clock(end)},
-        "weekends": row["sleep_weekends"],
-        "time_zone": row["team__time_zone"],
-    }
-
-
-TENANT_ROWS = PlainRows(
-    TenantSerializer,
-    {
-        "monitoring_links": Computed(
-            ("namespace", "name", "team__slug", "cluster__name", "cluster__monitoring_links"), _tenant_monitoring_links
-        ),
-        "sleep_state": Computed(
-            ("sleeping", "sleep_applied"),
-            lambda row: sleep_state_of(sleeping=row["sleeping"], applied=row["sleep_applied"]),
-        ),
-        "sleep_reason": Computed(("sleep_reason",), lambda row: row["sleep_reason"] or None),
-        "sleep_schedule": Computed(
-            ("sleep_schedule_start", "sleep_schedule_end", "sleep_weekends", "team__time_zone"), _tenant_sleep_schedule
-        ),
-    },
-)
-REQUEST_ROWS = PlainRows(RequestSerializer, {})
-AUDIT_EVENT_ROWS = PlainRows(AuditEventSerializer, {})

@@ -1,24 +1,25 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from tenants.api import costs, rightsizing_views, schema, views  # noqa: F401  (schema: registers the auth extensions)
+from tenants.api import audit, catalog, me, requests, schema, tenants, tokens  # noqa: F401  (schema: registers the auth extensions)
+from tenants.costs import api as costs
 
 # SimpleRouter, not DefaultRouter: that one also serves a browsable index at the API's root and every route again
 # with a format suffix (``tenants.json``, ``requests/<id>/approve.api``), none of which is in the OpenAPI schema.
 router = SimpleRouter(trailing_slash=True)
-router.register("teams", views.TeamViewSet, basename="api-team")
-router.register("tiers", views.TierViewSet, basename="api-tier")
-router.register("clusters", views.ClusterViewSet, basename="api-cluster")
-router.register("requests", views.RequestViewSet, basename="api-request")
-router.register("tenants", views.TenantViewSet, basename="api-tenant")
-router.register("tenants", rightsizing_views.TenantRightsizingViewSet, basename="api-tenant-rightsizing")
-router.register("audit-events", views.AuditEventViewSet, basename="api-audit-event")
-router.register("tokens", views.ApiTokenViewSet, basename="api-token")
+router.register("teams", catalog.TeamViewSet, basename="api-team")
+router.register("tiers", catalog.TierViewSet, basename="api-tier")
+router.register("clusters", catalog.ClusterViewSet, basename="api-cluster")
+router.register("requests", requests.RequestViewSet, basename="api-request")
+router.register("tenants", tenants.TenantViewSet, basename="api-tenant")
+router.register("tenants", tenants.TenantRightsizingViewSet, basename="api-tenant-rightsizing")
+router.register("audit-events", audit.AuditEventViewSet, basename="api-audit-event")
+router.register("tokens", tokens.ApiTokenViewSet, basename="api-token")
 
 urlpatterns = [
-    path("me/", views.MeView.as_view(), name="api-me"),
-    path("kubeconfig/", views.MergedKubeconfigView.as_view(), name="api-kubeconfig"),
-    # Showback (tenants/api/costs.py)
+    path("me/", me.MeView.as_view(), name="api-me"),
+    path("kubeconfig/", me.MergedKubeconfigView.as_view(), name="api-kubeconfig"),
+    # Showback (tenants/costs/api.py)
     path("teams/<slug:slug>/costs/", costs.TeamCostsView.as_view(), name="api-team-costs"),
     path("teams/<slug:slug>/costs/export/", costs.TeamCostsExportView.as_view(), name="api-team-costs-export"),
     path("tenants/<uuid:id>/costs/", costs.TenantCostsView.as_view(), name="api-tenant-costs"),

@@ -10,12 +10,13 @@ One module per noun; callers import from here (``from tenants import services``)
 - ``users`` and ``api_tokens``: sign-in mirroring and portal API tokens;
 - ``usage``: the compact per-day history of each tenant's quota usage, from the worker's readings;
 - ``rightsizing``: a tier suggestion from that history; an owner accepts it (a change_tier request) or dismisses it;
-- ``prices``: what each cluster's resources cost, for showback (never rewritten once in effect);
+- ``prices`` (in tenants.costs): what each cluster's resources cost, for showback (never rewritten once in effect);
 - ``sleep``: sleep and wake (owners, schedules in the team's time zone, idle periods), and what the worker reports;
 - ``transfers``: moving a tenant to another team (ask, accept or decline, complete);
 - ``webhooks``: endpoints platform admins register, and delivering events to them in order.
 """
 
+from tenants.costs.prices import cluster_price_errors, cluster_set_prices
 from tenants.errors import Forbidden, InvalidTransition
 from tenants.services.api_tokens import (
     TOKEN_PREFIX,
@@ -49,9 +50,7 @@ from tenants.services.lifecycle import (
     tenants_record_usage,
     transition,
 )
-from tenants.services.page_changes import page_changes_prune
 from tenants.services.permissions import is_owner_or_admin, is_writer, kubeconfig_role, require_platform_admin
-from tenants.services.prices import cluster_price_errors, cluster_set_prices
 from tenants.services.rightsizing import rightsizing_accept, rightsizing_assess, rightsizing_dismiss
 from tenants.services.sleep import (
     schedule_json,
@@ -196,5 +195,4 @@ __all__ = [
     "tenant_touch_activity",
     "tenant_wake",
     "tenants_sleep_sweep",
-    "page_changes_prune",
 ]

@@ -69,14 +69,9 @@ def sleep_refusal(tenant: Tenant) -> str:
 
 def sleep_state(tenant: Tenant) -> str:
     """'awake', 'falling_asleep' (wanted, not applied yet), 'asleep' or 'waking'."""
-    return sleep_state_of(sleeping=tenant.sleeping, applied=tenant.sleep_applied)
-
-
-def sleep_state_of(*, sleeping: bool, applied: bool) -> str:
-    """sleep_state from the two columns (for list rows read without a model instance)."""
-    if sleeping:
-        return "asleep" if applied else "falling_asleep"
-    return "awake" if applied else "waking"
+    if tenant.sleeping:
+        return "asleep" if tenant.sleep_applied else "falling_asleep"
+    return "awake" if tenant.sleep_applied else "waking"
 
 
 def _snapshot(tenant: Tenant) -> dict[str, Any]:
@@ -351,7 +346,6 @@ __all__ = [
     "schedule_window",
     "sleep_refusal",
     "sleep_state",
-    "sleep_state_of",
     "tenant_end_sleep_on_removal",
     "tenant_note_sleep",
     "tenant_record_sleep_applied",

@@ -11,12 +11,12 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from tenants import selectors, services
+from tenants.costs.views import tenant_costs_context
 from tenants.errors import ClusterUnavailable, InvalidTransition
 from tenants.forms import TENANT_REQUEST_FORMS, ChangeTierForm, DecommissionForm, IdempotentForm, KubeconfigForm
 from tenants.models import Membership, Tenant, TenantRequest, TenantStatus
 from tenants.services.transfers import TRANSFERABLE_KINDS
 from tenants.views.common import MOVING_STATUSES, POLL_TRIGGER, AuthedRequest, call, deny, tenant_action, visible_tenant
-from tenants.views.costs import tenant_costs_context
 from tenants.views.quota import usage_rows
 from tenants.views.rightsizing_pages import rightsizing_context
 from tenants.views.sleep_pages import sleep_context

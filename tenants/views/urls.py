@@ -2,11 +2,11 @@
 
 from django.urls import path
 
+from tenants.costs import views as costs
 from tenants.views import (
     approvals,
     audit_pages,
     auth_pages,
-    costs,
     dashboard,
     request_pages,
     rightsizing_pages,

@@ -8,7 +8,7 @@ from decimal import Decimal as D
 import pytest
 from django.utils import timezone
 
-from tenants import showback
+from tenants.costs import showback
 from tenants.models import ClusterPrice, Tenant, TenantStatus
 from tests.fixtures import TokenFactory
 from tests.plugins.portal import BerthRunner

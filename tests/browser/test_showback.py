@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from tenants import showback
+from tenants.costs import showback
 from tenants.models import ClusterPrice, Team, Tenant, TenantStatus, Tier, User
 from tests.browser.support import Portal, axe_violations, blocking, describe_violations, screenshot
 

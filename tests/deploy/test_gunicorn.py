@@ -36,7 +36,7 @@ for fd in os.listdir("/proc/self/fd"):
         sockets.append(target)
 print(json.dumps({
     "preload_app": conf["preload_app"],
-    "views": sorted(m for m in ("tenants.api.views", "tenants.views", "portal.urls") if m in sys.modules),
+    "views": sorted(m for m in ("tenants.api.tenants", "tenants.views", "portal.urls") if m in sys.modules),
     "databases": [c.alias for c in connections.all() if c.connection is not None],
     "caches": [repr(c) for c in caches.all(initialized_only=True)],
     "threads": [t.name for t in threading.enumerate()],
@@ -66,7 +66,7 @@ def parent_state(**env: str) -> dict:
 def test_the_parent_loads_the_portal_and_its_views_and_holds_no_connection_or_thread_for_its_workers():
     state = parent_state()
     assert state["preload_app"] is True
-    assert state["views"] == ["portal.urls", "tenants.api.views", "tenants.views"]
+    assert state["views"] == ["portal.urls", "tenants.api.tenants", "tenants.views"]
     assert state["databases"] == []
     assert state["caches"] == []
     assert state["threads"] == ["MainThread"]

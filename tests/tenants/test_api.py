@@ -582,7 +582,7 @@ def test_the_write_budget_is_per_person(api, alice, amir, monkeypatch):
 
 # --- query counts: lists cost the same for 3 rows and for 30 --------------------------
 
-# The page's ids, its COUNT when the page does not tell it, the page's rows (tenants.api.pagination, tenants.api.rows);
+# The page's ids, its COUNT when the page does not tell it, the page's rows (tenants.api.pagination);
 # audit events add the caller's team ids.
 # The same bound for 3 rows, 30 and 60 (a full page of 50, so the COUNT runs): no N+1.
 LIST_QUERIES = 4

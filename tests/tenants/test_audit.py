@@ -377,6 +377,6 @@ def test_context_from_http_prefers_the_middlewares_request_id():
     ],
 )
 def test_csv_cells_cannot_start_a_formula_anywhere_a_spreadsheet_may_split(value, exported):
-    from tenants.csv_export import _safe
+    from tenants.csv_export import safe_cell
 
-    assert _safe(value) == exported
+    assert safe_cell(value) == exported

@@ -1,4 +1,4 @@
-"""Showback's arithmetic (tenants.showback), exactly, with fixed prices and known histories. No database."""
+"""Showback's arithmetic (tenants.costs.showback), exactly, with fixed prices and known histories. No database."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from decimal import Decimal as D
 
 import pytest
 
-from tenants.showback import (
+from tenants.costs.showback import (
     Figures,
     MonthError,
     Prices,

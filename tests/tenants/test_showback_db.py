@@ -1,5 +1,5 @@
 """Showback through the database: prices set by the service, a tenant's history made by the real services on a
-fixed clock, and the figures read back through the selectors (tenants.selectors.team_costs / tenant_costs)."""
+fixed clock, and the figures read back through the selectors (tenants.costs.team_costs / tenant_costs)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from decimal import Decimal as D
 import pytest
 from django.core.exceptions import ValidationError
 
-from tenants import selectors, services
+from tenants import services
+from tenants.costs import selectors as costs
 from tenants.errors import Forbidden
 from tenants.models import AuditEvent, ClusterPrice, Tenant, TenantSleepPeriod, TenantUsageDay
 from tests.tenants.conftest import CTX
@@ -64,7 +65,7 @@ def test_a_month_with_a_sleep_and_a_tier_change_costs_exactly_this(clock, web, a
     clock.set(at(25, 12, 30))
     services.request_submit(actor=alice, action="change_tier", tenant=web, tier=small)  # small approves itself
     clock.set(at(5, month=4))
-    report = selectors.team_costs(team=web.team, months=[MARCH], now=clock.now)[MARCH]
+    report = costs.team_costs(team=web.team, months=[MARCH], now=clock.now)[MARCH]
     (row,) = report.rows
     assert (row.tenant, row.team, row.line.currency) == (web, web.team, "EUR")
     assert (row.line.live_hours, row.line.asleep_hours) == (D("522.00"), D("60.00"))
@@ -76,7 +77,7 @@ def test_a_month_with_a_sleep_and_a_tier_change_costs_exactly_this(clock, web, a
     assert (allocation.cpu, allocation.memory, allocation.storage) == (D("55.26"), D("13.82"), D("5.23"))
     assert [(t.currency, t.allocation.total) for t in report.totals] == [("EUR", D("74.31"))]
     assert report.period_end == at(1, month=4)
-    assert selectors.tenant_costs(tenant=web, months=[MARCH], now=clock.now)[MARCH].totals == report.totals
+    assert costs.tenant_costs(tenant=web, months=[MARCH], now=clock.now)[MARCH].totals == report.totals
 
 
 def test_the_month_so_far_and_a_new_price_leave_past_months_alone(clock, web, dave, cluster):
@@ -90,7 +91,7 @@ def test_the_month_so_far_and_a_new_price_leave_past_months_alone(clock, web, da
         storage_gib_month=D("0.10"),
     )
     april = dt.date(2026, 4, 1)
-    reports = selectors.tenant_costs(tenant=web, months=[MARCH, april], now=clock.now)
+    reports = costs.tenant_costs(tenant=web, months=[MARCH, april], now=clock.now)
     assert reports[MARCH].rows[0].line.allocation.cpu == D("83.52")  # 4 × 522 × 0.04, the March price
     # April so far: 1 April at 0.04 (24 h), 2 April at 0.08 (12 h): 4 × (24 × 0.04 + 12 × 0.08).
     assert reports[april].rows[0].line.live_hours == D("36.00")
@@ -105,7 +106,7 @@ def test_a_deleted_tenant_stops_costing_when_it_was_deleted(clock, web, alice):
     services.tenant_mark_deleted(tenant=Tenant.objects.get(pk=web.pk))
     clock.set(at(5, month=4))
     web.refresh_from_db()
-    (row,) = selectors.tenant_costs(tenant=web, months=[MARCH], now=clock.now)[MARCH].rows
+    (row,) = costs.tenant_costs(tenant=web, months=[MARCH], now=clock.now)[MARCH].rows
     assert row.line.live_hours == D("234.00")  # decommissioning still holds the quota, until deleted
 
 
@@ -122,8 +123,8 @@ def test_a_transfer_splits_the_month_between_the_teams_by_day(clock, web, team_b
     }
     TenantUsageDay.objects.create(tenant=web, day=dt.date(2026, 3, 20), team=team_b, tier=web.tier, usage=moved)
     clock.set(at(5, month=4))
-    (a,) = selectors.team_costs(team=web.team, months=[MARCH], now=clock.now)[MARCH].rows
-    (b,) = selectors.team_costs(team=team_b, months=[MARCH], now=clock.now)[MARCH].rows
+    (a,) = costs.team_costs(team=web.team, months=[MARCH], now=clock.now)[MARCH].rows
+    (b,) = costs.team_costs(team=team_b, months=[MARCH], now=clock.now)[MARCH].rows
     assert (a.team.slug, a.line.live_hours, b.team.slug, b.line.live_hours) == (
         "team-a",
         D("234.00"),
@@ -133,7 +134,7 @@ def test_a_transfer_splits_the_month_between_the_teams_by_day(clock, web, team_b
     assert (a.line.usage.cpu_core_hours, a.line.usage.cpu) == (D("36.0000"), D("1.44"))  # 2 cores × 18 h
     assert (b.line.usage.cpu, b.line.usage.memory) == (D("0.96"), D("0.48"))  # 24 core-h, 96 GiB-h
     assert a.line.allocation.cpu + b.line.allocation.cpu == D("83.52")  # 4 × 522 × 0.04, split once
-    tenant_rows = selectors.tenant_costs(tenant=web, months=[MARCH], now=clock.now)[MARCH].rows
+    tenant_rows = costs.tenant_costs(tenant=web, months=[MARCH], now=clock.now)[MARCH].rows
     assert [r.team.slug for r in tenant_rows] == ["team-a", "team-b"]
 
 
@@ -141,11 +142,11 @@ def test_a_month_reads_the_same_alone_or_with_the_months_around_it(clock, web, t
     # No row in March; April's first row says team-b held it, though it is team-a's now (moved back since).
     TenantUsageDay.objects.create(tenant=web, day=dt.date(2026, 4, 2), team=team_b, tier=web.tier)
     clock.set(at(5, month=4))
-    alone = selectors.team_costs(team=team_b, months=[MARCH], now=clock.now)[MARCH]
-    together = selectors.team_costs(team=team_b, months=[MARCH, dt.date(2026, 4, 1)], now=clock.now)[MARCH]
+    alone = costs.team_costs(team=team_b, months=[MARCH], now=clock.now)[MARCH]
+    together = costs.team_costs(team=team_b, months=[MARCH, dt.date(2026, 4, 1)], now=clock.now)[MARCH]
     assert [r.line for r in alone.rows] == [r.line for r in together.rows]
     assert [(r.team.slug, r.line.live_hours) for r in alone.rows] == [("team-b", D("522.00"))]
-    assert selectors.team_costs(team=web.team, months=[MARCH], now=clock.now)[MARCH].rows == []
+    assert costs.team_costs(team=web.team, months=[MARCH], now=clock.now)[MARCH].rows == []
 
 
 def test_a_teams_report_takes_a_few_queries_whatever_the_number_of_tenants(
@@ -158,7 +159,7 @@ def test_a_teams_report_takes_a_few_queries_whatever_the_number_of_tenants(
         ready_tenant(name=f"svc-{i}")
     clock.set(at(5, month=4))
     with django_assert_max_num_queries(9):
-        report = selectors.team_costs(team=team_a, months=[MARCH, dt.date(2026, 4, 1)], now=clock.now)[MARCH]
+        report = costs.team_costs(team=team_a, months=[MARCH, dt.date(2026, 4, 1)], now=clock.now)[MARCH]
     assert len(report.rows) == 5 and report.totals[0].allocation.cpu == D("417.60")  # 5 × 4 × 522 × 0.04
 
 

@@ -1,5 +1,5 @@
 """Sleep and wake in the portal: who may, when the schedule and the idle period act, audit, notifications,
-sleep periods, the budget, and the API's answers (tenants.services.sleep, tenants.api.sleep_views)."""
+sleep periods, the budget, and the API's answers (tenants.services.sleep, tenants.api.tenants)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import logging
 from types import SimpleNamespace
 
-from portal import logs
-from tenants import dispatch, metrics
+from tenants import dispatch, logs, metrics
 from worker import signals
 
 

@@ -6,12 +6,10 @@ import datetime as dt
 
 import pytest
 from django.core import mail
-from django.db import connection
 from django.utils import timezone
 
 from tenants import dispatch, services
 from tenants.models import AuditEvent, Tenant, TenantRequest
-from tenants.services.page_changes import HORIZON
 from worker.provisioning import Outcome
 from worker.tasks import reconcile, sweep
 
@@ -89,33 +87,3 @@ def test_a_job_for_a_tenant_another_worker_holds_is_retried_not_dropped(approved
     monkeypatch.setattr(provisioning, "decommission", lambda tenant_id: provisioning.Progress(Outcome.LOCKED))
     with pytest.raises(Retry):
         tasks.decommission_tenant.apply(args=(str(approved.pk),), throw=True)
-
-
-def test_the_sweep_prunes_the_page_change_log_of_transactions_ended_by_a_horizon_over_an_hour_old(approved):
-    def rows() -> list[tuple[int, int]]:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT scope, xid::text::bigint FROM berth_page_change WHERE scope IN (-424242, -424243)")
-            return sorted(cursor.fetchall())
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_current_xact_id()::text::bigint")  # this test's own transaction: not ended
-        (ours,) = cursor.fetchone()
-        # Begun two days ago, ended before a horizon recorded 90 minutes ago: it may go. Begun as long ago but
-        # ended later (its id is above the horizon, as if it committed a moment ago): it stays.
-        cursor.execute(
-            "INSERT INTO berth_page_change (scope, xid, at) VALUES"
-            " (%s, %s::text::xid8, now() - interval '90 minutes'),"
-            " (-424242, '3'::xid8, now() - interval '2 days'),"
-            " (-424243, %s::text::xid8, now() - interval '2 days')",
-            [HORIZON, ours - 1, ours - 1],
-        )
-    assert sweep()["page_changes_pruned"] >= 1
-    assert rows() == [(-424243, ours - 1)]
-    with connection.cursor() as cursor:
-        # The horizon it used stays (the next sweep may use it again); it recorded one now.
-        cursor.execute(
-            "SELECT count(*) FILTER (WHERE xid = %s::text::xid8),"
-            " count(*) FILTER (WHERE at > now() - interval '1 hour') FROM berth_page_change WHERE scope = %s",
-            [ours - 1, HORIZON],
-        )
-        assert cursor.fetchone() == (1, 1)

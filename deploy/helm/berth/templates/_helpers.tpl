@@ -233,8 +233,6 @@ postgres://berth@{{ include "berth.postgresql.host" . }}:5432/berth
 {{- end }}
 - name: DATABASE_CONN_MAX_AGE
   value: {{ $v.database.connMaxAge | int64 | quote }}
-- name: DATABASE_PREPARED_STATEMENTS
-  value: {{ $v.database.preparedStatements | toString | quote }}
 {{- if $v.bundled.redis.enabled }}
 {{ include "berth.secretEnv" (dict "name" "CELERY_BROKER_URL" "secret" (include "berth.generatedSecret" .) "key" "redis-url") }}
 {{- else if $v.redis.existingSecret }}

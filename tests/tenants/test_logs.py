@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
-from portal import logs
+from tenants import logs
 from tenants.metrics import API_ERRORS, HTTP_REQUESTS
 
 JWT = "eyJhbGciOiJSUzI1NiIsImtpZCI6IngifQ.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQifQ.c2lnbmF0dXJlLWJ5dGVz"

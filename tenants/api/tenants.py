@@ -1,19 +1,137 @@
-"""REST API for right-sizing: a tenant's suggestion with its evidence, and accepting it (a change_tier request)."""
+"""Tenants: list and read them, and act on one: decommission, transfer, retry, kubeconfig, isolation check, sleep
+and wake (tenants.services.sleep; 202 while the worker scales, ``sleep_state`` says when it has), and right-sizing
+(a suggestion with its evidence, accepted as a change_tier request or dismissed)."""
 
 from __future__ import annotations
 
 from django.core.validators import RegexValidator
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers, status
+from django.http import HttpResponse
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
+from rest_framework.parsers import JSONParser
 from rest_framework.request import Request as ApiRequest
 from rest_framework.response import Response
 
 from tenants import models, selectors, services
 from tenants.api import serializers as s
-from tenants.api.views import _IDEMPOTENCY_KEY, BerthViewSet, actor_of, credential_scope, field_error
+from tenants.api.base import (
+    BerthViewSet,
+    ListViewSet,
+    actor_of,
+    credential_scope,
+    idempotency_key,
+    idempotency_parameter,
+    kubeconfig_response,
+)
+from tenants.api.filters import TenantFilter
 from tenants.rightsizing import Assessment
 
+
+class TenantViewSet(ListViewSet, mixins.RetrieveModelMixin):
+    serializer_class = s.TenantSerializer
+    list_params = frozenset({"status"})
+    filterset_class = TenantFilter
+    visible_to = staticmethod(selectors.tenants_visible_to)
+
+    schema_model = models.Tenant
+
+    @extend_schema(request=s.DecommissionSerializer, responses=s.TenantSerializer)
+    @action(detail=True, methods=["post"])
+    def decommission(self, request: ApiRequest, pk=None) -> Response:
+        tenant = self.get_object()  # 404 for what is not the caller's, before anything about the body
+        body = s.DecommissionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        tenant = services.tenant_decommission(
+            tenant=tenant,
+            actor=actor_of(request),
+            ctx=self.ctx(),
+            **body.validated_data,
+        )
+        return Response(s.TenantSerializer(tenant).data)
+
+    @extend_schema(request=s.TransferSerializer, responses={201: s.RequestSerializer})
+    @action(detail=True, methods=["post"])
+    def transfer(self, request: ApiRequest, pk=None) -> Response:
+        """Offer the tenant to another team (owners and platform admins); an owner of that team accepts."""
+        tenant = self.get_object()  # 404 for what is not the caller's, before anything about the body
+        body = s.TransferSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        req = services.transfer_ask(tenant=tenant, actor=actor_of(request), ctx=self.ctx(), **body.validated_data)
+        return Response(s.RequestSerializer(req).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses=s.TenantSerializer)
+    @action(detail=True, methods=["post"])
+    def retry(self, request: ApiRequest, pk=None) -> Response:
+        tenant = services.tenant_retry(tenant=self.get_object(), actor=actor_of(request), ctx=self.ctx())
+        return Response(s.TenantSerializer(tenant).data)
+
+    @extend_schema(request=s.KubeconfigSerializer, responses={(200, "application/yaml"): str})
+    @action(detail=True, methods=["post"])
+    def kubeconfig(self, request: ApiRequest, pk=None) -> HttpResponse:
+        tenant = self.get_object()  # 404 for what is not the caller's, before anything about the body
+        body = s.KubeconfigSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        text = services.tenant_issue_kubeconfig(
+            tenant=tenant,
+            actor=actor_of(request),
+            ctx=self.ctx(),
+            **body.validated_data,
+        )
+        return kubeconfig_response(text, "kubeconfig.yaml")
+
+    @extend_schema(request=None, responses={202: None})
+    @action(detail=True, methods=["post"], url_path="isolation-check")
+    def isolation_check(self, request: ApiRequest, pk=None) -> Response:
+        services.tenant_request_isolation_check(tenant=self.get_object(), actor=actor_of(request), ctx=self.ctx())
+        return Response({"detail": "Isolation check queued."}, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        request=None,
+        responses={202: s.TenantSerializer},
+        description="Put the tenant to sleep (team owners and platform admins; the tier must allow it): its "
+        "Deployments and StatefulSets are scaled to zero and its CronJobs suspended, each remembering what it "
+        "was. 409 when it is already asleep, not ready, or its tier or kind cannot sleep (the reason says which).",
+    )
+    @action(detail=True, methods=["post"])
+    def sleep(self, request: ApiRequest, pk=None) -> Response:
+        tenant = services.tenant_sleep(tenant=self.get_object(), actor=actor_of(request), ctx=self.ctx())
+        return Response(s.TenantSerializer(tenant).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        request=None,
+        responses={202: s.TenantSerializer},
+        description="Wake the tenant (team owners and platform admins): each workload gets back exactly what it "
+        "had. 409 when it is not asleep, or waking would take the team over its budget.",
+    )
+    @action(detail=True, methods=["post"])
+    def wake(self, request: ApiRequest, pk=None) -> Response:
+        tenant = services.tenant_wake(tenant=self.get_object(), actor=actor_of(request), ctx=self.ctx())
+        return Response(s.TenantSerializer(tenant).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        request=s.SleepScheduleInputSerializer,
+        responses=s.TenantSerializer,
+        description="Set the weekly sleep schedule, read in the team's time zone: asleep every night from "
+        "`nights.start` to `nights.end` (an end before the start wraps past midnight; the same time is refused) "
+        "and, with `weekends`, all of Saturday and Sunday. `nights` null: no nightly sleep. JSON only. 409 when "
+        "the tenant is being removed, or a schedule is set where the tier or the kind cannot sleep.",
+    )
+    @action(detail=True, methods=["post"], url_path="sleep-schedule", parser_classes=[JSONParser])
+    def sleep_schedule(self, request: ApiRequest, pk=None) -> Response:
+        tenant = self.get_object()
+        body = s.SleepScheduleInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        tenant = services.tenant_set_sleep_schedule(
+            tenant=tenant,
+            actor=actor_of(request),
+            ctx=self.ctx(),
+            **body.validated_data,
+        )
+        return Response(s.TenantSerializer(tenant).data)
+
+
+# --- Right-sizing ---------------------------------------------------------------------------------------------------
 FINGERPRINT = r"^[0-9a-f]{64}$"
 
 
@@ -112,13 +230,9 @@ class TenantRightsizingViewSet(BerthViewSet):
         request=RightsizingAcceptSerializer,
         responses={201: s.RequestSerializer},
         parameters=[
-            OpenApiParameter(
-                "Idempotency-Key",
-                {"type": "string", "pattern": f"^{_IDEMPOTENCY_KEY.pattern}$", "maxLength": 64},
-                OpenApiParameter.HEADER,
-                required=False,
-                description="Repeat the accept safely: the same key for the same suggestion returns the first "
-                "request; the same key for anything else answers 409.",
+            idempotency_parameter(
+                "Repeat the accept safely: the same key for the same suggestion returns the first "
+                "request; the same key for anything else answers 409."
             )
         ],
     )
@@ -127,9 +241,7 @@ class TenantRightsizingViewSet(BerthViewSet):
         tenant = self.get_object()  # 404 for what is not the caller's, before anything about the body
         body = RightsizingAcceptSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        key = request.headers.get("Idempotency-Key", "")
-        if key and not _IDEMPOTENCY_KEY.fullmatch(key):
-            raise field_error("Idempotency-Key", "At most 64 printable ASCII characters.")
+        key = idempotency_key(request)
         req = services.rightsizing_accept(
             tenant=tenant,
             actor=actor_of(request),

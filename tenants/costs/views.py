@@ -1,6 +1,6 @@
 """Showback on the pages: a team's page (its tenants, budget and costs) and the costs section of a tenant's page.
 
-The figures are the API's (tenants.selectors.team_costs / tenant_costs): the selected month in full, and the
+The figures are the API's (tenants.team_costs / tenant_costs): the selected month in full, and the
 totals of the months before it, each a link to its own month.
 """
 
@@ -17,13 +17,15 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from tenants import selectors, showback
+from tenants import selectors
+from tenants.costs import showback
+from tenants.costs.selectors import CostReport, team_costs, tenant_costs
 from tenants.models import LIVE_STATUSES
 from tenants.views.common import AuthedRequest
 from tenants.views.quota import budget_rows
 
 MONTHS_SHOWN = 6
-Reports = Callable[[list[dt.date]], dict[dt.date, selectors.CostReport]]
+Reports = Callable[[list[dt.date]], dict[dt.date, CostReport]]
 
 
 def costs_context(request: AuthedRequest, reports_for: Reports, export_url: str) -> dict:
@@ -55,7 +57,7 @@ def costs_context(request: AuthedRequest, reports_for: Reports, export_url: str)
 def tenant_costs_context(request: AuthedRequest, tenant) -> dict:
     return costs_context(
         request,
-        lambda months: selectors.tenant_costs(tenant=tenant, months=months, now=timezone.now()),
+        lambda months: tenant_costs(tenant=tenant, months=months, now=timezone.now()),
         reverse("api-tenant-costs-export", args=[tenant.pk]),
     )
 
@@ -69,7 +71,7 @@ def team_detail(request: AuthedRequest, slug: str) -> HttpResponse:
     tenants = selectors.tenants_visible_to(user=user).filter(team=team, status__in=LIVE_STATUSES).order_by("name")
     costs = costs_context(
         request,
-        lambda months: selectors.team_costs(team=team, months=months, now=timezone.now()),
+        lambda months: team_costs(team=team, months=months, now=timezone.now()),
         reverse("api-team-costs-export", args=[team.slug]),
     )
     return render(

@@ -1,7 +1,7 @@
 """Showback in the API: a team's and a tenant's costs for a month, as JSON or CSV (the same figures).
 
-The figures come from tenants.selectors.team_costs / tenant_costs (computed by tenants.showback); the views
-only find what the caller may see (404 otherwise), parse ``month`` and serialize.
+The figures come from tenants.costs.selectors.team_costs / tenant_costs (computed by tenants.costs.showback); the
+views only find what the caller may see (404 otherwise), parse ``month`` and serialize.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from rest_framework.request import Request as ApiRequest
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tenants import selectors, showback
+from tenants import selectors
+from tenants.api.base import OneValueEach, actor_of, field_error, token_team_id
 from tenants.api.throttling import WriteThrottle
-from tenants.api.views import OneValueEach, actor_of, field_error, token_team_id
-from tenants.csv_export import costs_csv_response
+from tenants.costs import showback
+from tenants.costs.export import costs_csv_response
+from tenants.costs.selectors import CostReport, team_costs, tenant_costs
 from tenants.models import Team, Tenant
 
 
@@ -73,11 +75,11 @@ class CostReportSerializer(serializers.Serializer):
     totals = CostTotalSerializer(many=True, help_text="The lines summed per currency.")
 
     @extend_schema_field({"type": "string", "pattern": showback.MONTH_PATTERN})
-    def get_month(self, report: selectors.CostReport) -> str:
+    def get_month(self, report: CostReport) -> str:
         return showback.month_label(report.month)
 
     @extend_schema_field({"type": "integer", "enum": [showback.HOURS_PER_MONTH]})
-    def get_hours_per_month(self, report: selectors.CostReport) -> int:
+    def get_hours_per_month(self, report: CostReport) -> int:
         return showback.HOURS_PER_MONTH
 
 
@@ -126,17 +128,17 @@ class _CostsView(OneValueEach, APIView):
         team_id = token_team_id(self.request)
         return get_object_or_404(tenants if team_id is None else tenants.filter(team_id=team_id), pk=pk)
 
-    def team_report(self, slug: str) -> selectors.CostReport:
+    def team_report(self, slug: str) -> CostReport:
         team = self.team(slug)  # 404 for what is not the caller's, before anything about the query
         now = timezone.now()
         month = month_of(self.request, now)
-        return selectors.team_costs(team=team, months=[month], now=now)[month]
+        return team_costs(team=team, months=[month], now=now)[month]
 
-    def tenant_report(self, pk) -> selectors.CostReport:
+    def tenant_report(self, pk) -> CostReport:
         tenant = self.tenant(pk)
         now = timezone.now()
         month = month_of(self.request, now)
-        return selectors.tenant_costs(tenant=tenant, months=[month], now=now)[month]
+        return tenant_costs(tenant=tenant, months=[month], now=now)[month]
 
 
 class TeamCostsView(_CostsView):
