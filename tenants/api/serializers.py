@@ -25,7 +25,7 @@ from tenants.models import (
 )
 from tenants.services.credentials import LIFETIME_FLOOR_SECONDS
 from tenants.services.sleep import sleep_state
-from tenants.validation import DNS1123_LABEL, DNS1123_LABEL_MESSAGE
+from tenants.validation import DNS1123_LABEL, DNS1123_LABEL_MESSAGE, EGRESS_PROTOCOLS
 
 
 class MembershipSerializer(serializers.ModelSerializer):
@@ -62,10 +62,23 @@ class TeamSerializer(serializers.ModelSerializer):
         return selectors.team_budget(team=team)
 
 
+class EgressPortSerializer(serializers.Serializer):
+    protocol = serializers.ChoiceField(choices=EGRESS_PROTOCOLS, default="TCP")
+    port = serializers.IntegerField(min_value=1, max_value=65535)
+
+
+class EgressRuleSerializer(serializers.Serializer):
+    """One destination a tier's pods may open connections to: a network, and the ports (none: every port)."""
+
+    cidr = serializers.CharField()
+    ports = EgressPortSerializer(many=True, required=False)
+
+
 class TierSerializer(serializers.ModelSerializer):
     clusters: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(
         slug_field="name", many=True, read_only=True
     )
+    egress_allow = EgressRuleSerializer(many=True, read_only=True)
 
     class Meta:
         model = Tier
@@ -84,6 +97,7 @@ class TierSerializer(serializers.ModelSerializer):
             "max_pvcs",
             "pod_security_level",
             "network_profile",
+            "egress_allow",
             "node_selector",
             "allowed_priority_classes",
             "allowed_storage_classes",
