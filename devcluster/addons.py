@@ -68,6 +68,20 @@ def _cluster_role(name: str, rules: list[dict], subject: tuple[str, str]) -> lis
     ]
 
 
+def _deployment(name: str, namespace: str, labels: dict[str, str], pod_spec: dict) -> dict:
+    """One replica of ``pod_spec``, selected by ``labels``."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(name, namespace, labels=labels),
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }
+
+
 def _service_account(namespace: str, name: str) -> dict:
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, namespace)}
 
@@ -120,25 +134,18 @@ def coredns(cluster_dns_ip: str) -> list[dict]:
             "metadata": _meta("coredns", KUBE_SYSTEM),
             "data": {"Corefile": COREFILE},
         },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": _meta("coredns", KUBE_SYSTEM, labels=labels),
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "serviceAccountName": "coredns",
-                        "priorityClassName": "system-cluster-critical",
-                        "dnsPolicy": "Default",
-                        "containers": [container],
-                        "volumes": [{"name": "config", "configMap": {"name": "coredns"}}],
-                    },
-                },
+        _deployment(
+            "coredns",
+            KUBE_SYSTEM,
+            labels,
+            {
+                "serviceAccountName": "coredns",
+                "priorityClassName": "system-cluster-critical",
+                "dnsPolicy": "Default",
+                "containers": [container],
+                "volumes": [{"name": "config", "configMap": {"name": "coredns"}}],
             },
-        },
+        ),
         {
             "apiVersion": "v1",
             "kind": "Service",
@@ -220,46 +227,36 @@ def local_path(node_paths: dict[str, Path]) -> list[dict]:
                 "helperPod.yaml": json.dumps(helper_pod, indent=2),
             },
         },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": _meta("local-path-provisioner", LOCAL_PATH_NAMESPACE),
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "serviceAccountName": sa,
-                        "containers": [
-                            {
-                                "name": "local-path-provisioner",
-                                "image": LOCAL_PATH_PROVISIONER.tags[0],
-                                "imagePullPolicy": "Never",
-                                "command": [
-                                    "local-path-provisioner",
-                                    "--debug",
-                                    "start",
-                                    "--config",
-                                    "/etc/config/config.json",
-                                    "--helper-image",
-                                    LOCAL_PATH_PROVISIONER.tags[0],
-                                ],
-                                "volumeMounts": [{"name": "config-volume", "mountPath": "/etc/config/"}],
-                                "env": [
-                                    {
-                                        "name": "POD_NAMESPACE",
-                                        "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
-                                    },
-                                    {"name": "CONFIG_MOUNT_PATH", "value": "/etc/config/"},
-                                ],
-                            }
+        _deployment(
+            "local-path-provisioner",
+            LOCAL_PATH_NAMESPACE,
+            labels,
+            {
+                "serviceAccountName": sa,
+                "containers": [
+                    {
+                        "name": "local-path-provisioner",
+                        "image": LOCAL_PATH_PROVISIONER.tags[0],
+                        "imagePullPolicy": "Never",
+                        "command": [
+                            "local-path-provisioner",
+                            "--debug",
+                            "start",
+                            "--config",
+                            "/etc/config/config.json",
+                            "--helper-image",
+                            LOCAL_PATH_PROVISIONER.tags[0],
                         ],
-                        "volumes": [{"name": "config-volume", "configMap": {"name": "local-path-config"}}],
-                    },
-                },
+                        "volumeMounts": [{"name": "config-volume", "mountPath": "/etc/config/"}],
+                        "env": [
+                            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                            {"name": "CONFIG_MOUNT_PATH", "value": "/etc/config/"},
+                        ],
+                    }
+                ],
+                "volumes": [{"name": "config-volume", "configMap": {"name": "local-path-config"}}],
             },
-        },
+        ),
         {
             "apiVersion": "storage.k8s.io/v1",
             "kind": "StorageClass",

@@ -294,11 +294,10 @@ def _service(name: str) -> dict[str, Any]:
     }
 
 
-def _stateful_set(name: str, storage_class: str | None = None) -> dict[str, Any]:
+def _stateful_set(name: str) -> dict[str, Any]:
+    """One replica writing to a volume claimed in the cluster's default storage class."""
     labels = {"app": name}
     claim: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    if storage_class:
-        claim["storageClassName"] = storage_class
     writer = _container(
         name,
         command=["sh", "-c", "echo kept > /data/hello && exec sleep 3600"],
