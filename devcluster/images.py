@@ -163,25 +163,34 @@ def e2e_image_tags(manifest: str) -> dict[str, str]:
     return tags
 
 
-# What the e2e network tests exec in agnhost besides agnhost itself. Upstream's image is Alpine with bind-tools,
-# curl, netcat-openbsd, iproute2 and bash; busybox's nc refuses the options the Services tests give it
-# (`nc -v -t -w 2 host port`) and busybox has no dig, which the DNS tests' probes run.
+# What the e2e network tests exec in agnhost and jessie-dnsutils besides agnhost itself. Upstream's agnhost is
+# Alpine with bind-tools, curl, netcat-openbsd, iproute2 and bash, jessie-dnsutils Debian with dnsutils. Busybox's
+# nc refuses the options the Services tests give it (`nc -v -t -w 2 host port`), and busybox has neither dig nor
+# getent, which the DNS tests' probes run.
 AGNHOST_TOOLS = (
     HostBinary("bin/nc", "/bin/nc.openbsd", "netcat-openbsd"),
     HostBinary("bin/curl", "/usr/bin/curl", "curl"),
     HostBinary("bin/dig", "/usr/bin/dig", "bind9-dnsutils"),
     HostBinary("bin/nslookup", "/usr/bin/nslookup", "bind9-dnsutils"),
     HostBinary("bin/host", "/usr/bin/host", "bind9-dnsutils"),
+    HostBinary("bin/getent", "/usr/bin/getent", "libc-bin"),
     HostBinary("bin/ip", "/bin/ip", "iproute2"),
     HostBinary("bin/bash", "/bin/bash", "bash"),
 )
+# sh is bash: Debian's busybox-static shell runs its own applet for any name it has (nc, ip, nslookup) before it
+# looks at PATH, so under busybox's sh `nc` would never be netcat-openbsd.
+_BASH_AS_SH = ("bin/sh", "bash")
+# /etc/hosts first, as Alpine's musl and Debian's nsswitch.conf do (glibc's default without the file asks DNS first).
+_NSSWITCH = ("etc/nsswitch.conf", "hosts: files dns\n")
+_E2E_NEEDED = ("Agnhost", "BusyBox", "JessieDnsutils", "Pause")
 
 
 def e2e_images(manifest: str) -> tuple[ImageSpec, ...]:
     """The e2e suite's agnhost (our build of its binary, with upstream's network tools and busybox for the rest),
-    and busybox and pause, from what ``manifest`` (the suite's manifest.go) says it asks for."""
+    jessie-dnsutils (the same tools), busybox and pause, from what ``manifest`` (the suite's manifest.go) says it
+    asks for."""
     tags = e2e_image_tags(manifest)
-    missing = {"Agnhost", "BusyBox", "Pause"} - tags.keys()
+    missing = set(_E2E_NEEDED) - tags.keys()
     if missing:
         raise ImageError(f"the e2e image manifest names no {', '.join(sorted(missing))}")
     agnhost = ImageSpec(
@@ -192,20 +201,28 @@ def e2e_images(manifest: str) -> tuple[ImageSpec, ...]:
         all_applets=True,
         host_binaries=AGNHOST_TOOLS,
         # As upstream's: agnhost-2 for the entrypoint tests, /uploads for netexec, a user and group in the image.
-        # sh is bash: Debian's busybox-static runs its own applet for any name it has (nc, ip, nslookup) before
-        # looking at PATH, so under busybox's sh `nc` would never be netcat-openbsd.
-        links=(("agnhost-2", "agnhost"), ("bin/sh", "bash")),
+        links=(("agnhost-2", "agnhost"), _BASH_AS_SH),
         directories=("uploads",),
+        texts=(_NSSWITCH,),
         passwd=_PASSWD + "user-defined-in-image:x:1000:1000::/:/bin/sh\n",
         group=_GROUP + "user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n",
         entrypoint=("/agnhost",),
         cmd=("pause",),
     )
+    # The DNS tests' second prober (`sh -c 'dig ...; getent hosts ...'`), upstream a Debian image.
+    jessie = ImageSpec(
+        tags=(tags["JessieDnsutils"],),
+        all_applets=True,
+        host_binaries=AGNHOST_TOOLS,
+        links=(_BASH_AS_SH,),
+        texts=(_NSSWITCH,),
+        cmd=("sh",),
+    )
     busybox = ImageSpec(tags=(tags["BusyBox"],), all_applets=True, cmd=("sh",))
     pause = ImageSpec(
         tags=(tags["Pause"],), all_applets=True, user="65535:65535", entrypoint=("/bin/sleep", "infinity")
     )
-    return agnhost, busybox, pause
+    return agnhost, jessie, busybox, pause
 
 
 def _add(

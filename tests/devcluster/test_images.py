@@ -23,6 +23,7 @@ MANIFEST_GO = """
 	configs[AgnhostPrivate] = Config{list.PrivateRegistry, "agnhost", "2.6"}
 	configs[BusyBox] = Config{list.PromoterE2eRegistry, "busybox", "1.37.0-1"}
 	configs[Etcd] = Config{list.GcEtcdRegistry, "etcd", "3.6.4-0"}
+	configs[JessieDnsutils] = Config{list.PromoterE2eRegistry, "jessie-dnsutils", "1.7"}
 	configs[Pause] = Config{list.GcRegistry, "pause", "3.10.1"}
 """
 
@@ -153,13 +154,14 @@ def test_the_e2e_suite_asks_for_our_registries_names() -> None:
     assert images.e2e_image_tags(MANIFEST_GO) == {
         "Agnhost": "berth.local/e2e-test-images/agnhost:2.56",
         "BusyBox": "berth.local/e2e-test-images/busybox:1.37.0-1",
+        "JessieDnsutils": "berth.local/e2e-test-images/jessie-dnsutils:1.7",
         "Pause": "berth.local/pause:3.10.1",
     }
     assert images.e2e_repo_list() == "promoterE2eRegistry: berth.local/e2e-test-images\ngcRegistry: berth.local\n"
 
 
 def test_e2e_agnhost_image_is_upstreams_shape(tmp_path: Path, busybox: Path) -> None:
-    agnhost, busybox_spec, pause = images.e2e_images(MANIFEST_GO)
+    agnhost, _, busybox_spec, pause = images.e2e_images(MANIFEST_GO)
     agnhost = dataclasses.replace(agnhost, host_binaries=())  # the next tests copy host binaries
     e2e_bin = tmp_path / "e2e"
     e2e_bin.mkdir()
@@ -240,12 +242,15 @@ def test_a_missing_host_binary_names_the_debian_package(tmp_path: Path, busybox:
         images.build_image_archive(tmp_path / "t.tar", spec, None, busybox)
 
 
-def test_agnhost_runs_netcat_openbsd_under_a_shell_that_looks_up_path() -> None:
-    agnhost = images.e2e_images(MANIFEST_GO)[0]
-    tools = {tool.path: tool for tool in agnhost.host_binaries}
-    assert tools["bin/nc"].package == "netcat-openbsd" and {"bin/curl", "bin/dig", "bin/ip"} <= tools.keys()
-    # busybox's sh would run its own nc applet whatever PATH holds.
-    assert ("bin/sh", "bash") in agnhost.links and "bin/bash" in tools
+def test_agnhost_and_jessie_run_upstreams_tools_under_a_shell_that_looks_up_path() -> None:
+    agnhost, jessie, _, _ = images.e2e_images(MANIFEST_GO)
+    assert jessie.tags == ("berth.local/e2e-test-images/jessie-dnsutils:1.7",)
+    for spec in (agnhost, jessie):
+        tools = {tool.path: tool for tool in spec.host_binaries}
+        assert tools["bin/nc"].package == "netcat-openbsd"
+        assert {"bin/curl", "bin/dig", "bin/getent", "bin/ip"} <= tools.keys()
+        # busybox's sh would run its own nc applet whatever PATH holds.
+        assert ("bin/sh", "bash") in spec.links and "bin/bash" in tools
 
 
 def test_make_deps_installs_every_host_binarys_package() -> None:
