@@ -167,7 +167,7 @@ def e2e_image_tags(manifest: str) -> dict[str, str]:
 # Alpine with bind-tools, curl, netcat-openbsd, iproute2 and bash, jessie-dnsutils Debian with dnsutils. Busybox's
 # nc refuses the options the Services tests give it (`nc -v -t -w 2 host port`), and busybox has neither dig nor
 # getent, which the DNS tests' probes run.
-AGNHOST_TOOLS = (
+NETWORK_TOOLS = (
     HostBinary("bin/nc", "/bin/nc.openbsd", "netcat-openbsd"),
     HostBinary("bin/curl", "/usr/bin/curl", "curl"),
     HostBinary("bin/dig", "/usr/bin/dig", "bind9-dnsutils"),
@@ -199,7 +199,7 @@ def e2e_images(manifest: str) -> tuple[ImageSpec, ...]:
         binary="agnhost",
         path="agnhost",
         all_applets=True,
-        host_binaries=AGNHOST_TOOLS,
+        host_binaries=NETWORK_TOOLS,
         # As upstream's: agnhost-2 for the entrypoint tests, /uploads for netexec, a user and group in the image.
         links=(("agnhost-2", "agnhost"), _BASH_AS_SH),
         directories=("uploads",),
@@ -213,7 +213,7 @@ def e2e_images(manifest: str) -> tuple[ImageSpec, ...]:
     jessie = ImageSpec(
         tags=(tags["JessieDnsutils"],),
         all_applets=True,
-        host_binaries=AGNHOST_TOOLS,
+        host_binaries=NETWORK_TOOLS,
         links=(_BASH_AS_SH,),
         texts=(_NSSWITCH,),
         cmd=("sh",),
@@ -274,7 +274,10 @@ def _shared_libraries(program: Path) -> list[str]:
         if "not a dynamic executable" in run.stdout + run.stderr:
             return []
         raise ImageError(f"ldd {program} failed: {(run.stderr or run.stdout).strip()}")
-    return parse_ldd(run.stdout)
+    try:
+        return parse_ldd(run.stdout)
+    except ImageError as error:
+        raise ImageError(f"{program}: {error}") from None
 
 
 def _host_files(spec: ImageSpec) -> dict[str, Path]:

@@ -258,4 +258,4 @@ def test_make_deps_installs_every_host_binarys_package() -> None:
     apt_packages = re.search(r"^APT_PACKAGES := ((?:.*\\\n)*.*)$", makefile, re.MULTILINE)
     assert apt_packages is not None
     listed = set(apt_packages.group(1).replace("\\\n", " ").split())
-    assert {tool.package for tool in images.AGNHOST_TOOLS} <= listed
+    assert {tool.package for tool in images.NETWORK_TOOLS} <= listed
