@@ -8,7 +8,8 @@ PY := $(VENV)/bin/python
 BERTH_CACHE ?= $(HOME)/.cache/berth
 export BERTH_CACHE
 APT_PACKAGES := postgresql redis-server chromium docker-compose git \
-  containerd runc containernetworking-plugins busybox-static iptables nftables conntrack ethtool socat
+  containerd runc containernetworking-plugins busybox-static iptables nftables conntrack ethtool socat \
+  netcat-openbsd curl bind9-dnsutils libc-bin iproute2 bash
 PYTEST_ARGS ?=
 # Real nodes beside `make cluster`'s control plane: 2 = the shared pool and the dedicated pool, 0 = none.
 NODES ?= 2

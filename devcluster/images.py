@@ -16,6 +16,9 @@ links, /etc/passwd, /tmp):
 ``LOCAL_PATH_PROVISIONER``, ``NETWORK_POLICIES``), each a static binary from ``devcluster/build.sh`` (found
 through a callable such as ``launcher.find_bin_dir``, asked only for the images requested), and the images the
 upstream e2e suite asks for (``e2e_images``) under the registries ``e2e_repo_list`` names.
+
+An image may also carry programs from Debian packages installed here (``HostBinary``): each comes with its ELF
+interpreter and every shared library ``ldd`` says it loads, at the same absolute paths, so it runs as on the host.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ _HERE = Path(__file__).resolve().parent
 
 
 class ImageError(RuntimeError):
-    """The images could not be built (busybox-static or a binary missing)."""
+    """The images could not be built (busybox-static, a binary or a library missing)."""
 
 
 def _pinned(module_dir: str, module: str) -> str:
@@ -69,6 +72,15 @@ def _pinned(module_dir: str, module: str) -> str:
     if match is None:
         raise ImageError(f"devcluster/{module_dir}/go.mod does not require {module}")
     return match.group(1)
+
+
+@dataclass(frozen=True)
+class HostBinary:
+    """A dynamically linked program from a Debian package installed here (``make deps``), copied into an image."""
+
+    path: str  # where it goes in the image, relative to /; it replaces a busybox applet of the same name
+    source: str  # the program on this machine, as the package installs it
+    package: str  # the Debian package that installs it, named when it is missing
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,7 @@ class ImageSpec:
     links: tuple[tuple[str, str], ...] = ()  # (path, target) symlinks
     directories: tuple[str, ...] = ()  # extra empty directories (0755)
     texts: tuple[tuple[str, str], ...] = ()  # (path, content) small files (0644)
+    host_binaries: tuple[HostBinary, ...] = ()  # with their interpreter and libraries
     passwd: str = _PASSWD
     group: str = _GROUP
     user: str = "0:0"
@@ -150,11 +163,34 @@ def e2e_image_tags(manifest: str) -> dict[str, str]:
     return tags
 
 
+# What the e2e network tests exec in agnhost and jessie-dnsutils besides agnhost itself. Upstream's agnhost is
+# Alpine with bind-tools, curl, netcat-openbsd, iproute2 and bash, jessie-dnsutils Debian with dnsutils. Busybox's
+# nc refuses the options the Services tests give it (`nc -v -t -w 2 host port`), and busybox has neither dig nor
+# getent, which the DNS tests' probes run.
+NETWORK_TOOLS = (
+    HostBinary("bin/nc", "/bin/nc.openbsd", "netcat-openbsd"),
+    HostBinary("bin/curl", "/usr/bin/curl", "curl"),
+    HostBinary("bin/dig", "/usr/bin/dig", "bind9-dnsutils"),
+    HostBinary("bin/nslookup", "/usr/bin/nslookup", "bind9-dnsutils"),
+    HostBinary("bin/host", "/usr/bin/host", "bind9-dnsutils"),
+    HostBinary("bin/getent", "/usr/bin/getent", "libc-bin"),
+    HostBinary("bin/ip", "/bin/ip", "iproute2"),
+    HostBinary("bin/bash", "/bin/bash", "bash"),
+)
+# sh is bash: Debian's busybox-static shell runs its own applet for any name it has (nc, ip, nslookup) before it
+# looks at PATH, so under busybox's sh `nc` would never be netcat-openbsd.
+_BASH_AS_SH = ("bin/sh", "bash")
+# /etc/hosts first, as Alpine's musl and Debian's nsswitch.conf do (glibc's default without the file asks DNS first).
+_NSSWITCH = ("etc/nsswitch.conf", "hosts: files dns\n")
+_E2E_NEEDED = ("Agnhost", "BusyBox", "JessieDnsutils", "Pause")
+
+
 def e2e_images(manifest: str) -> tuple[ImageSpec, ...]:
-    """The e2e suite's agnhost (our build of its binary, with busybox for the shell and tools tests exec), and
-    busybox and pause, from what ``manifest`` (the suite's manifest.go) says it asks for."""
+    """The e2e suite's agnhost (our build of its binary, with upstream's network tools and busybox for the rest),
+    jessie-dnsutils (the same tools), busybox and pause, from what ``manifest`` (the suite's manifest.go) says it
+    asks for."""
     tags = e2e_image_tags(manifest)
-    missing = {"Agnhost", "BusyBox", "Pause"} - tags.keys()
+    missing = set(_E2E_NEEDED) - tags.keys()
     if missing:
         raise ImageError(f"the e2e image manifest names no {', '.join(sorted(missing))}")
     agnhost = ImageSpec(
@@ -163,19 +199,30 @@ def e2e_images(manifest: str) -> tuple[ImageSpec, ...]:
         binary="agnhost",
         path="agnhost",
         all_applets=True,
+        host_binaries=NETWORK_TOOLS,
         # As upstream's: agnhost-2 for the entrypoint tests, /uploads for netexec, a user and group in the image.
-        links=(("agnhost-2", "agnhost"),),
+        links=(("agnhost-2", "agnhost"), _BASH_AS_SH),
         directories=("uploads",),
+        texts=(_NSSWITCH,),
         passwd=_PASSWD + "user-defined-in-image:x:1000:1000::/:/bin/sh\n",
         group=_GROUP + "user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n",
         entrypoint=("/agnhost",),
         cmd=("pause",),
     )
+    # The DNS tests' second prober (`sh -c 'dig ...; getent hosts ...'`), upstream a Debian image.
+    jessie = ImageSpec(
+        tags=(tags["JessieDnsutils"],),
+        all_applets=True,
+        host_binaries=NETWORK_TOOLS,
+        links=(_BASH_AS_SH,),
+        texts=(_NSSWITCH,),
+        cmd=("sh",),
+    )
     busybox = ImageSpec(tags=(tags["BusyBox"],), all_applets=True, cmd=("sh",))
     pause = ImageSpec(
         tags=(tags["Pause"],), all_applets=True, user="65535:65535", entrypoint=("/bin/sleep", "infinity")
     )
-    return agnhost, busybox, pause
+    return agnhost, jessie, busybox, pause
 
 
 def _add(
@@ -206,7 +253,50 @@ def _applets(busybox: Path) -> list[str]:
     return sorted(set(listed.split()) - {"busybox"})
 
 
-def _write_layer(out: BinaryIO, spec: ImageSpec, busybox: Path, binary: Path | None) -> None:
+def parse_ldd(output: str) -> list[str]:
+    """The absolute paths of the interpreter and libraries in ``ldd``'s output, in its order; the vDSO, which the
+    kernel provides, is left out. A library ``ldd`` could not find is an error."""
+    paths = []
+    for line in output.splitlines():
+        name, _, found = line.strip().partition(" => ")
+        if found.startswith("not found"):
+            raise ImageError(f"ldd finds no {name}")
+        path = (found or name).split(" (", 1)[0].strip()
+        if path.startswith("/"):
+            paths.append(path)
+    return paths
+
+
+def _shared_libraries(program: Path) -> list[str]:
+    """What ``program`` loads at start: its ELF interpreter and shared libraries (none if it is static)."""
+    run = subprocess.run(["ldd", str(program)], capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        if "not a dynamic executable" in run.stdout + run.stderr:
+            return []
+        raise ImageError(f"ldd {program} failed: {(run.stderr or run.stdout).strip()}")
+    try:
+        return parse_ldd(run.stdout)
+    except ImageError as error:
+        raise ImageError(f"{program}: {error}") from None
+
+
+def _host_files(spec: ImageSpec) -> dict[str, Path]:
+    """``spec``'s host binaries and what they load, by path in the image. A library keeps its absolute path (the
+    loader and the binaries' RUNPATHs look there); its content is the file the host's path resolves to."""
+    files = {}
+    for program in spec.host_binaries:
+        source = Path(program.source)
+        if not source.is_file():
+            raise ImageError(f"{source} is missing: install Debian's {program.package} (make deps)")
+        files[program.path] = source
+        for library in _shared_libraries(source):
+            files.setdefault(library.lstrip("/"), Path(library))
+    return files
+
+
+def _write_layer(
+    out: BinaryIO, spec: ImageSpec, busybox: Path, binary: Path | None, host_files: dict[str, Path]
+) -> None:
     """Writes ``spec``'s layer; directories come before what they hold, everything sorted, so it is reproducible."""
     applets = _applets(busybox) if spec.all_applets else list(_APPLETS)
     files: dict[str, tuple[Path | bytes, int]] = {
@@ -215,9 +305,10 @@ def _write_layer(out: BinaryIO, spec: ImageSpec, busybox: Path, binary: Path | N
         "etc/group": (spec.group.encode(), 0o644),
     }
     files.update({name: (text.encode(), 0o644) for name, text in spec.texts})
+    files.update({name: (source, 0o755) for name, source in host_files.items()})
     if binary:
         files[spec.path] = (binary, 0o755)
-    links = {f"bin/{applet}": "busybox" for applet in applets}
+    links = {f"bin/{applet}": "busybox" for applet in applets if f"bin/{applet}" not in files}
     links.update(dict(spec.links))
     directories = {"tmp": 0o1777, "bin": 0o755, "etc": 0o755}
     for name in [*files, *links, *spec.directories]:
@@ -284,10 +375,11 @@ def _build(
         raise ImageError(f"{busybox} is missing: install Debian's busybox-static (make deps)")
     if binary is not None and not binary.is_file():
         raise ImageError(f"{binary} is missing: devcluster/build.sh {spec.target} builds it")
+    host_files = _host_files(spec)
     with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
         layer = Path(scratch) / "layer.tar"
         with layer.open("wb") as out:
-            _write_layer(out, spec, busybox, binary)
+            _write_layer(out, spec, busybox, binary, host_files)
         return _write_archive(path, layer, configs(_sha256(layer)))
 
 

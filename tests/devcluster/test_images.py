@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
 import re
+import shutil
+import subprocess
 import tarfile
 from pathlib import Path
 
 import pytest
 
 from devcluster import images
-from devcluster.images import ImageError, ImageSpec
+from devcluster.images import HostBinary, ImageError, ImageSpec
 
 HERE = Path(images.__file__).resolve().parent
 MANIFEST_GO = """
@@ -20,6 +23,7 @@ MANIFEST_GO = """
 	configs[AgnhostPrivate] = Config{list.PrivateRegistry, "agnhost", "2.6"}
 	configs[BusyBox] = Config{list.PromoterE2eRegistry, "busybox", "1.37.0-1"}
 	configs[Etcd] = Config{list.GcEtcdRegistry, "etcd", "3.6.4-0"}
+	configs[JessieDnsutils] = Config{list.PromoterE2eRegistry, "jessie-dnsutils", "1.7"}
 	configs[Pause] = Config{list.GcRegistry, "pause", "3.10.1"}
 """
 
@@ -150,13 +154,15 @@ def test_the_e2e_suite_asks_for_our_registries_names() -> None:
     assert images.e2e_image_tags(MANIFEST_GO) == {
         "Agnhost": "berth.local/e2e-test-images/agnhost:2.56",
         "BusyBox": "berth.local/e2e-test-images/busybox:1.37.0-1",
+        "JessieDnsutils": "berth.local/e2e-test-images/jessie-dnsutils:1.7",
         "Pause": "berth.local/pause:3.10.1",
     }
     assert images.e2e_repo_list() == "promoterE2eRegistry: berth.local/e2e-test-images\ngcRegistry: berth.local\n"
 
 
 def test_e2e_agnhost_image_is_upstreams_shape(tmp_path: Path, busybox: Path) -> None:
-    agnhost, busybox_spec, pause = images.e2e_images(MANIFEST_GO)
+    agnhost, _, busybox_spec, pause = images.e2e_images(MANIFEST_GO)
+    agnhost = dataclasses.replace(agnhost, host_binaries=())  # the next tests copy host binaries
     e2e_bin = tmp_path / "e2e"
     e2e_bin.mkdir()
     (e2e_bin / "agnhost").write_bytes(b"agnhost")
@@ -192,3 +198,64 @@ def test_every_cluster_image_names_a_build_target_the_launcher_knows() -> None:
 def test_an_image_spec_without_a_target_needs_no_bin_dir(tmp_path: Path, busybox: Path) -> None:
     spec = ImageSpec(tags=("berth.local/plain:1",), cmd=("sh",))
     assert "berth.local/plain:1" in read_archive(images.build_image_archive(tmp_path / "p.tar", spec, None, busybox))
+
+
+LDD_OUTPUT = """\tlinux-vdso.so.1 (0x00007ffd5a1f2000)
+\tlibbsd.so.0 => /lib/x86_64-linux-gnu/libbsd.so.0 (0x00007fc85deb4000)
+\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007fc85dcc1000)
+\t/lib64/ld-linux-x86-64.so.2 (0x00007fc85df68000)
+"""
+
+
+def test_ldd_output_gives_the_libraries_and_the_interpreter_but_not_the_vdso() -> None:
+    assert images.parse_ldd(LDD_OUTPUT) == [
+        "/lib/x86_64-linux-gnu/libbsd.so.0",
+        "/lib/x86_64-linux-gnu/libc.so.6",
+        "/lib64/ld-linux-x86-64.so.2",
+    ]
+
+
+def test_a_library_ldd_cannot_find_is_refused() -> None:
+    with pytest.raises(ImageError, match=r"libmissing\.so\.1"):
+        images.parse_ldd(LDD_OUTPUT + "\tlibmissing.so.1 => not found\n")
+
+
+@pytest.mark.skipif(shutil.which("ldd") is None, reason="needs ldd (libc-bin)")
+def test_a_host_binary_comes_with_what_it_loads_at_the_same_paths(tmp_path: Path, busybox: Path) -> None:
+    # /bin/true (coreutils, essential) stands for a package's program; it replaces busybox's ls applet.
+    spec = ImageSpec(tags=("berth.local/tools:1",), host_binaries=(HostBinary("bin/ls", "/bin/true", "coreutils"),))
+    archive = images.build_image_archive(tmp_path / "t.tar", spec, None, busybox)
+    assert images.build_image_archive(tmp_path / "again.tar", spec, None, busybox).read_bytes() == archive.read_bytes()
+    _, members, contents = read_archive(archive)["berth.local/tools:1"]
+    assert contents["bin/ls"] == Path("/bin/true").read_bytes() and members["bin/ls"].mode == 0o755
+    loaded = images.parse_ldd(subprocess.run(["ldd", "/bin/true"], capture_output=True, text=True).stdout)
+    assert any("ld-linux" in path for path in loaded)
+    for path in loaded:
+        assert contents[path.lstrip("/")] == Path(path).read_bytes()
+        assert members[path.lstrip("/")].mtime == 0
+    assert members["bin/rm"].issym()
+
+
+def test_a_missing_host_binary_names_the_debian_package(tmp_path: Path, busybox: Path) -> None:
+    spec = ImageSpec(tags=("berth.local/tools:1",), host_binaries=(HostBinary("bin/nc", "/no/nc", "netcat-openbsd"),))
+    with pytest.raises(ImageError, match="install Debian's netcat-openbsd"):
+        images.build_image_archive(tmp_path / "t.tar", spec, None, busybox)
+
+
+def test_agnhost_and_jessie_run_upstreams_tools_under_a_shell_that_looks_up_path() -> None:
+    agnhost, jessie, _, _ = images.e2e_images(MANIFEST_GO)
+    assert jessie.tags == ("berth.local/e2e-test-images/jessie-dnsutils:1.7",)
+    for spec in (agnhost, jessie):
+        tools = {tool.path: tool for tool in spec.host_binaries}
+        assert tools["bin/nc"].package == "netcat-openbsd"
+        assert {"bin/curl", "bin/dig", "bin/getent", "bin/ip"} <= tools.keys()
+        # busybox's sh would run its own nc applet whatever PATH holds.
+        assert ("bin/sh", "bash") in spec.links and "bin/bash" in tools
+
+
+def test_make_deps_installs_every_host_binarys_package() -> None:
+    makefile = (HERE.parent / "Makefile").read_text()
+    apt_packages = re.search(r"^APT_PACKAGES := ((?:.*\\\n)*.*)$", makefile, re.MULTILINE)
+    assert apt_packages is not None
+    listed = set(apt_packages.group(1).replace("\\\n", " ").split())
+    assert {tool.package for tool in images.NETWORK_TOOLS} <= listed
