@@ -2,7 +2,7 @@
 
     python -m devcluster.e2e netpol     # make e2e-netpol: every [sig-network] Netpol test that fits here
     python -m devcluster.e2e network    # make e2e-network: Services and DNS conformance tests that fit
-    python -m devcluster.e2e subset     # the representative subset `make test` runs (tests/devcluster/test_e2e.py)
+    python -m devcluster.e2e subset     # make e2e-subset: four Netpol tests, a Services and a DNS test (2 minutes)
 
 ``e2e.test`` and ``agnhost`` come from ``k8s.io/kubernetes`` at the cluster's own pin (``build.sh e2e``);
 agnhost, jessie-dnsutils, busybox and pause are local images under the names the suite asks for
