@@ -4,7 +4,7 @@
     .venv/bin/python bench/isolation.py            # 20 tenants
     .venv/bin/python bench/isolation.py --tenants 5
 
-Starts a throwaway PostgreSQL (devcluster.servers) and the dev cluster with two nodes (kube-proxy, CoreDNS,
+Starts a throwaway PostgreSQL and Redis (devcluster.servers) and the dev cluster with two nodes (kube-proxy, CoreDNS,
 kube-network-policies), provisions N medium-tier tenants in this process, then runs each tenant's report
 (worker.provisioning.isolation_report: the API checks and one probe run of packet checks) one after the other,
 and the same report without the packet checks beside it, in the same run. Prints a table to stderr and a
@@ -37,9 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tenants", type=int, default=20)
     args = parser.parse_args(argv)
-    with servers.postgres_server() as db, ControlPlane(name="berth-bench-isolation", nodes=2) as plane:
+    with (
+        servers.postgres_server() as db,
+        servers.redis_server() as redis,
+        ControlPlane(name="berth-bench-isolation", nodes=2) as plane,
+    ):
         create_database(db)
-        configure_django(db, "memory://")
+        configure_django(db, redis.url)
         from django.core.management import call_command
         from django.db import connections
 

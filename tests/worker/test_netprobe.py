@@ -43,11 +43,12 @@ ISOLATED_SEEN = {
 
 
 @pytest.mark.skipif(shutil.which("busybox") is None, reason="busybox-static is a make deps package")
-def test_the_client_script_runs_in_busybox_sh_and_reports_a_closed_port_as_closed(tmp_path):
-    # 127.0.0.1:9 (discard) has no listener here: refused at once, no packet leaves the machine.
-    script = netprobe.client_script([netprobe.Target("nobody", "127.0.0.1", 9)])
-    out = subprocess.run(["busybox", "sh", "-c", script], capture_output=True, text=True, timeout=30)
-    assert netprobe.parse(out.stdout) == {"nobody": "closed"}
+def test_the_client_script_runs_in_busybox_sh_and_reports_every_connection(tmp_path):
+    # 127.0.0.1:9 and :7 have no listener here: refused at once, no packet leaves the machine.
+    targets = [netprobe.Target("nobody", "127.0.0.1", 9), netprobe.Target("nobody-else", "127.0.0.1", 7)]
+    out = subprocess.run(["busybox", "sh", "-c", netprobe.client_script(targets)], capture_output=True, text=True)
+    assert netprobe.parse(out.stdout) == {"nobody": "closed", "nobody-else": "closed"}
+    assert out.stdout.rstrip().endswith("done")  # after every attempt has reported
 
 
 def test_parse_keeps_only_result_lines():
