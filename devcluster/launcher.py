@@ -39,7 +39,7 @@ from types import FrameType, TracebackType
 from devcluster import addons
 from devcluster.images import CLUSTER_IMAGES, ImageSpec, build_archives
 from devcluster.kubeconfig import kubeconfig, write_kubeconfig, write_private
-from devcluster.network import ClusterNetwork
+from devcluster.network import ClusterNetwork, NetworkError
 from devcluster.nodes import Node, NodeSpec, missing_packages, pick_subnets
 from devcluster.pki import CertificateAuthority, new_service_account_key
 from devcluster.process import Component, ComponentFailed, wait_until
@@ -354,6 +354,7 @@ class ControlPlane:
                 # a port the caller fixed would only clash again.
                 if failure.port_conflict and self._requested_apiserver_port is None and attempt < _PORT_ATTEMPTS:
                     continue
+                self._destroy_network()
                 atexit.unregister(self.stop)  # keep the logs the message points to
                 raise ControlPlaneError(f"{failure}\n(data kept in {self.data_dir})") from failure
             except BaseException:
@@ -382,9 +383,12 @@ class ControlPlane:
         missing = missing_packages()
         if missing:
             raise ControlPlaneError(f"nodes need the Debian packages {' '.join(missing)} (make deps)")
-        self.network = ClusterNetwork(SERVICE_CLUSTER_IP_RANGE)
         try:
+            self.network = ClusterNetwork(SERVICE_CLUSTER_IP_RANGE)
             self.network.create()
+        except NetworkError as error:
+            self._destroy_network()
+            raise ControlPlaneError(f"the nodes' network: {error}") from error
         except BaseException:
             self._destroy_network()
             raise
