@@ -35,6 +35,10 @@ from worker.kube import Kube, KubeError, KubePermanentError
 
 PORT = 8080  # the server pods' httpd
 CONNECT_SECONDS = 3  # each connection attempt; a dropped SYN costs this long
+# A policy engine learns of a new pod from the API server, a moment after the pod has started (kube-network-
+# policies without NRI, as on the dev nodes); Calico and Cilium program it before. The clients give it this long
+# before their first packet, so the run measures the policy, not the engine's start-up lag.
+POLICY_SETTLE_SECONDS = 3
 POD_DEADLINE_SECONDS = 120  # no probe pod lives longer, even if the run that made it died
 RUN_SECONDS = 75.0  # the whole run gives up after this, and says what it could not prove
 PROBE_LABEL = "berth.dev/probe"
@@ -138,7 +142,7 @@ def _server(name: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]
 def client_script(connects: list[Target], lookup: str = "") -> str:
     """A POSIX shell script for busybox: one line per connection (and the lookup), then exit 0. The attempts run
     side by side, so a run costs one connect timeout, not one per dropped connection."""
-    lines = []
+    lines = [f"sleep {POLICY_SETTLE_SECONDS}"]
     for target in connects:
         lines.append(
             f"(if nc -w {CONNECT_SECONDS} {target.ip} {target.port} </dev/null >/dev/null 2>&1;"
