@@ -9,7 +9,7 @@ BERTH_CACHE ?= $(HOME)/.cache/berth
 export BERTH_CACHE
 APT_PACKAGES := postgresql redis-server chromium docker-compose git \
   containerd runc containernetworking-plugins busybox-static iptables nftables conntrack ethtool socat \
-  netcat-openbsd curl bind9-dnsutils libc-bin iproute2 bash
+  netcat-openbsd curl bind9-dnsutils libc-bin iproute2 bash gcc libc6-dev
 PYTEST_ARGS ?=
 # Real nodes beside `make cluster`'s control plane: 2 = the shared pool and the dedicated pool, 0 = none.
 NODES ?= 2
@@ -58,6 +58,8 @@ devcluster:
 	@./devcluster/build.sh coredns >/dev/null
 	@./devcluster/build.sh local-path >/dev/null
 	@./devcluster/build.sh netpol >/dev/null
+	@./devcluster/build.sh vcluster >/dev/null
+	@./devcluster/build.sh kine >/dev/null
 
 # The upstream e2e suite is heavy to build (and only its runs need it), so `make devcluster` leaves it out.
 e2e-build:
@@ -96,7 +98,7 @@ test: deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: python-deps
-	$(PY) -m pytest -m "not cluster and not nodes and not worker and not browser and not keycloak and not fuzz" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not cluster and not nodes and not worker and not browser and not keycloak and not fuzz and not vcluster" $(PYTEST_ARGS)
 
 # --- Running -----------------------------------------------------------------
 demo: deps

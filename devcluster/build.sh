@@ -10,6 +10,8 @@
 #   build.sh local-path     local-path-provisioner, the dev cluster's StorageClass           (gobuild-local-path/)
 #   build.sh netpol         kube-network-policies' netpol, patched (see build_netpol)         (patches/)
 #   build.sh e2e            e2e.test, the upstream end-to-end suite, and agnhost             (gobuild/)
+#   build.sh vcluster       vcluster's syncer (/vcluster of its release image)             (gobuild-vcluster/)
+#   build.sh kine           kine with SQLite (cgo, static), the syncer's embedded store      (gobuild-kine/)
 #
 # and prints the directory holding them as its last line. One module per tool, so helm's or
 # Prometheus's dependency versions never move the Kubernetes pins. Output and Go's build cache live under
@@ -186,6 +188,45 @@ build_netpol() {
   echo "$out"
 }
 
+build_vcluster() {
+  # As vcluster's Dockerfile builds cmd/vcluster (CGO off), with the version stamp and no telemetry key: the
+  # chart's values turn telemetry off as well.
+  local version
+  version="$(pinned gobuild-vcluster github.com/loft-sh/vcluster)"
+  build gobuild-vcluster vcluster "$version" \
+    "-s -w -X github.com/loft-sh/vcluster/pkg/telemetry.SyncerVersion=$version" \
+    github.com/loft-sh/vcluster/cmd/vcluster
+}
+
+build_kine() {
+  # As kine's scripts/build builds it: cgo for mattn/go-sqlite3 with its tags and SQLite options, linked
+  # statically (gcc and libc6-dev), so the binary runs in any image.
+  local version want out tags cflags
+  version="$(pinned gobuild-kine github.com/k3s-io/kine)"
+  want="$(inputs_hash gobuild-kine)"
+  out="$cache/devcluster/kine-$version-${want:0:12}/bin"
+  tags="nats,sqlite_unlock_notify,sqlite_vtable,sqlite_stat4,sqlite_preupdate_hook,sqlite_math_functions"
+  tags+=",sqlite_dbstat,sqlite_column_metadata"
+  cflags="-DSQLITE_DEFAULT_MEMSTATUS=0 -DSQLITE_DISABLE_INTRINSIC -DSQLITE_ENABLE_COLUMN_METADATA"
+  cflags+=" -DSQLITE_ENABLE_DBPAGE_VTAB -DSQLITE_ENABLE_DBSTAT_VTAB -DSQLITE_ENABLE_MATH_FUNCTIONS"
+  cflags+=" -DSQLITE_ENABLE_MEMORY_MANAGEMENT -DSQLITE_ENABLE_OFFSET_SQL_FUNC -DSQLITE_ENABLE_PREUPDATE_HOOK"
+  cflags+=" -DSQLITE_ENABLE_RBU -DSQLITE_ENABLE_RTREE -DSQLITE_ENABLE_SESSION -DSQLITE_ENABLE_SNAPSHOT"
+  cflags+=" -DSQLITE_ENABLE_STAT4 -DSQLITE_ENABLE_UNLOCK_NOTIFY -DSQLITE_LIKE_DOESNT_MATCH_BLOBS"
+  cflags+=" -DSQLITE_THREADSAFE=1 -DSQLITE_WITHOUT_ZONEMALLOC"
+  fresh "$out" "$want" ||
+    compile "$out" "$want" kine "$version" kine_binary "$out" "$version" "$tags" "$cflags"
+  echo "$out"
+}
+
+# kine_binary <output dir> <version> <tags> <cflags>: go_in, but with cgo on (SQLite is C).
+kine_binary() {
+  command -v gcc >/dev/null || { echo "devcluster: kine needs gcc and libc6-dev (make deps)" >&2; exit 1; }
+  (cd "$here/gobuild-kine" && GOCACHE="$cache/go-build" GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=1 \
+    CGO_CFLAGS="$4" go build -trimpath -tags "$3" \
+    -ldflags "-s -w -extldflags -static -X github.com/k3s-io/kine/pkg/version.Version=$2" \
+    -o "$1/kine" github.com/k3s-io/kine)
+}
+
 build_crds() {
   # Nothing to compile: prometheus-operator's CRDs, from its Go module (verified against the Go checksum
   # database), so the server-side dry run of the rendered chart knows PrometheusRule and ServiceMonitor.
@@ -213,5 +254,7 @@ case "$target" in
   local-path) build_local_path ;;
   netpol) build_netpol ;;
   e2e) build_e2e ;;
-  *) echo "usage: $0 [kubernetes|helm|promtool|crds|coredns|local-path|netpol|e2e]" >&2; exit 2 ;;
+  vcluster) build_vcluster ;;
+  kine) build_kine ;;
+  *) echo "usage: $0 [kubernetes|helm|promtool|crds|coredns|local-path|netpol|e2e|vcluster|kine]" >&2; exit 2 ;;
 esac

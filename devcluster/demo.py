@@ -10,6 +10,7 @@ the light dev provider. Ctrl-C stops it all.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,7 +20,13 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from devcluster import keycloak, servers
-from devcluster.images import WORKLOAD_IMAGE
+from devcluster.images import (
+    VCLUSTER_IMAGES,
+    VCLUSTER_KUBERNETES_IMAGE,
+    VCLUSTER_REGISTRY,
+    VCLUSTER_SYNCER_IMAGE,
+    WORKLOAD_IMAGE,
+)
 from devcluster.launcher import ControlPlane, OIDCIssuer, helm_binary
 from devcluster.oidc import API_RESOURCE, DEMO_PORT, KUBECTL_CLIENT_ID, OidcProvider
 from devcluster.pki import CertificateAuthority
@@ -45,6 +52,19 @@ LOGINS = [
 
 def _run(env: dict, *args: str) -> None:
     subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True)
+
+
+def _vcluster_settings(charts: Path) -> dict[str, str]:
+    """The dev cluster's vcluster settings: the packaged chart, the project's images, and the dev load balancer's
+    address as each vcluster's endpoint (no public host template)."""
+    return {
+        "installer": "helm",
+        "chart_repo": f"file://{charts}",
+        "expose": "LoadBalancer",
+        "image_registry": VCLUSTER_REGISTRY,
+        "syncer_image": VCLUSTER_SYNCER_IMAGE,
+        "kubernetes_image": VCLUSTER_KUBERNETES_IMAGE,
+    }
 
 
 def _package_vcluster_chart(helm: Path) -> Path:
@@ -110,7 +130,13 @@ def main() -> int:
             print(f"BERTH_DEMO_IDP={IDP!r}: use 'oidc' (the default) or 'keycloak'", file=sys.stderr)
             return 2
         plane = stack.enter_context(
-            ControlPlane(ca=ca, oidc_issuers=[OIDCIssuer(url=provider.issuer, audience=KUBECTL_CLIENT_ID)], nodes=NODES)
+            ControlPlane(
+                ca=ca,
+                oidc_issuers=[OIDCIssuer(url=provider.issuer, audience=KUBECTL_CLIENT_ID)],
+                nodes=NODES,
+                # Real vclusters for the teams that ask for one: the nodes hold the images the project builds.
+                extra_images=VCLUSTER_IMAGES if NODES else (),
+            )
         )
         helm = helm_binary()
         charts = _package_vcluster_chart(helm)
@@ -141,6 +167,7 @@ def main() -> int:
             str(plane.ca_file),
             "--oidc-issuer",
             provider.issuer,
+            *(["--vcluster", json.dumps(_vcluster_settings(charts))] if NODES else []),
         )
         # As deployed: provisioning has workers of its own, so an approval never waits behind a reconcile pass.
         # On one machine the reconcile worker also yields the CPU to provisioning (nice).
@@ -175,6 +202,12 @@ def main() -> int:
         servers.wait_port(WEB_PORT, web, timeout=60)
         idp_name = "Keycloak" if IDP == "keycloak" else "the dev OpenID Connect provider"
         node_names = ", ".join(node.name for node in plane.nodes) or "none (BERTH_DEMO_NODES=0)"
+        vclusters = (
+            f'offered on "dev": chart file://{charts}, installed by {helm}; each one\'s endpoint is its load '
+            f"balancer address (from {plane.network.load_balancer_pool})"
+            if plane.network
+            else "not offered without nodes"
+        )
         print(
             f"""
 Berth is running ({time.monotonic() - started:.0f}s to start). Open http://127.0.0.1:{WEB_PORT}/
@@ -190,7 +223,7 @@ CLI:            .venv/bin/berth --url http://127.0.0.1:{WEB_PORT} login --oidc -
 Admin:          http://127.0.0.1:{WEB_PORT}/admin/ (sign in as dave first)
 Dev cluster:    {plane.api_url}  admin kubeconfig: {plane.kubeconfig_path}
 Nodes:          {node_names}; pods run the image {WORKLOAD_IMAGE} (imagePullPolicy: Never)
-vcluster chart: file://{charts} (chart_repo for a cluster offering vcluster; the worker runs {helm})
+vclusters:      {vclusters}
 Logs:           {CACHE}/{{web,worker-provision,worker-reconcile,beat}}.log  (mail is printed to web and worker logs)
 Ctrl-C stops everything.
 """,

@@ -84,13 +84,20 @@ class HostBinary:
 
 
 @dataclass(frozen=True)
+class Built:
+    """A static binary that a build.sh target builds, and where it goes in an image."""
+
+    target: str  # the build.sh target (launcher.TARGETS)
+    binary: str  # its file name in the target's bin directory
+    path: str  # where it goes in the image, relative to /
+
+
+@dataclass(frozen=True)
 class ImageSpec:
-    """One single-layer image: busybox-static, and a binary from a build.sh target unless ``target`` is empty."""
+    """One single-layer image: busybox-static and the binaries of build.sh targets (``binaries``)."""
 
     tags: tuple[str, ...]
-    target: str = ""  # the build.sh target (launcher.TARGETS) whose binary goes in; "" for none
-    binary: str = ""  # its file name in the target's bin directory
-    path: str = ""  # where it goes in the image, relative to /
+    binaries: tuple[Built, ...] = ()
     all_applets: bool = False  # link every busybox applet in /bin, not only the base set
     links: tuple[tuple[str, str], ...] = ()  # (path, target) symlinks
     directories: tuple[str, ...] = ()  # extra empty directories (0755)
@@ -108,9 +115,7 @@ class ImageSpec:
 # carry; root with only NET_BIND_SERVICE (kubeadm's Deployment drops the rest) binds it.
 COREDNS = ImageSpec(
     tags=(f"berth.local/coredns:{_pinned('gobuild-coredns', 'github.com/coredns/coredns')}",),
-    target="coredns",
-    binary="coredns",
-    path="coredns",
+    binaries=(Built("coredns", "coredns", "coredns"),),
     entrypoint=("/coredns",),
 )
 # Upstream's image is Alpine's: the provisioner's helper pods run its ConfigMap's setup and teardown scripts
@@ -118,21 +123,61 @@ COREDNS = ImageSpec(
 _LOCAL_PATH_MODULE = "github.com/rancher/local-path-provisioner"
 LOCAL_PATH_PROVISIONER = ImageSpec(
     tags=(f"berth.local/local-path-provisioner:{_pinned('gobuild-local-path', _LOCAL_PATH_MODULE)}",),
-    target="local-path",
-    binary="local-path-provisioner",
-    path="usr/bin/local-path-provisioner",
+    binaries=(Built("local-path", "local-path-provisioner", "usr/bin/local-path-provisioner"),),
     all_applets=True,
     cmd=("local-path-provisioner",),
 )
 NETWORK_POLICIES_VERSION = "v0.8.0"  # build.sh build_netpol's pin
 NETWORK_POLICIES = ImageSpec(
     tags=(f"berth.local/kube-network-policies:{NETWORK_POLICIES_VERSION}",),
-    target="netpol",
-    binary="netpol",
-    path="bin/netpol",
+    binaries=(Built("netpol", "netpol", "bin/netpol"),),
     cmd=("/bin/netpol",),
 )
 CLUSTER_IMAGES = (COREDNS, LOCAL_PATH_PROVISIONER, NETWORK_POLICIES)
+
+# vcluster's images (the vendored chart 0.30.0), under the registry a dev cluster's vcluster settings give as
+# image_registry (the chart's controlPlane.advanced.defaultImageRegistry), with upstream's repository names, so
+# the chart and the syncer ask for them by the names they would use anyway:
+VCLUSTER_REGISTRY = "berth.local"
+VCLUSTER_VERSION = _pinned("gobuild-vcluster", "github.com/loft-sh/vcluster").removeprefix("v")
+KUBERNETES_VERSION = _pinned("gobuild", "k8s.io/kubernetes")
+# - the control plane, as vcluster's release image (Dockerfile.release) holds it: /vcluster (`vcluster start`),
+#   kine for its embedded SQLite store and helm. It is the open-source build, hence upstream's name vcluster-oss
+#   (the chart's default, vcluster-pro, adds modules that are off unless licensed).
+VCLUSTER_SYNCER_IMAGE = f"loft-sh/vcluster-oss:{VCLUSTER_VERSION}"
+VCLUSTER_SYNCER = ImageSpec(
+    tags=(f"{VCLUSTER_REGISTRY}/{VCLUSTER_SYNCER_IMAGE}",),
+    binaries=(
+        Built("vcluster", "vcluster", "vcluster"),
+        Built("kine", "kine", "usr/local/bin/kine"),
+        Built("helm", "helm", "usr/local/bin/helm"),
+    ),
+    all_applets=True,
+    entrypoint=("/vcluster", "start"),
+)
+# - the k8s distro's binaries, which the control plane's init container copies (`cp -r /kubernetes/. /binaries/`):
+#   the project's own Kubernetes build;
+VCLUSTER_KUBERNETES_IMAGE = f"loft-sh/kubernetes:{KUBERNETES_VERSION}"
+VCLUSTER_KUBERNETES = ImageSpec(
+    tags=(f"{VCLUSTER_REGISTRY}/{VCLUSTER_KUBERNETES_IMAGE}",),
+    binaries=tuple(
+        Built("kubernetes", name, f"kubernetes/{name}")
+        for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+    ),
+    all_applets=True,
+    cmd=("sh",),
+)
+# - the virtual cluster's DNS, which the syncer deploys as coredns/coredns:<version for the Kubernetes minor>
+#   (pkg/constants/coredns.go: 1.12.1 for 1.34), the same build as the host's;
+VCLUSTER_COREDNS = ImageSpec(
+    tags=(f"{VCLUSTER_REGISTRY}/coredns/coredns:{COREDNS.tags[0].rsplit(':v', 1)[1]}",),
+    binaries=COREDNS.binaries,
+    entrypoint=COREDNS.entrypoint,
+)
+# - the shell the syncer's init container runs in synced StatefulSet pods to rewrite /etc/hosts (`sh -c 'sed
+#   ...'`), upstream's library/alpine:3.20 (sync.toHost.pods.rewriteHosts).
+VCLUSTER_HOSTS_REWRITER = ImageSpec(tags=(f"{VCLUSTER_REGISTRY}/library/alpine:3.20",), all_applets=True, cmd=("sh",))
+VCLUSTER_IMAGES = (VCLUSTER_SYNCER, VCLUSTER_KUBERNETES, VCLUSTER_COREDNS, VCLUSTER_HOSTS_REWRITER)
 
 # The e2e suite's images (k8s.io/kubernetes test/utils/image/manifest.go) under registries of ours: with
 # KUBE_TEST_REPO_LIST naming a file holding e2e_repo_list(), it asks for berth.local/e2e-test-images/<name>:<tag>
@@ -195,9 +240,7 @@ def e2e_images(manifest: str) -> tuple[ImageSpec, ...]:
         raise ImageError(f"the e2e image manifest names no {', '.join(sorted(missing))}")
     agnhost = ImageSpec(
         tags=(tags["Agnhost"],),
-        target="e2e",
-        binary="agnhost",
-        path="agnhost",
+        binaries=(Built("e2e", "agnhost", "agnhost"),),
         all_applets=True,
         host_binaries=NETWORK_TOOLS,
         # As upstream's: agnhost-2 for the entrypoint tests, /uploads for netexec, a user and group in the image.
@@ -295,7 +338,7 @@ def _host_files(spec: ImageSpec) -> dict[str, Path]:
 
 
 def _write_layer(
-    out: BinaryIO, spec: ImageSpec, busybox: Path, binary: Path | None, host_files: dict[str, Path]
+    out: BinaryIO, spec: ImageSpec, busybox: Path, binaries: dict[str, Path], host_files: dict[str, Path]
 ) -> None:
     """Writes ``spec``'s layer; directories come before what they hold, everything sorted, so it is reproducible."""
     applets = _applets(busybox) if spec.all_applets else list(_APPLETS)
@@ -306,8 +349,7 @@ def _write_layer(
     }
     files.update({name: (text.encode(), 0o644) for name, text in spec.texts})
     files.update({name: (source, 0o755) for name, source in host_files.items()})
-    if binary:
-        files[spec.path] = (binary, 0o755)
+    files.update({name: (source, 0o755) for name, source in binaries.items()})
     links = {f"bin/{applet}": "busybox" for applet in applets if f"bin/{applet}" not in files}
     links.update(dict(spec.links))
     directories = {"tmp": 0o1777, "bin": 0o755, "etc": 0o755}
@@ -369,17 +411,27 @@ def _sha256(path: Path) -> str:
 
 
 def _build(
-    path: Path, spec: ImageSpec, busybox: Path, binary: Path | None, configs: Callable[[str], dict[str, bytes]]
+    path: Path,
+    spec: ImageSpec,
+    busybox: Path,
+    bin_dir: Callable[[str], Path] | None,
+    configs: Callable[[str], dict[str, bytes]],
 ) -> Path:
     if not busybox.is_file():
         raise ImageError(f"{busybox} is missing: install Debian's busybox-static (make deps)")
-    if binary is not None and not binary.is_file():
-        raise ImageError(f"{binary} is missing: devcluster/build.sh {spec.target} builds it")
+    binaries = {}
+    for built in spec.binaries:
+        if bin_dir is None:
+            raise ImageError(f"{spec.tags[0]} needs the directory devcluster/build.sh {built.target} builds into")
+        binary = bin_dir(built.target) / built.binary
+        if not binary.is_file():
+            raise ImageError(f"{binary} is missing: devcluster/build.sh {built.target} builds it")
+        binaries[built.path] = binary
     host_files = _host_files(spec)
     with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
         layer = Path(scratch) / "layer.tar"
         with layer.open("wb") as out:
-            _write_layer(out, spec, busybox, binary, host_files)
+            _write_layer(out, spec, busybox, binaries, host_files)
         return _write_archive(path, layer, configs(_sha256(layer)))
 
 
@@ -398,16 +450,16 @@ def build_archive(path: Path, busybox: Path = BUSYBOX) -> Path:
     )
 
 
-def build_image_archive(path: Path, spec: ImageSpec, bin_dir: Path | None = None, busybox: Path = BUSYBOX) -> Path:
-    """Write ``spec``'s image (its binary from ``bin_dir``) as a ``docker save`` archive at ``path``."""
-    binary = bin_dir / spec.binary if spec.target and bin_dir is not None else None
-    if spec.target and binary is None:
-        raise ImageError(f"{spec.tags[0]} needs the directory devcluster/build.sh {spec.target} builds into")
+def build_image_archive(
+    path: Path, spec: ImageSpec, bin_dir: Callable[[str], Path] | None = None, busybox: Path = BUSYBOX
+) -> Path:
+    """Write ``spec``'s image as a ``docker save`` archive at ``path``; ``bin_dir(target)`` names the directory
+    holding a build.sh target's binaries (asked only for the targets of ``spec.binaries``)."""
     return _build(
         path,
         spec,
         busybox,
-        binary,
+        bin_dir,
         lambda diff_id: {
             tag: _config(diff_id, user=spec.user, entrypoint=spec.entrypoint, cmd=spec.cmd) for tag in spec.tags
         },
@@ -431,8 +483,5 @@ def build_archives(
     directory.mkdir(parents=True, exist_ok=True)
     archives = [build_archive(directory / "images.tar", busybox)]
     for spec in specs:
-        if spec.target and bin_dir is None:
-            raise ImageError(f"{spec.tags[0]} needs a bin_dir to find build.sh {spec.target}'s binaries")
-        found = bin_dir(spec.target) if spec.target and bin_dir is not None else None
-        archives.append(build_image_archive(directory / archive_name(spec), spec, found, busybox))
+        archives.append(build_image_archive(directory / archive_name(spec), spec, bin_dir, busybox))
     return archives

@@ -37,8 +37,9 @@ from pathlib import Path
 from types import FrameType, TracebackType
 
 from devcluster import addons
-from devcluster.images import CLUSTER_IMAGES, ImageSpec, build_archives
+from devcluster.images import CLUSTER_IMAGES, VCLUSTER_IMAGES, ImageSpec, build_archives
 from devcluster.kubeconfig import kubeconfig, write_kubeconfig, write_private
+from devcluster.loadbalancer import LoadBalancer
 from devcluster.network import ClusterNetwork, NetworkError
 from devcluster.nodes import Node, NodeSpec, missing_packages, pick_subnets
 from devcluster.pki import CertificateAuthority, new_service_account_key
@@ -55,6 +56,8 @@ TARGETS: dict[str, tuple[tuple[str, ...], str]] = {
     "local-path": (("local-path-provisioner",), "BERTH_DEVCLUSTER_LOCAL_PATH_BIN"),
     "netpol": (("netpol",), "BERTH_DEVCLUSTER_NETPOL_BIN"),
     "e2e": (("e2e.test", "agnhost"), "BERTH_DEVCLUSTER_E2E_BIN"),
+    "vcluster": (("vcluster",), "BERTH_DEVCLUSTER_VCLUSTER_BIN"),
+    "kine": (("kine",), "BERTH_DEVCLUSTER_KINE_BIN"),
 }
 
 # The longest a ServiceAccount token may live on the dev control plane (--service-account-max-token-expiration).
@@ -88,6 +91,7 @@ NODE_SPECS = (
 # pool, so the dedicated pool needs no taint, and the tier stays as seeded (a selector, no toleration).
 CLUSTER_DEFAULT_NODE_SELECTOR = f"{POOL_LABEL}=shared"
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
+SECURE_PORT = 6443  # the API server's port on the node network
 # The cluster DNS Service's ClusterIP (kube-dns in kube-system; the kubelets' clusterDNS), as kubeadm picks it.
 CLUSTER_DNS_IP = "10.96.0.10"
 IN_CLUSTER_NAMES = (
@@ -231,6 +235,7 @@ class ControlPlane:
         self.node_count = nodes
         self.nodes: list[Node] = []
         self.network: ClusterNetwork | None = None
+        self.load_balancer: LoadBalancer | None = None
         self._extra_images = tuple(extra_images)  # imported into every node beside the cluster's own
         self.ca = ca or CertificateAuthority(f"{name}-ca")
         # Separate on purpose: whoever holds a cert from the request-header CA may
@@ -372,6 +377,9 @@ class ControlPlane:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def _stop_components(self) -> None:
+        if self.load_balancer is not None:
+            self.load_balancer.stop()
+            self.load_balancer = None
         for node in reversed(self.nodes):
             node.stop()
         self.nodes = []
@@ -406,7 +414,10 @@ class ControlPlane:
 
     def _start_once(self, bin_dir: Path) -> None:
         etcd_port, etcd_peer_port, kcm_port = free_port(), free_port(), free_port()
-        self.apiserver_port = self._requested_apiserver_port or free_port()
+        # With nodes the API server has an address of this run's alone, so it takes the port real clusters use: the
+        # NetworkPolicies that let a pod reach it (vcluster's control plane, the chart's own policy) name 443 and
+        # 6443, which the `kubernetes` Service's endpoint then is.
+        self.apiserver_port = self._requested_apiserver_port or (SECURE_PORT if self.network else free_port())
         # etcd remembers its peer URL; a retry with new ports needs a fresh member.
         shutil.rmtree(self._dir / "etcd", ignore_errors=True)
         self._write_pki()
@@ -500,6 +511,7 @@ class ControlPlane:
                 kubelet_port=KUBELET_PORT,
             )
         network.route_between_nodes()
+        network.route_load_balancers()
         archives = build_archives(self._dir / "images", [*CLUSTER_IMAGES, *self._extra_images], find_bin_dir)
         for node in self.nodes:
             containerd = node.containerd_component()
@@ -538,6 +550,14 @@ class ControlPlane:
             what="CoreDNS, local-path-provisioner and kube-network-policies",
             interval=1.0,
         )
+        assert self.network is not None
+        self.load_balancer = LoadBalancer(
+            host=self.api_host,
+            port=self.apiserver_port,
+            context=self._tls_context("admin"),
+            pool=self.network.load_balancer_pool,
+        )
+        self.load_balancer.start()
 
     def _node_kubeconfig(self, user: str, pair: tuple[str, str]) -> dict:
         return kubeconfig(
@@ -830,13 +850,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--nodes", type=int, default=0, help="real nodes to start: 1 (shared pool) or 2 (and the dedicated pool)"
     )
+    parser.add_argument(
+        "--vcluster", action="store_true", help="also give the nodes vcluster's images (devcluster/images.py)"
+    )
     args = parser.parse_args(argv)
 
     # SIGINT too: shells start background jobs with SIGINT ignored, and Python then never
     # raises KeyboardInterrupt, so `kill -INT` would be silently lost.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _raise_keyboard_interrupt)
-    control_plane = ControlPlane(apiserver_port=args.apiserver_port, keep_data=args.keep_data, nodes=args.nodes)
+    control_plane = ControlPlane(
+        apiserver_port=args.apiserver_port,
+        keep_data=args.keep_data,
+        nodes=args.nodes,
+        extra_images=VCLUSTER_IMAGES if args.vcluster else (),
+    )
     try:
         with control_plane:
             kubeconfig_path = control_plane.kubeconfig_path

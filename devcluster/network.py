@@ -13,6 +13,10 @@ The nodes route each other's pod /24s through their node addresses (like flannel
 routes them too (so the API server and tests reach pods). No node has a default route: a pod can reach the
 cluster (pods, Services, nodes, the API server) and nothing else, so nothing a test runs sends traffic off
 this machine.
+
+The upper half of the node network (10.243.K.128/25) is the pool of the dev load balancer
+(devcluster/loadbalancer.py): the host routes it through the first node, whose kube-proxy forwards a load
+balancer address to its Service's endpoints.
 """
 
 from __future__ import annotations
@@ -98,6 +102,7 @@ class ClusterNetwork:
         self.third = self.subnet.network_address.packed[2]
         self.bridge = f"berthc{self.third}"
         self.host_ip = str(self.subnet.network_address + 1)
+        self.load_balancer_pool = ipaddress.IPv4Network(f"{self.subnet.network_address + 128}/25")
         self.nodes: list[NodeLink] = []
         self._created = False
 
@@ -139,6 +144,11 @@ class ClusterNetwork:
             for other in self.nodes:
                 if other is not node:
                     node.ip_command("route", "add", str(other.pod_subnet), "via", other.ip)
+
+    def route_load_balancers(self) -> None:
+        """The host reaches the load balancer pool through the first node (more specific than the bridge's /24,
+        so the host never asks the bridge who has one of those addresses)."""
+        run("ip", "route", "replace", str(self.load_balancer_pool), "via", self.nodes[0].ip)
 
     def remove_nodes(self) -> None:
         """Delete the nodes' namespaces, with every interface, route and rule in them (their processes must have

@@ -34,6 +34,9 @@ KEYS = (
     "public_port",
     "ingress_class",
     "flux_namespace",
+    "image_registry",
+    "syncer_image",
+    "kubernetes_image",
 )
 TEMPLATE_FIELDS = ("namespace", "tenant", "team", "cluster")
 # The control plane's own port inside its pod (the chart's Service maps 443 to it); not configurable upstream.
@@ -53,6 +56,11 @@ COREDNS_RESOURCES = {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"c
 _EXACT_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# A registry host (with an optional port and path), e.g. registry.example.com:5000/mirror; and repository:tag.
+_REGISTRY = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:\d{1,5})?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
+_IMAGE = re.compile(
+    r"^(?P<repository>[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*):(?P<tag>\w[\w.-]{0,127})$"
+)
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,9 @@ class VClusterConfig:
     public_port: int
     ingress_class: str
     flux_namespace: str
+    image_registry: str = ""  # controlPlane.advanced.defaultImageRegistry: "" keeps upstream's registries
+    syncer_image: str = ""  # repository:tag of the control plane's image; "" keeps the chart's
+    kubernetes_image: str = ""  # repository:tag of the k8s distro's binaries image; "" keeps the chart's
 
     @property
     def oci(self) -> bool:
@@ -137,17 +148,25 @@ def parse_config(cluster: Any) -> VClusterConfig:
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise ClusterConfigError(f"{where}.public_port {port!r} must be a port number (1-65535).")
     template = text("public_host_template")
-    if not template:
-        raise ClusterConfigError(
-            f"{where}.public_host_template is required: the DNS name (or address) tenants reach their "
-            "virtual cluster at, e.g. '{namespace}.vc.example.com'."
-        )
     flux_namespace = text("flux_namespace")
     if flux_namespace and not _DNS_LABEL.match(flux_namespace):
         raise ClusterConfigError(f"{where}.flux_namespace {flux_namespace!r} is not a namespace name.")
     ingress_class = text("ingress_class")
     if ingress_class and not _DNS_NAME.match(ingress_class):
         raise ClusterConfigError(f"{where}.ingress_class {ingress_class!r} is not an IngressClass name.")
+    image_registry = text("image_registry")
+    if image_registry and not _REGISTRY.match(image_registry):
+        raise ClusterConfigError(
+            f"{where}.image_registry {image_registry!r} is not a registry such as registry.example.com/mirror."
+        )
+    images = {}
+    for key in ("syncer_image", "kubernetes_image"):
+        images[key] = text(key)
+        if images[key] and not _IMAGE.match(images[key]):
+            raise ClusterConfigError(
+                f"{where}.{key} {images[key]!r} must be repository:tag without a registry "
+                "(image_registry names the registry), e.g. loft-sh/vcluster-oss:0.30.0."
+            )
     config = VClusterConfig(
         installer=choice("installer", INSTALLERS, "helm"),
         chart_repo=chart_repo,
@@ -158,7 +177,16 @@ def parse_config(cluster: Any) -> VClusterConfig:
         public_port=port,
         ingress_class=ingress_class,
         flux_namespace=flux_namespace,
+        image_registry=image_registry,
+        **images,
     )
+    if not template and (config.installer == "capi" or config.expose not in ("LoadBalancer", "ClusterIP")):
+        raise ClusterConfigError(
+            f"{where}.public_host_template is required (for installer {config.installer}, expose "
+            f"{config.expose}): the DNS name (or address) tenants reach their virtual cluster at, e.g. "
+            "'{namespace}.vc.example.com'. Only helm and flux with expose LoadBalancer or ClusterIP may leave it "
+            "empty, to use the address the Service gets."
+        )
     if config.local and config.installer != "helm":
         raise ClusterConfigError(
             f"{where}.chart_repo {chart_repo!r} is a directory on the worker, which only installer helm reads; "
@@ -196,6 +224,10 @@ def check_fits_tier(config: VClusterConfig, tier: Any, cluster: Any) -> None:
 
 
 def public_host(config: VClusterConfig, tenant: Any) -> str:
+    """The host tenants reach their virtual cluster at; "" when it is the address the control plane's Service
+    gets (no ``public_host_template``: the load balancer's address, or the cluster IP)."""
+    if not config.public_host_template:
+        return ""
     fields = {
         "namespace": tenant.namespace,
         "tenant": tenant.name,
@@ -215,12 +247,29 @@ def public_host(config: VClusterConfig, tenant: Any) -> str:
     return host
 
 
-def public_endpoint(config: VClusterConfig, tenant: Any) -> str:
-    """The URL tenants' kubeconfigs use: https://host[:port]."""
-    host = public_host(config, tenant)
+def public_endpoint(config: VClusterConfig, tenant: Any, service_address: str = "") -> str:
+    """The URL tenants' kubeconfigs use: https://host[:port]; ``service_address`` is the host when the cluster
+    names none (see ``public_host``)."""
+    host = public_host(config, tenant) or service_address
+    if not host:
+        raise ClusterConfigError(f"No address for {tenant.name}'s virtual cluster yet.")
     if _is_ip(host) and ipaddress.ip_address(host).version == 6:
         host = f"[{host}]"
     return f"https://{host}" if config.public_port == 443 else f"https://{host}:{config.public_port}"
+
+
+def service_address(config: VClusterConfig, service: dict[str, Any] | None) -> str:
+    """The address the control plane's Service gives tenants when the cluster names no public host: the load
+    balancer's (IP or host name) or the cluster IP; "" while there is none yet."""
+    if not service:
+        return ""
+    if config.expose == "LoadBalancer":
+        for ingress in ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []:
+            if ingress.get("ip") or ingress.get("hostname"):
+                return str(ingress.get("ip") or ingress.get("hostname"))
+        return ""
+    cluster_ip = (service.get("spec") or {}).get("clusterIP") or ""
+    return "" if cluster_ip == "None" else str(cluster_ip)
 
 
 def _is_ip(host: str) -> bool:
@@ -229,6 +278,12 @@ def _is_ip(host: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _image(reference: str) -> dict[str, str]:
+    match = _IMAGE.match(reference)
+    assert match is not None  # parse_config checked it
+    return {"repository": match["repository"], "tag": match["tag"]}
 
 
 def _share(limit: int, *, floor: int, ceiling: int) -> int:
@@ -311,17 +366,28 @@ def render_values(tenant: Any, tier: Any, cluster: Any, config: VClusterConfig) 
     }
     if scheduling:
         stateful_set["scheduling"] = scheduling
+    if config.syncer_image:
+        stateful_set["image"] = _image(config.syncer_image)
+    # The distro's init container copies the Kubernetes binaries; the chart gives it no security context of its
+    # own, and restricted Pod Security refuses the pod without one.
+    distro: dict[str, Any] = {"enabled": True, "securityContext": _security()["containerSecurityContext"]}
+    if config.kubernetes_image and config.distro == "k8s":
+        distro["image"] = _image(config.kubernetes_image)
+    control_plane: dict[str, Any] = {
+        "distro": {config.distro: distro},
+        "service": {"enabled": True, "spec": service_spec},
+        "ingress": ingress,
+        # Without a public host vcluster puts the Service's cluster IP and load balancer address in its certificate.
+        "proxy": {"extraSANs": [host] if host else []},
+        "statefulSet": stateful_set,
+        "coredns": {"security": _security(), "deployment": {"resources": COREDNS_RESOURCES}},
+    }
+    if config.image_registry:
+        # Every image vcluster runs (its own, the distro's, CoreDNS, the hosts rewriter of synced pods) comes from
+        # this registry, under upstream's repository names.
+        control_plane["advanced"] = {"defaultImageRegistry": config.image_registry}
     return {
-        "controlPlane": {
-            # The distro's init container copies the Kubernetes binaries; the chart gives it no security context of
-            # its own, and restricted Pod Security refuses the pod without one.
-            "distro": {config.distro: {"enabled": True, "securityContext": _security()["containerSecurityContext"]}},
-            "service": {"enabled": True, "spec": service_spec},
-            "ingress": ingress,
-            "proxy": {"extraSANs": [host]},
-            "statefulSet": stateful_set,
-            "coredns": {"security": _security(), "deployment": {"resources": COREDNS_RESOURCES}},
-        },
+        "controlPlane": control_plane,
         "policies": {
             # Also enforced inside the virtual cluster, so a tenant learns of a refused pod there, not only on the host.
             "podSecurityStandard": tier.pod_security_level,
@@ -350,10 +416,13 @@ def render_values(tenant: Any, tier: Any, cluster: Any, config: VClusterConfig) 
         # VolumeSnapshotContents. Without it, volume snapshots do not sync; everything else works in the namespace.
         "rbac": {"clusterRole": {"enabled": False}, "enableVolumeSnapshotRules": {"enabled": False}},
         "exportKubeConfig": {
-            "server": public_endpoint(config, tenant),
+            # Without a public host vcluster exports its own address; the worker replaces it (admin_kubeconfig).
+            **({"server": public_endpoint(config, tenant)} if host else {}),
             "context": f"{cluster.name}-{tenant.name}",
             "insecure": False,
         },
+        # Nothing about a team's cluster leaves for vcluster's usage statistics.
+        "telemetry": {"enabled": False},
     }
 
 

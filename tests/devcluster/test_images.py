@@ -41,11 +41,12 @@ def busybox(tmp_path: Path) -> Path:
 def bin_dirs(tmp_path: Path) -> dict[str, Path]:
     """A bin directory per build.sh target, each holding its binary (a few recognisable bytes)."""
     dirs = {}
-    for spec in images.CLUSTER_IMAGES:
-        directory = tmp_path / "bin" / spec.target
-        directory.mkdir(parents=True)
-        (directory / spec.binary).write_bytes(f"binary of {spec.target}".encode())
-        dirs[spec.target] = directory
+    for spec in [*images.CLUSTER_IMAGES, *images.VCLUSTER_IMAGES]:
+        for built in spec.binaries:
+            directory = tmp_path / "bin" / built.target
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / built.binary).write_bytes(f"binary of {built.target}".encode())
+            dirs[built.target] = directory
     return dirs
 
 
@@ -88,7 +89,7 @@ def test_network_policies_image_runs_its_binary_from_bin_netpol(
     tmp_path: Path, busybox: Path, bin_dirs: dict[str, Path]
 ) -> None:
     spec = images.NETWORK_POLICIES
-    archive = images.build_image_archive(tmp_path / "netpol.tar", spec, bin_dirs["netpol"], busybox)
+    archive = images.build_image_archive(tmp_path / "netpol.tar", spec, bin_dirs.__getitem__, busybox)
     config, members, contents = read_archive(archive)["berth.local/kube-network-policies:v0.8.0"]
     assert config["config"]["Cmd"] == ["/bin/netpol"]
     assert config["config"]["User"] == "0:0"
@@ -99,7 +100,7 @@ def test_network_policies_image_runs_its_binary_from_bin_netpol(
 
 def test_every_directory_comes_before_what_it_holds(tmp_path: Path, busybox: Path, bin_dirs: dict[str, Path]) -> None:
     spec = images.LOCAL_PATH_PROVISIONER
-    archive = images.build_image_archive(tmp_path / "lp.tar", spec, bin_dirs["local-path"], busybox)
+    archive = images.build_image_archive(tmp_path / "lp.tar", spec, bin_dirs.__getitem__, busybox)
     _, members, _ = next(iter(read_archive(archive).values()))
     seen: set[str] = set()
     for name in members:
@@ -113,7 +114,7 @@ def test_an_image_with_all_applets_links_every_one_of_them(
     tmp_path: Path, busybox: Path, bin_dirs: dict[str, Path]
 ) -> None:
     spec = images.LOCAL_PATH_PROVISIONER  # its helper pods run `sh`, `mkdir` and `rm`
-    archive = images.build_image_archive(tmp_path / "lp.tar", spec, bin_dirs["local-path"], busybox)
+    archive = images.build_image_archive(tmp_path / "lp.tar", spec, bin_dirs.__getitem__, busybox)
     _, members, _ = next(iter(read_archive(archive).values()))
     linked = {name.removeprefix("bin/") for name, member in members.items() if member.issym()}
     assert linked == {"sh", "ls", "rm", "mkdir", "wget"}
@@ -142,7 +143,7 @@ def test_a_node_without_extra_images_gets_the_base_archive_alone(tmp_path: Path,
 
 def test_a_missing_binary_names_the_build_target_that_makes_it(tmp_path: Path, busybox: Path) -> None:
     with pytest.raises(ImageError, match=r"build\.sh netpol"):
-        images.build_image_archive(tmp_path / "x.tar", images.NETWORK_POLICIES, tmp_path, busybox)
+        images.build_image_archive(tmp_path / "x.tar", images.NETWORK_POLICIES, lambda _: tmp_path, busybox)
 
 
 def test_a_missing_busybox_says_which_package_to_install(tmp_path: Path) -> None:
@@ -166,9 +167,9 @@ def test_e2e_agnhost_image_is_upstreams_shape(tmp_path: Path, busybox: Path) -> 
     e2e_bin = tmp_path / "e2e"
     e2e_bin.mkdir()
     (e2e_bin / "agnhost").write_bytes(b"agnhost")
-    config, members, _ = read_archive(images.build_image_archive(tmp_path / "a.tar", agnhost, e2e_bin, busybox))[
-        "berth.local/e2e-test-images/agnhost:2.56"
-    ]
+    config, members, _ = read_archive(
+        images.build_image_archive(tmp_path / "a.tar", agnhost, lambda _: e2e_bin, busybox)
+    )["berth.local/e2e-test-images/agnhost:2.56"]
     assert (config["config"]["Entrypoint"], config["config"]["Cmd"]) == (["/agnhost"], ["pause"])
     assert members["agnhost-2"].linkname == "agnhost" and members["uploads"].isdir()
     assert busybox_spec.tags == ("berth.local/e2e-test-images/busybox:1.37.0-1",)
@@ -191,8 +192,9 @@ def test_image_tags_follow_what_build_sh_builds() -> None:
 def test_every_cluster_image_names_a_build_target_the_launcher_knows() -> None:
     from devcluster.launcher import TARGETS
 
-    for spec in images.CLUSTER_IMAGES:
-        assert spec.binary in TARGETS[spec.target][0]
+    for spec in [*images.CLUSTER_IMAGES, *images.VCLUSTER_IMAGES]:
+        for built in spec.binaries:
+            assert built.binary in TARGETS[built.target][0]
 
 
 def test_an_image_spec_without_a_target_needs_no_bin_dir(tmp_path: Path, busybox: Path) -> None:

@@ -24,6 +24,7 @@ import pytest
 from kubernetes.client import ApiClient, CoreV1Api, V1Namespace, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
+from devcluster.images import VCLUSTER_IMAGES
 from devcluster.launcher import ControlPlane, find_bin_dir
 
 T = TypeVar("T")
@@ -34,6 +35,9 @@ NODE_FIXTURES = {"node_control_plane", "node_kube_admin", "live_node_cluster"}
 
 KubectlRunner = Callable[..., "subprocess.CompletedProcess[str]"]
 _BIN_DIR = pytest.StashKey["Path | Exception"]()
+# vcluster's images on the nodes (build.sh vcluster, kine, helm), or why they could not be built; unset when no
+# collected test runs a real vcluster.
+_VCLUSTER = pytest.StashKey["bool | Exception"]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -44,6 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "nodes: needs the dev control plane with real nodes (kubelet, containerd, runc; runs as root)"
     )
+    config.addinivalue_line("markers", "vcluster: runs real vclusters on the dev nodes (heavy)")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -67,6 +72,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         session.config.stash[_BIN_DIR] = find_bin_dir()
     except Exception as error:
         session.config.stash[_BIN_DIR] = error
+    if any(item.get_closest_marker("vcluster") for item in session.items):
+        try:
+            for target in ("vcluster", "kine", "helm"):
+                find_bin_dir(target)
+            session.config.stash[_VCLUSTER] = True
+        except Exception as error:
+            session.config.stash[_VCLUSTER] = error
 
 
 def manifest(body: dict[str, Any]) -> Any:
@@ -116,11 +128,15 @@ def control_plane(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
 @pytest.fixture(scope="session")
 def node_control_plane(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
     """A second control plane, with kube-scheduler and two real nodes: shared-1 (berth.dev/pool=shared) and
-    dedicated-1 (berth.dev/pool=dedicated), each its own containerd, CNI bridge and /24."""
+    dedicated-1 (berth.dev/pool=dedicated), each its own containerd, CNI bridge and /24; with vcluster's images
+    when a collected test is marked ``vcluster``."""
     found = pytestconfig.stash.get(_BIN_DIR, None)
     if isinstance(found, Exception):
         raise found
-    plane = ControlPlane(name="berth-nodes", bin_dir=found, nodes=2)
+    vcluster = pytestconfig.stash.get(_VCLUSTER, False)
+    if isinstance(vcluster, Exception):
+        raise vcluster
+    plane = ControlPlane(name="berth-nodes", bin_dir=found, nodes=2, extra_images=VCLUSTER_IMAGES if vcluster else ())
     plane.start()
     try:
         yield plane

@@ -36,6 +36,7 @@ from worker.vcluster_values import (
     public_endpoint,
     public_host,
     render_values,
+    service_address,
 )
 
 HELM_REPOSITORY = "berth-vcluster"
@@ -173,9 +174,12 @@ class VClusterHost(NamespaceBackend):
 def _with_public_host(objs: list[Manifest], config: VClusterConfig, tenant: Any) -> list[Manifest]:
     """The host namespace's Ingress domains include the control plane's public host (its Ingress, if exposed
     so)."""
+    host = public_host(config, tenant)
+    if not host:
+        return objs  # the Service's own address: no Ingress, no domain
     annotations = objs[0]["metadata"]["annotations"]
     domains = [d for d in annotations.get(manifests.INGRESS_DOMAINS_ANNOTATION, "").split(",") if d]
-    annotations[manifests.INGRESS_DOMAINS_ANNOTATION] = ",".join([*domains, public_host(config, tenant)])
+    annotations[manifests.INGRESS_DOMAINS_ANNOTATION] = ",".join([*domains, host])
     return objs
 
 
@@ -245,8 +249,15 @@ class VClusterControlPlane:
     def admin_kubeconfig(self, tenant: Any, host: Kube, config: VClusterConfig) -> Manifest | None:
         name, key = kubeconfig_secret(tenant, config)
         admin = kubeconfig_from_secret(host, namespace=tenant.namespace, name=name, key=key)
+        if admin is None:
+            return None
         # The operator may write an in-cluster address; tenants and the worker use the public endpoint.
-        return None if admin is None else with_server(admin, public_endpoint(config, tenant))
+        address = ""
+        if not public_host(config, tenant):
+            address = service_address(config, host.get("Service", tenant.name, namespace=tenant.namespace))
+            if not address:
+                return None  # the load balancer has not given the Service an address yet
+        return with_server(admin, public_endpoint(config, tenant, address))
 
     def top_level(self, tenant: Any) -> list[TopLevel]:
         return []  # everything lives in the host namespace, which is the tenant's

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from decimal import Decimal
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -53,9 +54,16 @@ class Command(BaseCommand):
         parser.add_argument("--kubeconfig", required=True, help="admin kubeconfig the worker uses")
         parser.add_argument("--ca-file", required=True)
         parser.add_argument("--oidc-issuer", default="")
+        parser.add_argument(
+            "--vcluster",
+            default="",
+            help="JSON of virtual_config['vcluster'] (docs/virtual-clusters.md): the dev cluster offers vcluster too",
+        )
 
     @transaction.atomic
-    def handle(self, *args, api_url: str, kubeconfig: str, ca_file: str, oidc_issuer: str, **options) -> None:
+    def handle(
+        self, *args, api_url: str, kubeconfig: str, ca_file: str, oidc_issuer: str, vcluster: str, **options
+    ) -> None:
         for slug, name, email, zone in TEAMS:
             Team.objects.update_or_create(
                 slug=slug, defaults={"name": name, "oidc_group": slug, "contact_email": email, "time_zone": zone}
@@ -74,11 +82,11 @@ class Command(BaseCommand):
             "ingress_domains": ["{namespace}.apps.localhost"],
             "is_active": True,
         }
-        clusters = [
-            Cluster.objects.update_or_create(
-                name="dev", defaults={**common, "display_name": "Dev cluster (tokens)", "access_mode": "token"}
-            )[0]
-        ]
+        token_cluster = {**common, "display_name": "Dev cluster (tokens)", "access_mode": "token"}
+        if vcluster:
+            token_cluster["kinds"] = ["namespace", "vcluster"]
+            token_cluster["virtual_config"] = {"vcluster": json.loads(vcluster)}
+        clusters = [Cluster.objects.update_or_create(name="dev", defaults=token_cluster)[0]]
         if oidc_issuer:
             clusters.append(
                 Cluster.objects.update_or_create(

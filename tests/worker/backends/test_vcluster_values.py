@@ -25,6 +25,7 @@ from worker.vcluster_values import (
     public_endpoint,
     render_values,
     schema_path,
+    service_address,
     supported_chart_lines,
 )
 
@@ -238,7 +239,11 @@ def test_the_schema_refuses_what_the_chart_would_not_take():
         ({"chart_repo": "file:///opt/charts", "installer": "capi"}, "which only installer helm reads"),
         ({"distro": "eks"}, "distro is 'eks'; use one of k8s, k3s"),
         ({"expose": "HostPort"}, "expose is 'HostPort'"),
-        ({"public_host_template": ""}, "public_host_template is required"),
+        ({"public_host_template": "", "installer": "capi"}, "public_host_template is required (for installer capi"),
+        ({"public_host_template": "", "expose": "ingress"}, "public_host_template is required (for installer helm"),
+        ({"image_registry": "https://registry.example.com"}, "image_registry 'https://registry.example.com' is not"),
+        ({"syncer_image": "ghcr.io/loft-sh/vcluster-oss"}, "syncer_image 'ghcr.io/loft-sh/vcluster-oss' must be"),
+        ({"kubernetes_image": "loft-sh/kubernetes:v1.34.4;rm"}, "kubernetes_image 'loft-sh/kubernetes:v1.34.4;rm'"),
         ({"public_port": "443"}, "public_port '443' must be a port number"),
         ({"public_port": 70000}, "public_port 70000 must be a port number"),
         ({"flux_namespace": "Flux System"}, "flux_namespace 'Flux System' is not a namespace name"),
@@ -358,3 +363,39 @@ def test_cluster_api_gets_a_cluster_whose_control_plane_and_infrastructure_are_t
         "version": DEFAULT_CHART_VERSION,
     }
     _validator().validate(yaml.safe_load(vcluster["spec"]["helmRelease"]["values"]))
+
+
+def test_without_a_public_host_the_services_address_is_the_endpoint():
+    cluster = _cluster(public_host_template="")
+    config = parse_config(cluster)
+    tenant = _tenant(seeded_tier("medium"), cluster)
+    values = render_values(tenant, tenant.tier, cluster, config)
+    # vcluster puts the Service's cluster IP and load balancer address into its serving certificate itself.
+    assert values["controlPlane"]["proxy"]["extraSANs"] == []
+    assert "server" not in values["exportKubeConfig"]
+    balanced = {"spec": {"clusterIP": "10.96.3.4"}, "status": {"loadBalancer": {"ingress": [{"ip": "10.243.7.129"}]}}}
+    assert service_address(config, balanced) == "10.243.7.129"
+    assert service_address(config, {"spec": {"clusterIP": "10.96.3.4"}, "status": {}}) == ""  # not assigned yet
+    assert public_endpoint(config, tenant, "10.243.7.129") == "https://10.243.7.129"
+    cluster_ip = parse_config(_cluster(public_host_template="", expose="ClusterIP"))
+    assert service_address(cluster_ip, balanced) == "10.96.3.4"
+    with pytest.raises(ClusterConfigError, match="No address"):
+        public_endpoint(config, tenant)
+
+
+def test_local_images_come_from_the_settings_and_telemetry_is_always_off():
+    cluster = _cluster(
+        image_registry="berth.local",
+        syncer_image="loft-sh/vcluster-oss:0.30.0",
+        kubernetes_image="loft-sh/kubernetes:v1.34.4",
+    )
+    tenant = _tenant(seeded_tier("medium"), cluster)
+    values = render_values(tenant, tenant.tier, cluster, parse_config(cluster))
+    control_plane = values["controlPlane"]
+    assert control_plane["advanced"] == {"defaultImageRegistry": "berth.local"}
+    assert control_plane["statefulSet"]["image"] == {"repository": "loft-sh/vcluster-oss", "tag": "0.30.0"}
+    assert control_plane["distro"]["k8s"]["image"] == {"repository": "loft-sh/kubernetes", "tag": "v1.34.4"}
+    assert values["telemetry"] == {"enabled": False}
+    plain = render_values(tenant, tenant.tier, _cluster(), parse_config(_cluster()))
+    assert "advanced" not in plain["controlPlane"] and "image" not in plain["controlPlane"]["statefulSet"]
+    assert plain["telemetry"] == {"enabled": False}

@@ -1,0 +1,302 @@
+"""Real vclusters on the dev nodes: the whole tenant journey through a real Celery worker, with nothing played.
+
+The host is ``node_control_plane`` (two real nodes with kube-proxy, CoreDNS, local-path-provisioner and
+kube-network-policies), its nodes holding the images the project builds for vcluster (devcluster/images.py:
+the syncer with kine and helm, the Kubernetes binaries, CoreDNS, the hosts rewriter). The worker's real helm
+installs the vendored chart 0.30.0 with the values Berth renders; the Service is a LoadBalancer, whose address
+the dev load balancer gives (devcluster/loadbalancer.py) and which the cluster record leaves as the tenants'
+endpoint (no ``public_host_template``). Every claim about access is made with the handed-back kubeconfig.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from devcluster.images import VCLUSTER_KUBERNETES_IMAGE, VCLUSTER_REGISTRY, VCLUSTER_SYNCER_IMAGE, WORKLOAD_IMAGE
+from tenants import services
+from tenants.audit import AuditContext
+from tenants.models import Cluster, Tenant, TenantRequest
+from tests.plugins.kube import read_or_none, wait_for
+from tests.plugins.worker import fetch_kubeconfig, wait_status
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.cluster,
+    pytest.mark.nodes,
+    pytest.mark.worker,
+    pytest.mark.vcluster,
+]
+
+READY_TIMEOUT = 300  # approval to ready: the chart's pod, the virtual control plane, CoreDNS inside
+
+
+@pytest.fixture
+def real_vcluster_host(
+    node_control_plane, node_kube_admin, small, medium, large, vcluster_chart_repo
+) -> Iterator[Callable[..., Cluster]]:
+    """real_vcluster_host(**settings): a registered Cluster on the host with nodes, offering vcluster with the
+    project's images."""
+    prefixes: list[str] = []
+
+    def make(**settings: Any) -> Cluster:
+        prefix = f"r{secrets.token_hex(2)}-"
+        prefixes.append(prefix)
+        cluster = Cluster.objects.create(
+            name=f"rv-{prefix[:-1]}",
+            display_name="Dev nodes (vcluster)",
+            api_url=node_control_plane.api_url,
+            ca_pem=node_control_plane.ca_cert_pem,
+            credential_ref=f"kubeconfig:{node_control_plane.kubeconfig_path}",
+            public_endpoint=node_control_plane.api_url,
+            namespace_prefix=prefix,
+            kinds=["namespace", "vcluster"],
+            virtual_config={
+                "vcluster": {
+                    "installer": "helm",
+                    "chart_repo": vcluster_chart_repo,
+                    "expose": "LoadBalancer",
+                    "image_registry": VCLUSTER_REGISTRY,
+                    "syncer_image": VCLUSTER_SYNCER_IMAGE,
+                    "kubernetes_image": VCLUSTER_KUBERNETES_IMAGE,
+                    **settings,
+                }
+            },
+        )
+        cluster.tiers.set([small, medium, large])
+        return cluster
+
+    yield make
+    core = client.CoreV1Api(node_kube_admin)
+    for ns in core.list_namespace().items:
+        name = str(ns.metadata.name)
+        if any(name.startswith(p) for p in prefixes) and not ns.metadata.deletion_timestamp:
+            core.delete_namespace(name)
+
+
+def _approved(*, alice, carol, team, tier, cluster, name: str = "web") -> Tenant:
+    req = services.request_submit(
+        actor=alice,
+        action=TenantRequest.Action.CREATE,
+        kind="vcluster",
+        team=team,
+        tier=tier,
+        cluster=cluster,
+        name=name,
+        purpose="needs its own cluster",
+    )
+    if req.tenant.status == "requested":
+        services.request_approve(tenant_request=req, actor=carol, comment="ok")
+    return req.tenant
+
+
+def _kubectl(kubectl_bin: Path, kubeconfig: str, *args: str, input: str | None = None, timeout: float = 60):
+    return subprocess.run(
+        [str(kubectl_bin), f"--kubeconfig={kubeconfig}", "--request-timeout=30s", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _deployment(name: str, *, privileged: bool = False) -> str:
+    """A small web server as restricted Pod Security admits it (or, with ``privileged``, as it refuses it)."""
+    security = (
+        {"privileged": True}
+        if privileged
+        else {
+            "allowPrivilegeEscalation": False,
+            "runAsNonRoot": True,
+            "runAsUser": 65534,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+    )
+    return yaml.safe_dump(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "web",
+                                "image": WORKLOAD_IMAGE,
+                                "command": ["httpd", "-f", "-v", "-p", "8080", "-h", "/www"],
+                                "ports": [{"containerPort": 8080}],
+                                "resources": {
+                                    "requests": {"cpu": "10m", "memory": "16Mi"},
+                                    "limits": {"cpu": "100m", "memory": "32Mi"},
+                                },
+                                "securityContext": security,
+                            }
+                        ]
+                    },
+                },
+            },
+        }
+    )
+
+
+def _explained_wait(tenant: Tenant, status: str, kube_admin, timeout: float) -> None:
+    """wait_status, and on timeout what the host namespace holds: pods with their states, and its events."""
+    try:
+        wait_status(tenant, status, timeout=timeout)
+    except pytest.fail.Exception:
+        core = client.CoreV1Api(kube_admin)
+        pods = [
+            (p.metadata.name, p.status.phase, [(c.name, c.state.to_dict()) for c in p.status.container_statuses or []])
+            for p in core.list_namespaced_pod(tenant.namespace).items
+        ]
+        events = [
+            f"{e.involved_object.kind}/{e.involved_object.name}: {e.reason}: {e.message}"
+            for e in core.list_namespaced_event(tenant.namespace).items
+        ]
+        pytest.fail(f"{tenant.name} is {tenant.status} ({tenant.status_reason}); pods: {pods}; events: {events}")
+
+
+def _host_pods(kube_admin, namespace: str, app: str) -> list[Any]:
+    """The host's copies of the vcluster's pods labelled app=<app> (vcluster keeps the labels it syncs)."""
+    pods = client.CoreV1Api(kube_admin).list_namespaced_pod(namespace).items
+    return [p for p in pods if (p.metadata.labels or {}).get("app") == app]
+
+
+def test_a_team_runs_its_workload_in_a_real_vcluster_and_the_host_bounds_it(
+    celery_worker,
+    real_vcluster_host,
+    node_control_plane,
+    node_kube_admin,
+    alice,
+    carol,
+    team_a,
+    medium,
+    tmp_path,
+):
+    cluster = real_vcluster_host()
+    began = time.monotonic()
+    tenant = _approved(alice=alice, carol=carol, team=team_a, tier=medium, cluster=cluster)
+    _explained_wait(tenant, "ready", node_kube_admin, READY_TIMEOUT)
+    approve_to_ready = time.monotonic() - began
+    core = client.CoreV1Api(node_kube_admin)
+
+    # The control plane is the real vcluster: its pod runs the project's syncer image on a node.
+    control = core.read_namespaced_pod(f"{tenant.name}-0", tenant.namespace)
+    assert control.status.phase == "Running" and control.spec.node_name
+    images = {c.image for c in [*(control.spec.init_containers or []), *control.spec.containers]}
+    assert f"{VCLUSTER_REGISTRY}/{VCLUSTER_SYNCER_IMAGE}" in images
+    assert f"{VCLUSTER_REGISTRY}/{VCLUSTER_KUBERNETES_IMAGE}" in images
+    service = core.read_namespaced_service(tenant.name, tenant.namespace)
+    (ingress,) = service.status.load_balancer.ingress or []
+    assert service.spec.type == "LoadBalancer" and service.spec.allocate_load_balancer_node_ports is False
+
+    # The team's kubeconfig is for the vcluster's endpoint (the load balancer's address), never the host.
+    path, config = fetch_kubeconfig(alice, tenant, tmp_path)
+    assert config["clusters"][0]["cluster"]["server"] == f"https://{ingress.ip}"
+    assert "token" in config["users"][0]["user"] and "client-key-data" not in config["users"][0]["user"]
+    kubectl_bin = node_control_plane.kubectl
+    version = json.loads(_kubectl(kubectl_bin, path, "version", "-o", "json").stdout)
+    assert version["serverVersion"]["gitVersion"].startswith("v1.34"), version
+    assert _kubectl(kubectl_bin, path, "auth", "can-i", "*", "*").stdout.strip() == "yes"
+    nodes = _kubectl(kubectl_bin, path, "get", "nodes", "-o", "name")
+    assert nodes.returncode == 0, nodes.stderr
+    # Against the host (trusting the host's CA), the token is unknown: 401.
+    refused = _kubectl(
+        kubectl_bin,
+        path,
+        "get",
+        "namespaces",
+        f"--server={node_control_plane.api_url}",
+        f"--certificate-authority={node_control_plane.ca_file}",
+    )
+    assert refused.returncode != 0 and "must be logged in" in refused.stderr.lower(), refused.stderr
+
+    # A Deployment applied inside runs on the host: synced into the host namespace, Running on a shared node.
+    applied = _kubectl(kubectl_bin, path, "apply", "-f", "-", input=_deployment("hello"))
+    assert applied.returncode == 0, applied.stderr
+
+    def running_on_host() -> Any:
+        pods = [p for p in _host_pods(node_kube_admin, tenant.namespace, "hello") if p.status.phase == "Running"]
+        return pods[0] if pods else None
+
+    synced = wait_for(running_on_host, timeout=120, what="the vcluster's pod to run on the host")
+    node = core.read_node(synced.spec.node_name)
+    assert (node.metadata.labels or {}).get("berth.dev/pool") == "shared"
+    inside = json.loads(
+        _kubectl(kubectl_bin, path, "get", "pods", "-n", "default", "-l", "app=hello", "-o", "json").stdout
+    )
+    (pod,) = inside["items"]
+    name = pod["metadata"]["name"]
+    wait_for(
+        lambda: (
+            _kubectl(
+                kubectl_bin,
+                path,
+                "exec",
+                "-n",
+                "default",
+                name,
+                "--",
+                "wget",
+                "-qO-",
+                "http://127.0.0.1:8080/index.html",
+            ).stdout
+            or None
+        ),
+        timeout=60,
+        what="exec through the vcluster",
+    )
+    served = _kubectl(
+        kubectl_bin, path, "exec", "-n", "default", name, "--", "wget", "-qO-", "http://127.0.0.1:8080/index.html"
+    )
+    assert served.stdout == "berth busybox\n", served.stderr
+    logs = _kubectl(kubectl_bin, path, "logs", "-n", "default", name)
+    assert logs.returncode == 0 and "127.0.0.1" in logs.stdout, logs.stderr
+
+    # The tier's Pod Security refuses a privileged pod, already inside the vcluster (policies.podSecurityStandard).
+    denied = _kubectl(kubectl_bin, path, "apply", "-f", "-", input=_deployment("root", privileged=True))
+    assert denied.returncode == 0, denied.stderr  # a Deployment is admitted; its pods are not
+
+    def refused_event() -> str | None:
+        events = _kubectl(kubectl_bin, path, "get", "events", "-n", "default", "-o", "json").stdout
+        messages = [e.get("message", "") for e in json.loads(events or "{}").get("items", [])]
+        return next((m for m in messages if "violates PodSecurity" in m), None)
+
+    assert "privileged" in wait_for(refused_event, timeout=60, what="the PodSecurity refusal inside")
+    assert _host_pods(node_kube_admin, tenant.namespace, "root") == []
+
+    # Decommission: helm uninstall, volume claims and the host namespace gone; nothing of it left.
+    services.tenant_decommission(tenant=tenant, actor=alice, reason="done", ctx=AuditContext())
+    wait_status(tenant, "deleted", timeout=240)
+    assert read_or_none(lambda: core.read_namespace(tenant.namespace)) is None
+    volumes = [
+        v.metadata.name
+        for v in core.list_persistent_volume().items
+        if (v.spec.claim_ref and v.spec.claim_ref.namespace == tenant.namespace)
+    ]
+    wait_for(
+        lambda: (
+            not [
+                v
+                for v in core.list_persistent_volume().items
+                if v.spec.claim_ref and v.spec.claim_ref.namespace == tenant.namespace
+            ]
+        ),
+        timeout=60,
+        what=f"the volumes of {tenant.namespace} ({volumes}) to be reclaimed",
+    )
+    print(f"approve->ready {approve_to_ready:.1f}s")
