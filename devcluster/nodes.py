@@ -313,9 +313,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     def _cgroup_pids(self) -> set[int]:
         pids: set[int] = set()
         for hierarchy in self._hierarchies():
-            for procs in (hierarchy / self.cgroup_root.lstrip("/")).rglob("cgroup.procs"):
+            # os.walk, not rglob: a pod's cgroup removed by runc while this looks is skipped, not an error.
+            for directory, _, files in os.walk(hierarchy / self.cgroup_root.lstrip("/")):
+                if "cgroup.procs" not in files:
+                    continue
                 try:
-                    pids.update(int(line) for line in procs.read_text().split())
+                    pids.update(int(line) for line in (Path(directory) / "cgroup.procs").read_text().split())
                 except OSError:
                     continue
         return pids
@@ -325,8 +328,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             root = hierarchy / self.cgroup_root.lstrip("/")
             if not root.exists():
                 continue
-            for directory in sorted((d for d in root.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)):
-                _rmdir(directory)
+            for directory, subdirectories, _ in os.walk(root, topdown=False):  # children before parents
+                for name in subdirectories:
+                    _rmdir(Path(directory) / name)
             _rmdir(root)
 
     # -- stop ----------------------------------------------------------------------

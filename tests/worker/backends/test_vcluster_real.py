@@ -10,7 +10,9 @@ endpoint (no ``public_host_template``). Every claim about access is made with th
 
 from __future__ import annotations
 
+import base64
 import json
+import logging
 import secrets
 import subprocess
 import time
@@ -25,9 +27,14 @@ from kubernetes import client
 from devcluster.images import VCLUSTER_KUBERNETES_IMAGE, VCLUSTER_REGISTRY, VCLUSTER_SYNCER_IMAGE, WORKLOAD_IMAGE
 from tenants import services
 from tenants.audit import AuditContext
-from tenants.models import Cluster, Tenant, TenantRequest
-from tests.plugins.kube import read_or_none, wait_for
-from tests.plugins.worker import fetch_kubeconfig, wait_status
+from tenants.models import AuditEvent, Cluster, Tenant, TenantRequest
+from tests.plugins.kube import manifest, read_or_none, wait_for
+from tests.plugins.worker import NETWORK_CHECK_IDS, OUTPUT, fetch_kubeconfig, wait_status
+from tests.worker.backends.test_vcluster_tenants import _stored_anywhere
+from worker import kube, provisioning
+from worker.backends.vcluster import VClusterControlPlane
+from worker.kube import Kube
+from worker.vcluster_values import parse_config
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -128,7 +135,7 @@ def _deployment(name: str, *, privileged: bool = False) -> str:
             "kind": "Deployment",
             "metadata": {"name": name, "namespace": "default"},
             "spec": {
-                "replicas": 1,
+                "replicas": 2,
                 "selector": {"matchLabels": {"app": name}},
                 "template": {
                     "metadata": {"labels": {"app": name}},
@@ -176,6 +183,143 @@ def _host_pods(kube_admin, namespace: str, app: str) -> list[Any]:
     return [p for p in pods if (p.metadata.labels or {}).get("app") == app]
 
 
+def _fetch(kubectl_bin: Path, kubeconfig: str, namespace: str, pod: str, ip: str) -> bool:
+    """Whether ``pod`` gets the web page from ``ip``:8080 within 3 s, run through ``kubeconfig``'s server (busybox
+    nc: Debian's busybox-static wget crashes with -T)."""
+    request = f"printf 'GET /index.html HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {ip} 8080"
+    run = _kubectl(kubectl_bin, kubeconfig, "exec", "-n", namespace, pod, "--", "sh", "-c", request)
+    return "berth busybox" in run.stdout
+
+
+def _synced_pods_are_fenced_by_the_host_namespace(
+    kubectl_bin: Path, kubeconfig: str, plane, kube_admin, tenant: Tenant
+) -> None:
+    """Packets: the host namespace's default deny holds for what vcluster syncs. A synced pod reaches its sibling
+    (same namespace), but neither reaches nor is reached by a pod of another namespace on the host."""
+    core = client.CoreV1Api(kube_admin)
+    other = f"{tenant.cluster.namespace_prefix}bystander"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=other)))
+    core.create_namespaced_pod(
+        other,
+        manifest(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "web", "labels": {"app": "web"}},
+                "spec": {
+                    "containers": [
+                        {"name": "web", "image": WORKLOAD_IMAGE, "command": ["httpd", "-f", "-p", "8080", "-h", "/www"]}
+                    ]
+                },
+            }
+        ),
+    )
+    bystander = wait_for(
+        lambda: (p := core.read_namespaced_pod("web", other)).status.phase == "Running" and p,
+        timeout=60,
+        what="the bystander pod",
+    )
+    admin = str(plane.kubeconfig_path)
+    first, second = sorted(
+        json.loads(
+            _kubectl(kubectl_bin, kubeconfig, "get", "pods", "-n", "default", "-l", "app=hello", "-o", "json").stdout
+        )["items"],
+        key=lambda pod: pod["metadata"]["name"],
+    )
+    sibling = second["status"]["podIP"]
+    assert wait_for(
+        lambda: _fetch(kubectl_bin, kubeconfig, "default", first["metadata"]["name"], sibling),
+        timeout=30,
+        what="a synced pod to reach its sibling",
+    )
+    assert not _fetch(
+        kubectl_bin,
+        kubeconfig,
+        "default",
+        first["metadata"]["name"],
+        bystander.status.pod_ip,
+    ), "a synced pod reached a pod of another namespace"
+    assert not _fetch(kubectl_bin, admin, other, "web", sibling), "another namespace's pod reached a synced pod"
+    # The same bystander is reachable from outside the tenant: the refusals above are the tenant's policy.
+    assert _fetch(kubectl_bin, admin, other, "web", bystander.status.pod_ip)
+    core.delete_namespace(other)
+
+
+def _chart_runs_under_the_tier(kube_admin, tenant: Tenant) -> None:
+    """The control plane's pod runs in the host namespace under the tier: the Pod Security label, every
+    container with requests and limits and no privilege escalation, counted by the quota; nothing cluster-scoped
+    on the host; the team gets no Role, binding or ServiceAccount of Berth's there."""
+    core = client.CoreV1Api(kube_admin)
+    labels = core.read_namespace(tenant.namespace).metadata.labels or {}
+    assert labels["pod-security.kubernetes.io/enforce"] == tenant.tier.pod_security_level
+    pod = core.read_namespaced_pod(f"{tenant.name}-0", tenant.namespace)
+    for container in [*(pod.spec.init_containers or []), *pod.spec.containers]:
+        resources = container.resources
+        assert {"cpu", "memory"} <= set(resources.requests or {}) & set(resources.limits or {}), container.name
+        assert container.security_context.allow_privilege_escalation is False, container.name
+    used = core.read_namespaced_resource_quota("berth-quota", tenant.namespace).status.used or {}
+    assert int(used["pods"]) >= 4  # the control plane, CoreDNS and the team's two pods
+    rbac = client.RbacAuthorizationV1Api(kube_admin)
+    assert rbac.list_cluster_role_binding(label_selector=f"release={tenant.name}").items == []
+    bindings = rbac.list_namespaced_role_binding(tenant.namespace).items
+    assert [(b.metadata.name, b.role_ref.name) for b in bindings] == [(f"vc-{tenant.name}", f"vc-{tenant.name}")]
+    accounts = {sa.metadata.name for sa in core.list_namespaced_service_account(tenant.namespace).items}
+    assert not {"berth-tenant", "berth-viewer"} & accounts
+
+
+def _report_is_proven_and_each_guard_matters(tenant: Tenant, kube_admin) -> None:
+    """The isolation report runs against the real vcluster and proves the network with packets; taking a guard
+    away fails its check, and putting it back passes it again."""
+
+    def report() -> dict | None:
+        tenant.refresh_from_db()
+        return tenant.isolation_report
+
+    checks = {c["id"]: c for c in wait_for(report, timeout=120, what="the isolation report")["checks"]}
+    assert set(checks) == {
+        "virtual-cluster-admin",
+        "virtual-no-host-credentials",
+        "MTB-PL1-CC-FNS-1",
+        *NETWORK_CHECK_IDS,
+    }
+    assert all(c["passed"] and c.get("proven", True) for c in checks.values()), checks
+
+    networking = client.NetworkingV1Api(kube_admin)
+    # Without the namespace's policies (the control plane's own opening aside) nothing fences its pods.
+    for policy in networking.list_namespaced_network_policy(tenant.namespace).items:
+        if policy.metadata.name != "berth-allow-vcluster-control-plane":
+            networking.delete_namespaced_network_policy(str(policy.metadata.name), tenant.namespace)
+    admin = VClusterControlPlane().admin_kubeconfig(
+        tenant, kube.for_cluster(tenant.cluster), parse_config(tenant.cluster)
+    )
+    assert admin is not None
+    inside = Kube.from_kubeconfig_dict(admin)
+    inside.delete("ClusterRoleBinding", "berth-tenant-cluster-admin")
+    broken_report = provisioning.isolation_report(str(tenant.pk))
+    assert broken_report is not None
+    broken = {c["id"]: c for c in broken_report["checks"]}
+    assert not broken["MTB-PL1-CC-NET-1"]["passed"] and broken["MTB-PL1-CC-NET-1"]["proven"], broken
+    assert not broken["virtual-cluster-admin"]["passed"], broken
+
+    assert provisioning.provision(str(tenant.pk)).outcome == "repaired"
+    mended = provisioning.isolation_report(str(tenant.pk))
+    assert mended is not None and mended["passed"], mended
+
+
+def _admin_kubeconfig_never_leaves_the_worker(tenant: Tenant, kube_admin, caplog) -> None:
+    """The vcluster's admin client key appears in no log line, table or audit event of the portal's."""
+    caplog.set_level(logging.DEBUG)
+    assert provisioning.provision(str(tenant.pk)).outcome == "in sync"
+    data = client.CoreV1Api(kube_admin).read_namespaced_secret(f"vc-{tenant.name}", tenant.namespace).data or {}
+    key = yaml.safe_load(base64.b64decode(data["config"]))["users"][0]["user"]["client-key-data"]
+    pem_line = base64.b64decode(key).decode().splitlines()[1]
+    for leak in (key, pem_line):
+        assert leak not in caplog.text
+        assert leak not in (OUTPUT / "celery-worker.log").read_text(errors="replace")
+        assert _stored_anywhere(leak) == []
+        assert leak not in str(list(AuditEvent.objects.values_list("before", "after")))
+
+
 def test_a_team_runs_its_workload_in_a_real_vcluster_and_the_host_bounds_it(
     celery_worker,
     real_vcluster_host,
@@ -186,6 +330,7 @@ def test_a_team_runs_its_workload_in_a_real_vcluster_and_the_host_bounds_it(
     team_a,
     medium,
     tmp_path,
+    caplog,
 ):
     cluster = real_vcluster_host()
     began = time.monotonic()
@@ -231,16 +376,15 @@ def test_a_team_runs_its_workload_in_a_real_vcluster_and_the_host_bounds_it(
 
     def running_on_host() -> Any:
         pods = [p for p in _host_pods(node_kube_admin, tenant.namespace, "hello") if p.status.phase == "Running"]
-        return pods[0] if pods else None
+        return pods[0] if len(pods) == 2 else None
 
-    synced = wait_for(running_on_host, timeout=120, what="the vcluster's pod to run on the host")
+    synced = wait_for(running_on_host, timeout=120, what="the vcluster's pods to run on the host")
     node = core.read_node(synced.spec.node_name)
     assert (node.metadata.labels or {}).get("berth.dev/pool") == "shared"
     inside = json.loads(
         _kubectl(kubectl_bin, path, "get", "pods", "-n", "default", "-l", "app=hello", "-o", "json").stdout
     )
-    (pod,) = inside["items"]
-    name = pod["metadata"]["name"]
+    name = inside["items"][0]["metadata"]["name"]
     wait_for(
         lambda: (
             _kubectl(
@@ -266,6 +410,11 @@ def test_a_team_runs_its_workload_in_a_real_vcluster_and_the_host_bounds_it(
     assert served.stdout == "berth busybox\n", served.stderr
     logs = _kubectl(kubectl_bin, path, "logs", "-n", "default", name)
     assert logs.returncode == 0 and "127.0.0.1" in logs.stdout, logs.stderr
+
+    _synced_pods_are_fenced_by_the_host_namespace(kubectl_bin, path, node_control_plane, node_kube_admin, tenant)
+    _chart_runs_under_the_tier(node_kube_admin, tenant)
+    _report_is_proven_and_each_guard_matters(tenant, node_kube_admin)
+    _admin_kubeconfig_never_leaves_the_worker(tenant, node_kube_admin, caplog)
 
     # The tier's Pod Security refuses a privileged pod, already inside the vcluster (policies.podSecurityStandard).
     denied = _kubectl(kubectl_bin, path, "apply", "-f", "-", input=_deployment("root", privileged=True))
