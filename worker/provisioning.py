@@ -31,6 +31,7 @@ from worker import isolation, kube, ownership, sleep
 from worker.backends import backend_for
 from worker.backends.base import Backend, NotReadyYet
 from worker.backends.namespace import NamespaceBackend
+from worker.backends.virtual import VirtualClusterBackend
 from worker.cluster_settings import ClusterConfigError
 from worker.kube import KubeForbidden, KubePermanentError, KubeTransientError
 
@@ -192,7 +193,12 @@ def _apply(tenant: Tenant, backend: Backend, k: kube.Kube) -> list[str]:
     ownership.claim(k, tenant, tops)  # before anything is applied
     accounts = backend.service_accounts(tenant) if isinstance(backend, NamespaceBackend) else []
     epoch = tenant.credential_epoch
-    renewed = _renew_service_accounts(tenant, k, accounts) if epoch != tenant.applied_credential_epoch else []
+    renewed: list[str] | None = []
+    if epoch != tenant.applied_credential_epoch:
+        if isinstance(backend, VirtualClusterBackend):
+            renewed = backend.renew_credentials(tenant, k)  # its identities live inside the virtual cluster
+        else:
+            renewed = _renew_service_accounts(tenant, k, accounts)
     # A ready tenant whose generation moved on (a tier change, a transfer) differs from the cluster on purpose:
     # that is the change being applied, not drift someone made by hand.
     drift = tenant.status == S.READY and tenant.applied_generation == tenant.generation
@@ -202,7 +208,7 @@ def _apply(tenant: Tenant, backend: Backend, k: kube.Kube) -> list[str]:
     known = {key: uid for key, uid in (tenant.owned_uids or {}).items() if not key.startswith("ServiceAccount/")}
     services.tenant_record_owned(tenant=tenant, uids=ownership.uids(k, tops + accounts, known=known))
     if renewed is None:
-        raise NotReadyYet("Berth's grants in the namespace were put back; its ServiceAccounts are renewed next.")
+        raise NotReadyYet("The tenant's ServiceAccounts are renewed once Berth can reach them.")
     if epoch != tenant.applied_credential_epoch:
         services.tenant_record_credentials_renewed(tenant=tenant, epoch=epoch, renewed=renewed)
     return repaired

@@ -338,6 +338,16 @@ def _change_tier_target(*, tenant: Tenant, tier: Tier | None) -> Tier:
     errors = _placement_errors(kind=tenant.kind, tier=tier, cluster=tenant.cluster)
     if errors:
         raise ValidationError(errors)
+    if tenant.kind == TenantKind.VCLUSTER and (tier.node_selector or {}) != (tenant.tier.node_selector or {}):
+        # The control plane keeps its state on a volume, which a node-local StorageClass (local-path, a zone's
+        # disks) binds to where it was made: moved to another pool, its pod could never be scheduled again.
+        raise ValidationError(
+            {
+                "tier": f"Tier {tier.name} runs on other nodes than {tenant.tier.name}, and a vcluster's control "
+                "plane keeps its data on a volume of the nodes it runs on. Choose a tier of the same node pool, "
+                "or request a new vcluster on that tier."
+            }
+        )
     budget_check(team=tenant.team, adding=Allocation.of(tier) - Allocation.of(tenant.tier))
     return tier
 

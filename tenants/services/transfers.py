@@ -33,7 +33,7 @@ Status = TenantRequest.Status
 
 # Kinds whose team credentials Berth can take back on a transfer (ServiceAccounts or OIDC group bindings it
 # manages on the host cluster). A virtual cluster's credentials live inside it, out of the worker's reach here.
-TRANSFERABLE_KINDS = frozenset({TenantKind.NAMESPACE})
+TRANSFERABLE_KINDS = frozenset({TenantKind.NAMESPACE, TenantKind.VCLUSTER})
 
 
 def _snapshot(req: TenantRequest) -> dict[str, object]:
@@ -69,7 +69,10 @@ def transfer_ask(
     require_owner_or_admin(actor=actor, team=tenant.team, doing="move a tenant to another team")
     if tenant.kind not in TRANSFERABLE_KINDS:
         raise ValidationError(
-            {"target_team": f"Only namespace tenants can be transferred; {tenant.name} is a {tenant.kind} tenant."}
+            {
+                "target_team": f"Only namespace and vcluster tenants can be transferred; "
+                f"{tenant.name} is a {tenant.kind} tenant."
+            }
         )
     if target_team.pk == tenant.team_id:
         raise ValidationError({"target_team": f"The tenant already belongs to {target_team.slug}."})

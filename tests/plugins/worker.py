@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 from django.conf import settings
+from django.db import connection
 from rest_framework.test import APIClient
 
 from devcluster import process
@@ -246,3 +247,14 @@ def fetch_kubeconfig(user, tenant: Tenant, tmp_path: Path, *, lifetime_seconds: 
     path = tmp_path / f"{user.username}-{tenant.name}.kubeconfig"
     path.write_bytes(resp.content)
     return str(path), yaml.safe_load(resp.content)
+
+
+def stored_anywhere(text: str) -> list[str]:
+    """Tables of the portal's database with a row whose text contains ``text``."""
+    found = []
+    with connection.cursor() as cur:
+        for table in connection.introspection.table_names():
+            cur.execute(f'SELECT count(*) FROM "{table}" t WHERE t::text LIKE %s', [f"%{text}%"])
+            if cur.fetchone()[0]:
+                found.append(table)
+    return found

@@ -381,3 +381,11 @@ def test_repaired_drift_is_audited_and_a_clean_reapply_is_not(ready_tenant):
     services.tenant_record_applied(tenant=tenant, generation=1, repaired=["NetworkPolicy/default-deny"])
     event = AuditEvent.objects.get(action="tenant.drift_repaired")
     assert event.after == {"repaired": ["NetworkPolicy/default-deny"], "generation": 1}
+
+
+def test_a_vcluster_cannot_change_to_a_tier_of_another_node_pool(ready_tenant, alice, large):
+    # Its control plane's volume stays with the nodes it was made on (local-path, a zone's disks).
+    tenant = ready_tenant(kind="vcluster")
+    with pytest.raises(ValidationError) as refused:
+        services.request_submit(actor=alice, action="change_tier", tenant=tenant, tier=large)
+    assert "runs on other nodes than medium" in refused.value.message_dict["tier"][0]

@@ -219,6 +219,23 @@ class VirtualClusterBackend(Generic[SettingsT]):
             return None
         return self.control_plane.admin_kubeconfig(tenant, host, settings)
 
+    def renew_credentials(self, tenant: Any, host: Kube) -> list[str] | None:
+        """After a transfer: delete the tenant's ServiceAccounts inside the virtual cluster, so every token issued
+        for them is refused (a TokenRequest token is bound to its ServiceAccount's UID); the apply that follows
+        makes new ones. What was deleted; None while the control plane is not up (a later pass renews)."""
+        admin = self._admin_once_up(tenant, host, self._settings(tenant))
+        if admin is None:
+            return None
+        inside = Kube.from_kubeconfig_dict(admin)
+        if self.inside.probe_health and not inside.healthy():
+            return None
+        deleted = []
+        for account, _ in INSIDE_ACCOUNTS.values():
+            if inside.get("ServiceAccount", account, namespace=INSIDE_NAMESPACE, fresh=True) is not None:
+                inside.delete("ServiceAccount", account, namespace=INSIDE_NAMESPACE)
+                deleted.append(f"ServiceAccount/{INSIDE_NAMESPACE}/{account}")
+        return deleted
+
     def is_ready(self, tenant: Any, host: Kube) -> bool:
         if self.host and not self.host.is_ready(tenant, host):
             return False

@@ -1,19 +1,19 @@
-"""TEST STAND-INS for what runs after vcluster's installers. Nothing in the product imports this module.
+"""TEST STAND-INS for what runs after vcluster's Flux and Cluster API installers. Nothing in the product
+imports this module.
 
-The chart is the real one (third_party/upstream/vcluster-chart-0.30.0, packaged by the real ``helm``), and
-every installer really installs it with that ``helm``: the worker itself for installer ``helm``; for ``flux``
-and ``capi`` the stand-ins of helm-controller and cluster-api-provider-vcluster, which embed helm upstream
-(they install the packaged copy, since the chart repository cannot be reached here). The API server admits
-what the chart renders into the tenant's host namespace under the tier (quota, LimitRange, Pod Security).
-
-These machines run no kubelet, no StatefulSet controller and no vcluster image, so ``VClusterStandIn``
-plays, in a background thread polling the host, the parts after the chart is installed:
+Installer ``helm`` is not played: tests/worker/backends/test_vcluster_real.py runs real vclusters on the dev
+nodes. Flux's helm-controller and Cluster API with cluster-api-provider-vcluster cannot run here, so for
+``flux`` and ``capi`` these stand-ins play them: they embed helm as upstream does and install the real chart
+(third_party/upstream/vcluster-chart-0.30.0, packaged by the real ``helm``; the chart repository cannot be
+reached here), so the API server admits what the chart renders into the tenant's host namespace under the tier
+(quota, LimitRange, Pod Security). The host of these tests (``control_plane``) runs no kubelet and no
+StatefulSet controller, so ``VClusterStandIn`` also plays, in a background thread polling the host, the parts
+after the chart is installed:
 
 - the StatefulSet controller: it creates the claim and the pod ``<release>-0`` from the chart's StatefulSet
   exactly as that controller would, so admission judges the chart's real pod; the pod stays Pending;
 - the control plane coming up: the StatefulSet reports a ready replica, and the admin kubeconfig of a second
-  real dev control plane (``virtual_plane``, the virtual API server) appears in the Secret vcluster writes,
-  ``vc-<release>`` (key ``config``), with the server the chart's config Secret ``vc-config-<release>`` exports;
+  real dev control plane (``virtual_plane``, the virtual API server) appears in the Secret vcluster writes;
 - Flux's helm-controller (sees the HelmRelease, installs, reports Ready, uninstalls behind its finalizer) and
   Cluster API with cluster-api-provider-vcluster (sees Cluster and VCluster, installs, sets their status,
   writes ``<name>-kubeconfig`` (key ``value``), cleans up behind finalizers).
@@ -134,7 +134,7 @@ class VClusterStandIn(PollingStandIn):
         self._prepare_thread(f"vcluster-standin-{installer}")
 
     def _run(self) -> None:
-        step = {"helm": self._helm, "flux": self._flux, "capi": self._capi}[self.installer]
+        step = {"flux": self._flux, "capi": self._capi}[self.installer]
         while not self._stop.is_set():
             try:
                 step()
@@ -301,17 +301,6 @@ class VClusterStandIn(PollingStandIn):
         return str(yaml.safe_load(base64.b64decode(data["config.yaml"]))["exportKubeConfig"]["server"])
 
     # --- helm: the worker installed the chart; the control plane comes up ------------------------------------
-    def _helm(self) -> None:
-        if self._secret_exists(f"vc-{self.release}"):
-            if self._statefulset() is None and self._namespace_active():
-                self._note("uninstalled")  # only `helm uninstall` removes the StatefulSet before the namespace goes
-            return
-        if deployed_release(self.api, release=self.release, namespace=self.namespace) is not None:
-            self._control_plane_up(server=self._exported_server(), secret=f"vc-{self.release}", key="config")
-
-    def _namespace_active(self) -> bool:
-        return self.core.read_namespace(self.namespace).status.phase == "Active"
-
     # --- Flux's helm-controller -------------------------------------------------------------------------------
     def _get(self, resource: tuple[str, str, str], name: str) -> dict[str, Any] | None:
         try:

@@ -27,10 +27,9 @@ from kubernetes import client
 from devcluster.images import VCLUSTER_KUBERNETES_IMAGE, VCLUSTER_REGISTRY, VCLUSTER_SYNCER_IMAGE, WORKLOAD_IMAGE
 from tenants import services
 from tenants.audit import AuditContext
-from tenants.models import AuditEvent, Cluster, Tenant, TenantRequest
+from tenants.models import AuditEvent, Cluster, Tenant, TenantRequest, Tier
 from tests.plugins.kube import manifest, read_or_none, wait_for
-from tests.plugins.worker import NETWORK_CHECK_IDS, OUTPUT, fetch_kubeconfig, wait_status
-from tests.worker.backends.test_vcluster_tenants import _stored_anywhere
+from tests.plugins.worker import NETWORK_CHECK_IDS, OUTPUT, fetch_kubeconfig, stored_anywhere, wait_status
 from worker import kube, provisioning
 from worker.backends.vcluster import VClusterControlPlane
 from worker.kube import Kube
@@ -316,7 +315,7 @@ def _admin_kubeconfig_never_leaves_the_worker(tenant: Tenant, kube_admin, caplog
     for leak in (key, pem_line):
         assert leak not in caplog.text
         assert leak not in (OUTPUT / "celery-worker.log").read_text(errors="replace")
-        assert _stored_anywhere(leak) == []
+        assert stored_anywhere(leak) == []
         assert leak not in str(list(AuditEvent.objects.values_list("before", "after")))
 
 
@@ -449,3 +448,82 @@ def test_a_team_runs_its_workload_in_a_real_vcluster_and_the_host_bounds_it(
         what=f"the volumes of {tenant.namespace} ({volumes}) to be reclaimed",
     )
     print(f"approve->ready {approve_to_ready:.1f}s")
+
+
+def test_a_vcluster_follows_its_tier_moves_teams_and_is_repaired(
+    celery_worker,
+    real_vcluster_host,
+    node_control_plane,
+    node_kube_admin,
+    alice,
+    bob,
+    carol,
+    team_a,
+    team_b,
+    medium,
+    tmp_path,
+):
+    cluster = real_vcluster_host()
+    # A bigger tier on the same nodes (a vcluster cannot move pools: its control plane's volume stays there).
+    bigger = Tier.objects.get(pk=medium.pk)
+    bigger.pk, bigger.name, bigger.cpu_limit_millis = None, "medium-plus", 12000
+    bigger.save()
+    cluster.tiers.add(bigger)
+    tenant = _approved(alice=alice, carol=carol, team=team_a, tier=medium, cluster=cluster, name="grow")
+    _explained_wait(tenant, "ready", node_kube_admin, READY_TIMEOUT)
+    core = client.CoreV1Api(node_kube_admin)
+    kubectl_bin = node_control_plane.kubectl
+    before, _ = fetch_kubeconfig(alice, tenant, tmp_path)
+    assert _kubectl(kubectl_bin, before, "auth", "can-i", "*", "*").stdout.strip() == "yes"
+
+    # Quota usage comes from the host namespace: the control plane and CoreDNS count.
+    tenant.refresh_from_db()
+    assert int(tenant.quota_usage["used"]["pods"]) >= 2, tenant.quota_usage
+
+    # A tier change: the worker's helm upgrade gives the chart's quota the new tier's, as Berth's own.
+    change = services.request_submit(actor=alice, action=TenantRequest.Action.CHANGE_TIER, tenant=tenant, tier=bigger)
+    services.request_approve(tenant_request=change, actor=carol)
+    limit = "12"
+
+    def follows() -> bool:
+        chart = core.read_namespaced_resource_quota(f"vc-{tenant.name}", tenant.namespace).spec.hard or {}
+        berth = core.read_namespaced_resource_quota("berth-quota", tenant.namespace).spec.hard or {}
+        return chart.get("limits.cpu") == limit and berth.get("limits.cpu") == limit
+
+    wait_for(follows, timeout=120, what="the host quotas to follow the tier change")
+    assert core.read_namespaced_pod(f"{tenant.name}-0", tenant.namespace).status.phase == "Running"
+
+    # A hand edit of the release's objects is repaired by the reconcile (the worker's helm upgrade).
+    core.patch_namespaced_resource_quota(
+        f"vc-{tenant.name}", tenant.namespace, {"spec": {"hard": {"limits.cpu": "64"}}}
+    )
+    # (the worker may still hold the tenant's lock from the tier change's own pass)
+    outcome = wait_for(
+        lambda: (o := provisioning.provision(str(tenant.pk)).outcome) != "locked" and o, timeout=60, what="the lock"
+    )
+    assert outcome in ("in sync", "repaired")
+    chart = core.read_namespaced_resource_quota(f"vc-{tenant.name}", tenant.namespace).spec.hard or {}
+    assert chart["limits.cpu"] == limit
+
+    # A transfer: the new team's credentials work inside, the old team's are refused by the virtual API server.
+    req = services.transfer_ask(tenant=tenant, target_team=team_b, actor=alice)
+    req = services.transfer_accept(tenant_request=req, actor=bob)
+    if req.status == TenantRequest.Status.PENDING:
+        services.request_approve(tenant_request=req, actor=carol)
+
+    def renewed() -> bool:
+        tenant.refresh_from_db()
+        return tenant.team_id == team_b.pk and tenant.applied_credential_epoch == tenant.credential_epoch
+
+    wait_for(renewed, timeout=120, what="the transfer's credentials to be renewed inside")
+    after, _ = fetch_kubeconfig(bob, tenant, tmp_path)
+    assert _kubectl(kubectl_bin, after, "auth", "can-i", "*", "*").stdout.strip() == "yes"
+    wait_for(
+        lambda: "must be logged in" in _kubectl(kubectl_bin, before, "get", "namespaces").stderr.lower(),
+        timeout=30,
+        what="the old team's token to be refused inside",
+    )
+
+    services.tenant_decommission(tenant=tenant, actor=bob, reason="done", ctx=AuditContext())
+    wait_status(tenant, "deleted", timeout=240)
+    assert read_or_none(lambda: core.read_namespace(tenant.namespace)) is None

@@ -1,6 +1,7 @@
-"""vcluster tenants end to end, for each installer: services → Redis → a real Celery worker → the dev control plane.
+"""vcluster tenants installed by Flux and Cluster API: services → Redis → a real Celery worker → the dev control plane.
 
-The host is ``control_plane``; a second real control plane (``virtual_plane``) is the virtual API server. The
+Installer ``helm`` runs real vclusters instead (tests/worker/backends/test_vcluster_real.py). The host here is
+``control_plane``; a second real control plane (``virtual_plane``) is the virtual API server. The
 chart is vcluster's own (third_party/upstream/vcluster-chart-0.30.0) installed by the real ``helm`` against the
 upstream CRDs, so the chart's values schema checks Berth's values and the API server admits the chart's objects
 (and the pod its StatefulSet makes) under the tier. What the vcluster pod, Flux and Cluster API would do after
@@ -11,32 +12,27 @@ token. Every assertion about access is made with the handed-back kubeconfig itse
 
 from __future__ import annotations
 
-import base64
 import functools
-import logging
 import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from django.db import connection
 from kubernetes import client
 
 from tenants import services
 from tenants.audit import AuditContext
-from tenants.models import AuditEvent, Cluster, Tenant, TenantRequest
+from tenants.models import Cluster, Tenant, TenantRequest
 from tests.plugins.kube import read_or_none, wait_for
 from tests.plugins.worker import (
     NETWORK_CHECK_IDS,
-    OUTPUT,
     assert_passes_but_packets_unproven,
     fetch_kubeconfig,
     wait_status,
 )
 from tests.worker.backends.conftest import as_object, install_crds
-from tests.worker.backends.standin_vcluster import VClusterStandIn, deployed_release, release_secrets
-from worker import provisioning
+from tests.worker.backends.standin_vcluster import VClusterStandIn, release_secrets
 from worker.vcluster_values import DEFAULT_CHART_VERSION
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pytest.mark.worker]
@@ -238,85 +234,6 @@ def _decommissioned(tenant: Tenant, *, alice, kube_admin) -> None:
     services.tenant_decommission(tenant=tenant, actor=alice, reason="done", ctx=AuditContext())
     wait_status(tenant, "deleted", timeout=180)
     assert read_or_none(lambda: client.CoreV1Api(kube_admin).read_namespace(tenant.namespace)) is None
-
-
-def _admin_client_key(kube_admin, tenant: Tenant, secret: str, key: str) -> str:
-    data = (client.CoreV1Api(kube_admin).read_namespaced_secret(secret, tenant.namespace).data or {})[key]
-    return yaml.safe_load(base64.b64decode(data))["users"][0]["user"]["client-key-data"]
-
-
-def _stored_anywhere(text: str) -> list[str]:
-    """Tables of the portal's database with a row whose text contains ``text``."""
-    found = []
-    with connection.cursor() as cur:
-        for table in connection.introspection.table_names():
-            cur.execute(f'SELECT count(*) FROM "{table}" t WHERE t::text LIKE %s', [f"%{text}%"])
-            if cur.fetchone()[0]:
-                found.append(table)
-    return found
-
-
-def test_helm_installed_vcluster_works_end_to_end_and_its_admin_kubeconfig_never_leaves_the_worker(
-    celery_worker,
-    vcluster_host,
-    standin,
-    control_plane,
-    virtual_plane,
-    kube_admin,
-    kubectl,
-    alice,
-    carol,
-    team_a,
-    medium,
-    tmp_path,
-    caplog,
-):
-    cluster = vcluster_host(installer="helm", expose="LoadBalancer")
-    operator = standin(cluster=cluster, installer="helm")
-    tenant = _approved(alice=alice, carol=carol, team=team_a, tier=medium, cluster=cluster)
-    wait_status(tenant, "ready", timeout=180)
-
-    # The worker's helm installed the chart as released upstream, with the values Berth rendered.
-    release = deployed_release(kube_admin, release="web", namespace=tenant.namespace)
-    assert release is not None and release["chart"]["metadata"]["name"] == "vcluster"
-    assert release["chart"]["metadata"]["version"] == DEFAULT_CHART_VERSION
-    assert release["config"]["exportKubeConfig"]["server"] == f"https://{PUBLIC_HOST}:{virtual_plane.apiserver_port}"
-    service = client.CoreV1Api(kube_admin).read_namespaced_service("web", tenant.namespace)
-    # Admitted by the tier's quota (one load balancer, no node ports).
-    assert service.spec.type == "LoadBalancer" and service.spec.allocate_load_balancer_node_ports is False
-    _chart_runs_in_the_host_namespace_under_the_tier(kube_admin, tenant, operator)
-    _host_gives_the_team_nothing(kube_admin, tenant)
-
-    _works_inside_and_not_on_the_host(
-        tenant,
-        kubectl=kubectl,
-        control_plane=control_plane,
-        virtual_plane=virtual_plane,
-        alice=alice,
-        tmp_path=tmp_path,
-    )
-    _isolation_report_passes(tenant)
-
-    # The worker's whole path once more in this process, to see every log line it writes.
-    caplog.set_level(logging.DEBUG)
-    assert provisioning.provision(str(tenant.pk)).outcome == "in sync"
-    # The chart's own quota (the tier's limits again) survives Berth's pruning of its own objects.
-    chart_quota = client.CoreV1Api(kube_admin).read_namespaced_resource_quota("vc-web", tenant.namespace)
-    assert (chart_quota.spec.hard or {})["limits.cpu"] == "8" and "count/endpoints" not in (chart_quota.spec.hard or {})
-    assert_passes_but_packets_unproven(provisioning.isolation_report(str(tenant.pk)))
-    fetch_kubeconfig(alice, tenant, tmp_path)
-    key = _admin_client_key(kube_admin, tenant, "vc-web", "config")
-    pem_line = base64.b64decode(key).decode().splitlines()[1]
-    for leak in (key, pem_line):
-        assert leak not in caplog.text
-        assert leak not in (OUTPUT / "celery-worker.log").read_text(errors="replace")
-        assert _stored_anywhere(leak) == []
-        assert leak not in str(list(AuditEvent.objects.values_list("before", "after")))
-
-    _decommissioned(tenant, alice=alice, kube_admin=kube_admin)
-    assert operator.events[:2] == ["pod admitted: web-0", "ready"]
-    # `helm uninstall` (the worker's) took the StatefulSet away before the namespace went.
-    assert "uninstalled" in operator.events and operator.helm_installs == 0
 
 
 def test_flux_installed_vcluster_works_end_to_end(
