@@ -25,10 +25,10 @@ from django.utils import timezone
 
 from tenants import dispatch, services
 from tenants.errors import InvalidTransition
-from tenants.models import Tenant, TenantStatus
+from tenants.models import Tenant, TenantKind, TenantStatus
 from tenants.services.sleep import SLEEP_KINDS
 from worker import isolation, kube, ownership, sleep
-from worker.backends import backend_for
+from worker.backends import backend_for, vcluster
 from worker.backends.base import Backend, NotReadyYet
 from worker.backends.namespace import NamespaceBackend
 from worker.backends.virtual import VirtualClusterBackend
@@ -302,14 +302,18 @@ def enforce_sleep(tenant: Tenant, k: kube.Kube) -> Progress:
     created or scaled up while it slept goes back to zero. An awake tenant whose restore is not finished is
     restored; an awake one that is applied costs nothing.
     """
-    if tenant.sleeping:
-        result = sleep.sleep_namespace(k, tenant.namespace)
-    elif not tenant.sleep_applied:
-        result = sleep.wake_namespace(k, tenant.namespace, max_replicas=tenant.tier.max_pods)
-        result.carry(tenant.sleep_note)  # what an earlier pass of this wake left at zero
+    if tenant.sleeping or not tenant.sleep_applied:
+        if tenant.kind == TenantKind.VCLUSTER:
+            result = vcluster.sleep_pass(tenant, k)  # inside the virtual cluster, then its control plane
+        elif tenant.sleeping:
+            result = sleep.sleep_namespace(k, tenant.namespace)
+        else:
+            result = sleep.wake_namespace(k, tenant.namespace, max_replicas=tenant.tier.max_pods)
+        if not tenant.sleeping:
+            result.carry(tenant.sleep_note)  # what an earlier pass of this wake left at zero
     else:
         return Progress(Outcome.IN_SYNC)
-    if result.conflicts:
+    if result.conflicts or result.waiting:
         services.tenant_note_sleep(tenant=tenant, sleeping=tenant.sleeping, note=result.note())
         return Progress(Outcome.NOT_YET, reason=result.note(), requeue_after=POLL_MIN_SECONDS)
     services.tenant_record_sleep_applied(tenant=tenant, sleeping=tenant.sleeping, note=result.note())

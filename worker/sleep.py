@@ -40,6 +40,7 @@ class SleepResult:
     changed: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)  # what the next pass waits for (a control plane starting)
 
     def note(self) -> str:
         parts = []
@@ -47,7 +48,16 @@ class SleepResult:
             parts.append(CHANGED_UNDER + ", ".join(self.conflicts[:NOTED]))
         if self.unreadable:
             parts.append(LEFT_AT_ZERO + ", ".join(self.unreadable[:NOTED]))
+        if self.waiting:
+            parts.append("waiting for " + ", ".join(self.waiting))
         return "; ".join(parts)
+
+    def add(self, other: SleepResult) -> None:
+        """Merge another pass's outcome into this one (one namespace of several)."""
+        self.changed += other.changed
+        self.conflicts += other.conflicts
+        self.unreadable += other.unreadable
+        self.waiting += other.waiting
 
     def carry(self, earlier_note: str) -> None:
         """Keep what an earlier pass of the same wake left at zero, as its ``note()`` said.

@@ -337,7 +337,9 @@ def _quota(tier: Any) -> dict[str, str | None]:
 def render_values(tenant: Any, tier: Any, cluster: Any, config: VClusterConfig) -> dict[str, Any]:
     """The chart values for ``tenant`` at ``tier``: pure, and valid against the pinned chart line's schema."""
     host = public_host(config, tenant)
-    labels = manifests.labels(tenant, tier)
+    # Not the team's label: the chart restarts the control plane when its values change (their hash is a pod
+    # annotation), and a transfer should not take the team's API away.
+    labels = {key: value for key, value in manifests.labels(tenant, tier).items() if key != "berth.dev/team"}
     service_spec: dict[str, Any] = {"type": "ClusterIP" if config.expose == "ingress" else config.expose}
     if config.expose == "LoadBalancer":
         # Every tier's quota allows no node ports, and a LoadBalancer Service allocates them unless told not to.
@@ -368,6 +370,9 @@ def render_values(tenant: Any, tier: Any, cluster: Any, config: VClusterConfig) 
         stateful_set["scheduling"] = scheduling
     if config.syncer_image:
         stateful_set["image"] = _image(config.syncer_image)
+    if getattr(tenant, "sleeping", False):
+        # Asleep (worker.backends.vcluster.sleep_pass): no control plane pod; its volume keeps the cluster's state.
+        stateful_set["highAvailability"] = {"replicas": 0}
     # The distro's init container copies the Kubernetes binaries; the chart gives it no security context of its
     # own, and restricted Pod Security refuses the pod without one.
     distro: dict[str, Any] = {"enabled": True, "securityContext": _security()["containerSecurityContext"]}

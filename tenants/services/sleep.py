@@ -43,11 +43,8 @@ SCHEDULABLE = frozenset(
 )
 
 # Kinds whose backend can scale the tenant's workloads to zero and back; why the others cannot (docs/sleep.md).
-SLEEP_KINDS = frozenset({TenantKind.NAMESPACE})
+SLEEP_KINDS = frozenset({TenantKind.NAMESPACE, TenantKind.VCLUSTER})
 WHY_NOT: dict[str, str] = {
-    TenantKind.VCLUSTER: "vcluster tenants cannot sleep in Berth yet: their workloads run inside the virtual "
-    "cluster, and the control plane's StatefulSet that vCluster Platform scales to zero is put back to its "
-    "replica count by the chart at every reconcile (helm upgrade, Flux or Cluster API).",
     TenantKind.VIRTUALCLUSTER: "VirtualCluster tenants cannot sleep: the archived project has no way to stop a "
     "tenant's control plane and keep its state.",
     TenantKind.HYPERSHIFT: "HyperShift tenants cannot sleep in Berth: scaling a hosted cluster's NodePool to zero "

@@ -109,10 +109,18 @@ def test_a_tier_without_sleep_refuses_it(ready_tenant, alice, small):
         services.tenant_sleep(tenant=tenant, actor=alice)
 
 
-def test_a_vcluster_tenant_is_refused_with_the_reason(make_tenant, alice, team_a, sleepy):
-    tenant = make_tenant(team=team_a, created_by=alice, kind="vcluster", tier=sleepy)
-    with pytest.raises(InvalidTransition, match="control plane's StatefulSet"):
+def test_a_kind_without_workloads_is_refused_with_the_reason(make_tenant, alice, team_a, sleepy):
+    tenant = make_tenant(team=team_a, created_by=alice, kind="kcp", tier=sleepy)
+    with pytest.raises(InvalidTransition, match="run no pods, so there is nothing to put to sleep"):
         services.tenant_sleep(tenant=tenant, actor=alice)
+
+
+def test_a_vcluster_tenant_sleeps_like_a_namespace(make_tenant, alice, team_a, sleepy, dispatched):
+    # The worker scales its workloads inside, then its control plane (tests/worker/backends/test_vcluster_real.py).
+    tenant = make_tenant(team=team_a, created_by=alice, kind="vcluster", tier=sleepy)
+    services.tenant_sleep(tenant=tenant, actor=alice)
+    tenant.refresh_from_db()
+    assert tenant.sleeping and not tenant.sleep_applied
 
 
 def test_only_ready_tenants_sleep(make_tenant, alice, team_a, sleepy):
@@ -304,10 +312,10 @@ def test_api_refusals(api, tenant, amir, bob):
     assert api(amir).post(f"{API}/{tenant.pk}/wake/").status_code == 403
 
 
-def test_api_sleep_on_a_vcluster_is_409_with_why(api, make_tenant, alice, team_a, sleepy):
-    tenant = make_tenant(team=team_a, created_by=alice, kind="vcluster", tier=sleepy)
+def test_api_sleep_on_a_kcp_workspace_is_409_with_why(api, make_tenant, alice, team_a, sleepy):
+    tenant = make_tenant(team=team_a, created_by=alice, kind="kcp", tier=sleepy)
     response = api(alice).post(f"{API}/{tenant.pk}/sleep/")
-    assert response.status_code == 409 and "vcluster" in response.json()["detail"]
+    assert response.status_code == 409 and "kcp" in response.json()["detail"]
 
 
 def test_api_sleep_schedule(api, tenant, alice):
@@ -424,13 +432,13 @@ def test_page_offers_no_buttons_to_a_member_and_refuses_their_post(client, tenan
     assert not Tenant.objects.get(pk=tenant.pk).sleeping
 
 
-def test_page_says_why_a_vcluster_cannot_sleep(client, make_tenant, alice, team_a, sleepy):
+def test_page_says_why_a_kcp_workspace_cannot_sleep(client, make_tenant, alice, team_a, sleepy):
     from django.urls import reverse
 
-    tenant = make_tenant(team=team_a, created_by=alice, kind="vcluster", tier=sleepy)
+    tenant = make_tenant(team=team_a, created_by=alice, kind="kcp", tier=sleepy)
     client.force_login(alice)
     page = client.get(reverse("tenant-detail", args=[tenant.pk])).content.decode()
-    assert 'id="sleep-now"' not in page and "vcluster tenants cannot sleep" in page
+    assert 'id="sleep-now"' not in page and "nothing to put to sleep" in page
 
 
 def test_the_sleep_card_polls_while_the_worker_applies_a_change(client, tenant, alice, bob):

@@ -21,12 +21,13 @@ from typing import Any
 
 import yaml
 
-from worker import helm, kube, manifests
+from worker import helm, kube, manifests, sleep
 from worker.backends.namespace import NamespaceBackend
 from worker.backends.virtual import VirtualClusterBackend, kubeconfig_from_secret, with_server
 from worker.cluster_settings import ClusterConfigError
 from worker.kube import Kube, KubePermanentError, Manifest
 from worker.ownership import TopLevel
+from worker.sleep import SleepResult
 from worker.vcluster_values import (
     CHART_NAME,
     VClusterConfig,
@@ -219,6 +220,8 @@ class VClusterControlPlane:
         )
 
     def ready(self, tenant: Any, host: Kube, config: VClusterConfig) -> bool:
+        if _asleep(tenant):
+            return self.replicas(tenant, host) == 0  # scaled to zero on purpose (sleep_pass)
         if config.installer == "capi":
             return self._capi_ready(tenant, host)
         if config.installer == "flux":
@@ -245,6 +248,11 @@ class VClusterControlPlane:
         return bool(status.get("ready")) and (
             cluster.get("phase") == "Provisioned" or bool(initialization.get("controlPlaneInitialized"))
         )
+
+    def replicas(self, tenant: Any, host: Kube) -> int | None:
+        """The control plane StatefulSet's wanted replicas; None while there is none."""
+        sts = host.get("StatefulSet", tenant.name, namespace=tenant.namespace)
+        return None if sts is None else int((sts.get("spec") or {}).get("replicas", 1))
 
     def admin_kubeconfig(self, tenant: Any, host: Kube, config: VClusterConfig) -> Manifest | None:
         name, key = kubeconfig_secret(tenant, config)
@@ -285,6 +293,80 @@ def _installer(tenant: Any) -> str | None:
         return parse_config(tenant.cluster).installer
     except ClusterConfigError:
         return None
+
+
+def _asleep(tenant: Any) -> bool:
+    """Asleep and done falling asleep: the control plane is meant to be scaled to zero."""
+    return bool(getattr(tenant, "sleeping", False)) and bool(getattr(tenant, "sleep_applied", False))
+
+
+# Namespaces inside a vcluster whose workloads sleep: all but these, where nothing of the team's runs. kube-system
+# sleeps too: its CoreDNS runs on the host like any synced pod (the syncer puts it back when it starts).
+QUIET_NAMESPACES = ("kube-public", "kube-node-lease")
+
+
+def sleep_pass(tenant: Any, host: Kube) -> SleepResult:
+    """One pass of putting a vcluster to sleep or waking it (``tenant.sleeping`` says which); the caller holds the
+    tenant's lock and passes again while the result waits for something.
+
+    Falling asleep: the workloads inside are scaled to zero as a namespace's are (worker.sleep, the annotations on
+    the objects inside), so the syncer removes their pods from the host; once none is left, the control plane is
+    scaled to zero through the installer (the values say ``replicas: 0`` while the tenant sleeps, so a reconcile
+    keeps it so). Its volume stays, with everything the team created inside. Waking: the control plane is scaled
+    back up, and once it answers, the workloads inside are restored.
+    """
+    plane = VClusterControlPlane()
+    config = parse_config(tenant.cluster)
+    result = SleepResult()
+    replicas = plane.replicas(tenant, host)
+    if tenant.sleeping:
+        if replicas == 0:
+            return result  # asleep (a reconcile pass finds nothing to do)
+        inside = _inside(plane, tenant, host, config)
+        if inside is None:
+            result.waiting.append("the virtual cluster's API server, to scale its workloads to zero")
+            return result
+        for namespace in _namespaces(inside):
+            result.add(sleep.sleep_namespace(inside, namespace))
+        synced = host.list("Pod", namespace=tenant.namespace, label_selector=f"{SYNCED_LABEL}={tenant.name}")
+        if result.conflicts or synced:
+            if synced:
+                result.waiting.append(f"{len(synced)} synced pod(s) to stop")
+            return result
+        plane.install(tenant, host, config)  # the values say replicas 0 now
+        result.changed.append(f"StatefulSet/{tenant.name}")
+        return result
+    if replicas == 0:
+        plane.install(tenant, host, config)  # the values say replicas 1 again
+        result.changed.append(f"StatefulSet/{tenant.name}")
+    inside = _inside(plane, tenant, host, config)
+    if inside is None:
+        result.waiting.append("the virtual cluster's API server to start")
+        return result
+    for namespace in _namespaces(inside):
+        result.add(sleep.wake_namespace(inside, namespace, max_replicas=tenant.tier.max_pods))
+    return result
+
+
+SYNCED_LABEL = "vcluster.loft.sh/managed-by"  # on every pod the syncer puts on the host, naming the vcluster
+
+
+def _inside(plane: VClusterControlPlane, tenant: Any, host: Kube, config: VClusterConfig) -> Kube | None:
+    """An admin client inside the vcluster, or None while its control plane is not up."""
+    sts = host.get("StatefulSet", tenant.name, namespace=tenant.namespace) or {}
+    if int((sts.get("status") or {}).get("readyReplicas") or 0) < 1:
+        return None
+    admin = plane.admin_kubeconfig(tenant, host, config)
+    if admin is None:
+        return None
+    inside = Kube.from_kubeconfig_dict(admin)
+    return inside if inside.healthy() else None
+
+
+def _namespaces(inside: Kube) -> list[str]:
+    return [
+        str(ns["metadata"]["name"]) for ns in inside.list("Namespace") if ns["metadata"]["name"] not in QUIET_NAMESPACES
+    ]
 
 
 def backend() -> VirtualClusterBackend[VClusterConfig]:

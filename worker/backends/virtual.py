@@ -239,6 +239,9 @@ class VirtualClusterBackend(Generic[SettingsT]):
     def is_ready(self, tenant: Any, host: Kube) -> bool:
         if self.host and not self.host.is_ready(tenant, host):
             return False
+        if getattr(tenant, "sleeping", False) and getattr(tenant, "sleep_applied", False):
+            # Asleep: the control plane is scaled to zero on purpose, so nothing answers inside.
+            return self.control_plane.ready(tenant, host, self._settings(tenant))
         admin = self._admin_once_up(tenant, host, self._settings(tenant))
         return admin is not None and self.inside.is_set_up(admin)
 

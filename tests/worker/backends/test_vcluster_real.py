@@ -31,6 +31,7 @@ from tenants.models import AuditEvent, Cluster, Tenant, TenantRequest, Tier
 from tests.plugins.kube import manifest, read_or_none, wait_for
 from tests.plugins.worker import NETWORK_CHECK_IDS, OUTPUT, fetch_kubeconfig, stored_anywhere, wait_status
 from worker import kube, provisioning
+from worker.backends import backend_for
 from worker.backends.vcluster import VClusterControlPlane
 from worker.kube import Kube
 from worker.vcluster_values import parse_config
@@ -466,7 +467,7 @@ def test_a_vcluster_follows_its_tier_moves_teams_and_is_repaired(
     cluster = real_vcluster_host()
     # A bigger tier on the same nodes (a vcluster cannot move pools: its control plane's volume stays there).
     bigger = Tier.objects.get(pk=medium.pk)
-    bigger.pk, bigger.name, bigger.cpu_limit_millis = None, "medium-plus", 12000
+    bigger.pk, bigger.name, bigger.cpu_limit_millis, bigger.sleep_allowed = None, "medium-plus", 12000, True
     bigger.save()
     cluster.tiers.add(bigger)
     tenant = _approved(alice=alice, carol=carol, team=team_a, tier=medium, cluster=cluster, name="grow")
@@ -505,7 +506,10 @@ def test_a_vcluster_follows_its_tier_moves_teams_and_is_repaired(
     chart = core.read_namespaced_resource_quota(f"vc-{tenant.name}", tenant.namespace).spec.hard or {}
     assert chart["limits.cpu"] == limit
 
+    _sleeps_and_wakes_with_its_state(tenant, kubectl_bin, before, node_kube_admin, alice)
+
     # A transfer: the new team's credentials work inside, the old team's are refused by the virtual API server.
+    control_plane_pod = core.read_namespaced_pod(f"{tenant.name}-0", tenant.namespace).metadata.uid
     req = services.transfer_ask(tenant=tenant, target_team=team_b, actor=alice)
     req = services.transfer_accept(tenant_request=req, actor=bob)
     if req.status == TenantRequest.Status.PENDING:
@@ -516,8 +520,10 @@ def test_a_vcluster_follows_its_tier_moves_teams_and_is_repaired(
         return tenant.team_id == team_b.pk and tenant.applied_credential_epoch == tenant.credential_epoch
 
     wait_for(renewed, timeout=120, what="the transfer's credentials to be renewed inside")
-    after, _ = fetch_kubeconfig(bob, tenant, tmp_path)
+    after, _ = fetch_kubeconfig(bob, tenant, tmp_path)  # at once: the transfer did not restart the control plane
     assert _kubectl(kubectl_bin, after, "auth", "can-i", "*", "*").stdout.strip() == "yes"
+    # The transfer did not replace the control plane's pod (its pods do not carry the team).
+    assert core.read_namespaced_pod(f"{tenant.name}-0", tenant.namespace).metadata.uid == control_plane_pod
     wait_for(
         lambda: "must be logged in" in _kubectl(kubectl_bin, before, "get", "namespaces").stderr.lower(),
         timeout=30,
@@ -527,3 +533,46 @@ def test_a_vcluster_follows_its_tier_moves_teams_and_is_repaired(
     services.tenant_decommission(tenant=tenant, actor=bob, reason="done", ctx=AuditContext())
     wait_status(tenant, "deleted", timeout=240)
     assert read_or_none(lambda: core.read_namespace(tenant.namespace)) is None
+
+
+def _sleeps_and_wakes_with_its_state(tenant: Tenant, kubectl_bin: Path, kubeconfig: str, kube_admin, alice) -> None:
+    """Asleep, nothing of the vcluster runs on the host (the team's pods, CoreDNS, the control plane) but its
+    volume; awake, the team's Deployment has its replicas back and what it created inside is still there."""
+    core = client.CoreV1Api(kube_admin)
+    assert _kubectl(kubectl_bin, kubeconfig, "apply", "-f", "-", input=_deployment("hello")).returncode == 0
+    made = _kubectl(kubectl_bin, kubeconfig, "create", "configmap", "kept", "-n", "default", "--from-literal=a=b")
+    assert made.returncode == 0, made.stderr
+
+    def host_pods(app: str, count: int) -> bool:
+        running = [p for p in _host_pods(kube_admin, tenant.namespace, app) if p.status.phase == "Running"]
+        return len(running) == count
+
+    wait_for(lambda: host_pods("hello", 2), timeout=120, what="the team's pods to run on the host")
+    tenant.refresh_from_db()  # on its new tier, which allows sleeping
+    services.tenant_sleep(tenant=tenant, actor=alice)
+
+    def applied() -> bool:
+        tenant.refresh_from_db()
+        return tenant.sleep_applied
+
+    wait_for(applied, timeout=180, what=f"the vcluster to fall asleep ({tenant.sleep_note})")
+    wait_for(
+        lambda: not core.list_namespaced_pod(tenant.namespace).items, timeout=120, what="the host namespace to empty"
+    )
+    assert core.list_namespaced_persistent_volume_claim(tenant.namespace).items  # its state stays
+    sts = client.AppsV1Api(kube_admin).read_namespaced_stateful_set(tenant.name, tenant.namespace)
+    assert sts.spec.replicas == 0
+    # A reconcile keeps it asleep (the values say replicas 0) and does not call it broken.
+    outcome = wait_for(
+        lambda: (o := provisioning.provision(str(tenant.pk)).outcome) != "locked" and o, timeout=60, what="the lock"
+    )
+    assert outcome in ("in sync", "repaired")
+    tenant.refresh_from_db()
+    assert tenant.status == "ready" and backend_for(tenant).is_ready(tenant, kube.for_cluster(tenant.cluster))
+    assert client.AppsV1Api(kube_admin).read_namespaced_stateful_set(tenant.name, tenant.namespace).spec.replicas == 0
+
+    services.tenant_wake(tenant=tenant, actor=alice)
+    wait_for(applied, timeout=240, what=f"the vcluster to wake ({tenant.sleep_note})")
+    wait_for(lambda: host_pods("hello", 2), timeout=120, what="the team's pods to run again")
+    kept = _kubectl(kubectl_bin, kubeconfig, "get", "configmap", "kept", "-n", "default", "-o", "jsonpath={.data.a}")
+    assert kept.stdout == "b", kept.stderr
