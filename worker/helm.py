@@ -9,9 +9,11 @@ own last words.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -114,21 +116,68 @@ def upgrade_install(
         source = [f"{repo}/{chart}", "--version", version]
     else:
         source = [chart, "--repo", repo, "--version", version]
-    run(
-        [
-            "upgrade",
-            "--install",
-            release,
-            *source,
-            "--namespace",
-            namespace,
-            "--history-max",
-            "5",
-        ],
+    command = ["upgrade", "--install", release, *source, "--namespace", namespace, "--history-max", "5"]
+    what = f"upgrade --install {release} in {namespace}"
+    try:
+        run(command, kubeconfig=kubeconfig, values=values, what=what)
+    except KubeTransientError as busy:
+        if BUSY not in str(busy).lower():
+            raise
+        try:
+            unlocked = _unlock_stale(release=release, namespace=namespace, kubeconfig=kubeconfig)
+        except (KubeTransientError, KubePermanentError):
+            raise busy from None  # the release stays as it was; the next pass looks again
+        if not unlocked:
+            raise
+        run(command, kubeconfig=kubeconfig, values=values, what=what)
+
+
+BUSY = "another operation (install/upgrade/rollback) is in progress"
+# helm here never waits for the release's pods (no --wait): an install or upgrade is over in seconds. One still
+# pending after this long was cut off (the worker or helm killed mid-way) and would block the release for ever.
+STALE_PENDING_SECONDS = 60.0
+
+
+def _unlock_stale(*, release: str, namespace: str, kubeconfig: dict[str, Any] | None) -> bool:
+    """Undo a release's last operation if it was left pending (install, upgrade or rollback cut off): roll back to
+    the last deployed revision, or uninstall a release that never was deployed. True when it did; the caller
+    holds the tenant's lock, so no operation of Berth's own can be running."""
+    listed = run(
+        ["history", release, "--namespace", namespace, "--output", "json", "--max", "10"],
         kubeconfig=kubeconfig,
-        values=values,
-        what=f"upgrade --install {release} in {namespace}",
+        what=f"history {release} in {namespace}",
     )
+    history = json.loads(listed.stdout or "[]")
+    if not history or not str(history[-1].get("status", "")).startswith("pending-"):
+        return False
+    last = history[-1]
+    updated = _parse_time(str(last.get("updated", "")))
+    if updated is None or (dt.datetime.now(dt.UTC) - updated).total_seconds() < STALE_PENDING_SECONDS:
+        return False  # perhaps still running: the next pass looks again
+    deployed = [entry["revision"] for entry in history if entry.get("status") in ("deployed", "superseded")]
+    logger.warning(
+        "helm %s in %s: revision %s was left %s; undoing it", release, namespace, last["revision"], last["status"]
+    )
+    if deployed:
+        run(
+            ["rollback", release, str(deployed[-1]), "--namespace", namespace],
+            kubeconfig=kubeconfig,
+            what=f"rollback {release} in {namespace}",
+        )
+    else:
+        uninstall(release=release, namespace=namespace, kubeconfig=kubeconfig)
+    return True
+
+
+_HELM_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?(Z|[+-]\d\d:\d\d)$")
+
+
+def _parse_time(text: str) -> dt.datetime | None:
+    """helm's timestamps (RFC 3339, nanoseconds, an offset or Z), as an aware datetime; None if unreadable."""
+    match = _HELM_TIME.match(text.strip())
+    if match is None:
+        return None
+    return dt.datetime.fromisoformat(match[1] + ("+00:00" if match[2] == "Z" else match[2]))
 
 
 def uninstall(*, release: str, namespace: str, kubeconfig: dict[str, Any] | None) -> bool:

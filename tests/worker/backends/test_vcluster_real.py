@@ -471,8 +471,16 @@ def test_a_vcluster_follows_its_tier_moves_teams_and_is_repaired(
     bigger.save()
     cluster.tiers.add(bigger)
     tenant = _approved(alice=alice, carol=carol, team=team_a, tier=medium, cluster=cluster, name="grow")
-    _explained_wait(tenant, "ready", node_kube_admin, READY_TIMEOUT)
     core = client.CoreV1Api(node_kube_admin)
+    # A fault: the control plane's pod killed while it comes up. Its StatefulSet makes it anew; the tenant converges.
+    control_plane = f"{tenant.name}-0"
+    wait_for(
+        lambda: read_or_none(lambda: core.read_namespaced_pod(control_plane, tenant.namespace)),
+        timeout=120,
+        what="the control plane's pod",
+    )
+    core.delete_namespaced_pod(control_plane, tenant.namespace, grace_period_seconds=0)
+    _explained_wait(tenant, "ready", node_kube_admin, READY_TIMEOUT)
     kubectl_bin = node_control_plane.kubectl
     before, _ = fetch_kubeconfig(alice, tenant, tmp_path)
     assert _kubectl(kubectl_bin, before, "auth", "can-i", "*", "*").stdout.strip() == "yes"
