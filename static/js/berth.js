@@ -10,9 +10,10 @@
     var source = document.getElementById(button.getAttribute("data-copy"));
     if (!source) return;
     navigator.clipboard.writeText(source.textContent.trim()).then(function () {
-      var label = button.textContent;
+      // The label may hold visually hidden words ("Copy<span> token</span>"): put back the markup, not its text.
+      var label = button.innerHTML;
       button.textContent = "Copied";
-      window.setTimeout(function () { button.textContent = label; }, 2000);
+      window.setTimeout(function () { button.innerHTML = label; }, 2000);
     });
   });
 
