@@ -30,6 +30,13 @@
     document.querySelectorAll("[data-confirm-value]").forEach(syncConfirm);
   });
 
+  // Panels that are open on a wide screen start closed on a narrow one (<details data-close-when-narrow open>), so
+  // what the page is about comes first; one tap opens them.
+  document.addEventListener("DOMContentLoaded", function () {
+    if (!window.matchMedia("(max-width: 700px)").matches) return;
+    document.querySelectorAll("details[data-close-when-narrow]").forEach(function (panel) { panel.open = false; });
+  });
+
   // A failed background refresh says so instead of failing silently.
   document.addEventListener("htmx:responseError", function (event) {
     var region = document.getElementById("live-errors");

@@ -6,6 +6,7 @@ import json
 
 from django import template
 
+from tenants import audit
 from tenants.models import KIND_NOTES
 
 register = template.Library()
@@ -82,3 +83,9 @@ def duration(seconds: int | None) -> str:
 @register.filter
 def pretty_json(value: object) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+@register.filter
+def action_label(action: str) -> str:
+    """An audit action as people read it: ``request.submit`` → "Request submitted"."""
+    return audit.action_label(action)

@@ -403,8 +403,9 @@ def test_the_requester_cancels_but_a_member_cannot(as_user, alice, amir, submit)
 def test_request_history_shows_request_and_tenant_events(as_user, alice, carol, pending, dispatched):
     as_user(carol).post(reverse("request-approve", args=[pending.pk]), {"approve-comment": "ok"})
     html = as_user(alice).get(reverse("request-detail", args=[pending.pk])).content.decode()
-    for action in ("request.submit", "request.approve", "tenant.approve"):
-        assert action in html
+    # In words (tenants.audit.ACTION_LABELS), one for each of request.submit, request.approve and tenant.approve.
+    for label in ("Request submitted", "Request approved", "Tenant approved"):
+        assert label in html
 
 
 def test_manifest_preview_is_shown_only_when_a_renderer_is_registered(
