@@ -818,3 +818,44 @@ def test_quota_bars_show_any_use_and_label_every_resource_berth_sets():
     }
     assert rows["Pods"].width_class == "w-5"  # 1 % still shows
     assert rows["Jobs"].width_class == "w-0"
+
+
+# --- All tenants (the fleet view) ---------------------------------------------------------
+
+
+def test_a_member_sees_only_their_teams_tenants_and_an_admin_every_teams(
+    as_user, alice, bob, dave, team_a, team_b, make_tenant
+):
+    make_tenant(team=team_a, created_by=alice, name="alpha")
+    make_tenant(team=team_b, created_by=bob, name="bravo")
+    html = as_user(alice).get(reverse("fleet")).content.decode()
+    assert "alpha" in html and "bravo" not in html
+    html = as_user(dave).get(reverse("fleet")).content.decode()
+    assert "alpha" in html and "bravo" in html
+
+
+def test_the_export_holds_the_filtered_rows_only(as_user, alice, bob, dave, team_a, team_b, make_tenant):
+    make_tenant(team=team_a, created_by=alice, name="alpha")
+    make_tenant(team=team_b, created_by=bob, name="bravo", status=TenantStatus.FAILED)
+    make_tenant(team=team_b, created_by=bob, name="charlie")
+    response = as_user(dave).get(reverse("fleet-export"), {"team": "team-b", "status": "failed"})
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert [(r["name"], r["team"], r["status"]) for r in rows] == [("bravo", "team-b", "failed")]
+    response = as_user(alice).get(reverse("fleet-export"), {"team": "team-b"})
+    assert b"".join(response.streaming_content).decode().count("\n") == 1  # the header: team-b is not alice's
+
+
+def test_a_value_that_is_not_offered_is_a_field_error(as_user, dave):
+    response = as_user(dave).get(reverse("fleet"), {"status": "sunny", "sort": "-nonsense"})
+    assert response.status_code == 200 and b"error-summary" in response.content
+
+
+def test_the_fleet_view_does_not_grow_queries_with_rows(
+    as_user, alice, dave, team_a, make_tenant, django_assert_max_num_queries
+):
+    for i in range(30):
+        make_tenant(team=team_a, created_by=alice, name=f"t{i:02d}")
+    client = as_user(dave)
+    with django_assert_max_num_queries(12):
+        response = client.get(reverse("fleet"), {"sort": "-status"})
+    assert response.status_code == 200 and response.content.decode().count('href="/tenants/') >= 30
