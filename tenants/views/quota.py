@@ -62,13 +62,13 @@ class UsageRow:
 
 
 def _bucket(percent: float) -> int:
-    """Nearest 5 %, so a CSS class (w-0 … w-100) can draw the bar without an inline style.
+    """The nearest whole percent, so a CSS class (w-0 … w-100) can draw the bar without an inline style.
 
-    Any use at all shows at least a sliver: an empty bar would read as "nothing used".
+    Any use at all shows at least 1 %: an empty bar would read as "nothing used"; nothing used is an empty bar.
     """
     if percent <= 0:
         return 0
-    return max(5, min(100, int(round(percent / 5.0)) * 5))
+    return max(1, min(100, int(round(percent))))
 
 
 def usage_rows(quota_usage: dict | None) -> list[UsageRow]:

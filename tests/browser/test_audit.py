@@ -59,8 +59,8 @@ def test_the_audit_filter_takes_empty_dates_and_shows_names_and_readable_events(
     expect(alert).not_to_contain_text("until:")
     expect(page.get_by_label("From")).to_have_attribute("aria-invalid", "true")
 
-    # The tenant's own history speaks the same words.
-    page.goto(portal.at(f"/tenants/{tenant.pk}/"))
+    # The tenant's own history (its page's Activity tab) speaks the same words.
+    page.goto(portal.at(f"/tenants/{tenant.pk}/?tab=activity"))
     expect(page.get_by_text("Tenant ready").first).to_be_visible()
     expect(page.locator("main")).not_to_contain_text("tenant.ready")
 

@@ -479,7 +479,9 @@ def test_tenant_page_shows_usage_isolation_and_monitoring(as_user, alice, ready_
             ],
         },
     )
-    html = as_user(alice).get(reverse("tenant-detail", args=[tenant.pk])).content.decode()
+    client, url = as_user(alice), reverse("tenant-detail", args=[tenant.pk])
+    # The overview, and the tabs that show every quota and the isolation report in full.
+    html = "".join(client.get(url, {"tab": tab}).content.decode() for tab in ("overview", "quota", "security"))
     for text in (
         "500m CPU of 2 CPU",
         "w-25",
@@ -489,7 +491,7 @@ def test_tenant_page_shows_usage_isolation_and_monitoring(as_user, alice, ready_
         "bar__fill--warn",
         "0 used · none allowed",
         "Last refreshed",
-        "Some checks failed",
+        "1 of 2 checks passed",
         "Cross-namespace traffic blocked",
         "reached team-b",
         "Fail",
@@ -816,7 +818,7 @@ def test_quota_bars_show_any_use_and_label_every_resource_berth_sets():
             {"hard": {"pods": "100", "count/jobs.batch": "20"}, "used": {"pods": "1", "count/jobs.batch": "0"}}
         )
     }
-    assert rows["Pods"].width_class == "w-5"  # 1 % still shows
+    assert rows["Pods"].width_class == "w-1"  # 1 % still shows, and narrower than 2 % or 6 %
     assert rows["Jobs"].width_class == "w-0"
 
 
