@@ -91,7 +91,10 @@ TENANT_COLUMNS = [
 def _tenant_rows(tenants: Iterable[Tenant]) -> Iterator[list[str]]:
     yield TENANT_COLUMNS
     for t in tenants:
-        passed = (t.isolation_report or {}).get("passed")
+        # The fleet view annotates the verdict alone (tenants.views.fleet_pages); a plain row carries the report.
+        passed = getattr(t, "isolation_passed", None)
+        if passed is None and "isolation_report" in t.__dict__:
+            passed = (t.isolation_report or {}).get("passed")
         yield [
             safe_cell(str(v))
             for v in (
@@ -103,7 +106,7 @@ def _tenant_rows(tenants: Iterable[Tenant]) -> Iterator[list[str]]:
                 t.kind,
                 t.status,
                 t.status_reason,
-                "" if passed is None else str(bool(passed)).lower(),
+                "" if passed is None else str(passed in (True, "true")).lower(),
                 t.expires_at.isoformat() if t.expires_at else "",
                 t.created_at.isoformat(),
             )
