@@ -37,6 +37,14 @@
     document.querySelectorAll("details[data-close-when-narrow]").forEach(function (panel) { panel.open = false; });
   });
 
+  // After a form comes back with errors, focus goes to their summary, so a screen reader reads what to fix first.
+  document.addEventListener("DOMContentLoaded", function () {
+    var summary = document.querySelector(".error-summary");
+    if (!summary) return;
+    summary.setAttribute("tabindex", "-1");
+    summary.focus();
+  });
+
   // A failed background refresh says so instead of failing silently.
   document.addEventListener("htmx:responseError", function (event) {
     var region = document.getElementById("live-errors");

@@ -24,7 +24,7 @@ def budget_check(*, team: Team, adding: Allocation, field: str = "tier") -> None
     ]
     over = [f"{name} {want}{unit} of {have}{unit}" for name, want, have, unit in limits if want > have]
     if over:
-        raise ValidationError({field: f"This would exceed team {team.slug}'s budget: " + ", ".join(over) + "."})
+        raise ValidationError({field: f"This would exceed the budget of team {team.slug}: " + ", ".join(over) + "."})
 
 
 def approval_adds(*, tenant_request: TenantRequest, tenant: Tenant) -> Allocation | None:
