@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -39,6 +40,8 @@ WEB_PORT = int(os.environ.get("BERTH_DEMO_PORT", "8000"))
 # "oidc" (default): the light dev provider (devcluster/oidc.py); "keycloak": Keycloak with the compose realm.
 IDP = os.environ.get("BERTH_DEMO_IDP", "oidc")
 NODES = int(os.environ.get("BERTH_DEMO_NODES", "2"))
+# The demo runs as production does; BERTH_DEMO_DEBUG=1 is for developers: Django's debug pages and runserver.
+DEBUG = os.environ.get("BERTH_DEMO_DEBUG", "").strip().lower() in ("1", "true", "yes")
 LOGINS = [
     ("alice", "owner of team-payments"),
     ("amir", "member of team-payments"),
@@ -48,6 +51,52 @@ LOGINS = [
     ("dave", "platform admin"),
     ("erin", "in no team"),
 ]
+
+
+def settings_env(*, data_dir: Path, port: int, debug: bool) -> dict[str, str]:
+    """The portal's settings (portal/settings.py) for the demo; the database, broker and provider come apart.
+
+    Without ``debug`` the portal runs as production does: DEBUG off, a secret key of its own (made once, kept in
+    ``data_dir``), hashed and compressed static files served by WhiteNoise, the designed error pages. Only what
+    plain http on loopback needs differs: no redirect to https, cookies not https-only, no HSTS.
+    """
+    return {
+        "DJANGO_SETTINGS_MODULE": "portal.settings",
+        "DJANGO_DEBUG": "true" if debug else "false",
+        "DJANGO_SECRET_KEY_FILE": str(_secret_key_file(data_dir)),
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "DJANGO_STATIC_ROOT": str(data_dir / "static"),
+        "DJANGO_SECURE_SSL_REDIRECT": "false",
+        "DJANGO_SECURE_COOKIES": "false",
+        "DJANGO_SECURE_HSTS_SECONDS": "0",
+        "EMAIL_URL": "consolemail://",
+        "BERTH_PUBLIC_URL": f"http://127.0.0.1:{port}",
+    }
+
+
+def _secret_key_file(data_dir: Path) -> Path:
+    """The demo's Django secret key: made once, kept (mode 0600), so sessions outlive a restart of the demo."""
+    path = data_dir / "secret-key"
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as file:
+            file.write(secrets.token_urlsafe(50))
+    return path
+
+
+def collect_static(env: dict) -> None:
+    """Static files as the image builds them (hashed, compressed), for WhiteNoise; runserver with DEBUG needs none."""
+    if env["DJANGO_DEBUG"] != "true":
+        _run(env, "collectstatic", "--no-input", "-v0")
+
+
+def web_command(*, port: int, debug: bool) -> list[str]:
+    """gunicorn with the image's configuration (deploy/gunicorn.conf.py), or runserver for developers."""
+    if debug:
+        return [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"]
+    config = ROOT / "deploy" / "gunicorn.conf.py"
+    return [sys.executable, "-m", "gunicorn", "--config", str(config), "--bind", f"127.0.0.1:{port}", "--workers", "3"]
 
 
 def _run(env: dict, *args: str) -> None:
@@ -143,12 +192,9 @@ def main() -> int:
         env = {
             **os.environ,
             **provider.portal_env(),
-            "DJANGO_SETTINGS_MODULE": "portal.settings",
-            "DJANGO_DEBUG": "true",
+            **settings_env(data_dir=CACHE, port=WEB_PORT, debug=DEBUG),
             "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
             "CELERY_BROKER_URL": redis.url,
-            "EMAIL_URL": "consolemail://",
-            "BERTH_PUBLIC_URL": f"http://127.0.0.1:{WEB_PORT}",
             "BERTH_SWEEP_SECONDS": "30",
             # Reconciling also reads quota usage back: the bars follow the team's pods within half a minute.
             "BERTH_RECONCILE_SECONDS": "30",
@@ -196,10 +242,14 @@ def main() -> int:
                 str(CACHE / "celerybeat-schedule"),
             ],
         )
-        web = _spawn(
-            stack, env, "web", [sys.executable, "manage.py", "runserver", f"127.0.0.1:{WEB_PORT}", "--noreload"]
-        )
+        collect_static(env)
+        web = _spawn(stack, env, "web", web_command(port=WEB_PORT, debug=DEBUG))
         servers.wait_port(WEB_PORT, web, timeout=60)
+        mode = (
+            "Debug on (BERTH_DEMO_DEBUG): Django's debug pages, runserver."
+            if DEBUG
+            else "As in production: debug off, gunicorn, static files from WhiteNoise (BERTH_DEMO_DEBUG=1: debug on)."
+        )
         idp_name = "Keycloak" if IDP == "keycloak" else "the dev OpenID Connect provider"
         node_names = ", ".join(node.name for node in plane.nodes) or "none (BERTH_DEMO_NODES=0)"
         vclusters = (
@@ -211,6 +261,7 @@ def main() -> int:
         print(
             f"""
 Berth is running ({time.monotonic() - started:.0f}s to start). Open http://127.0.0.1:{WEB_PORT}/
+{mode}
 
 Sign in through {idp_name} ({provider.issuer}); password = username + "-pass":
 """

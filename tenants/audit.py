@@ -108,3 +108,72 @@ def record(
         source_ip=ctx.source_ip,
         user_agent=_text(ctx.user_agent, 400),
     )
+
+
+# What each recorded action means, as people read it in the audit trail and a tenant's or request's history. The
+# codes stay what the API, the CSV export and the filters speak.
+ACTION_LABELS = {
+    "api_token.create": "API token created",
+    "api_token.revoke": "API token revoked",
+    "auth.failures_suppressed": "Failed sign-ins counted together",
+    "auth.login": "Signed in",
+    "auth.login_failed": "Sign-in failed",
+    "auth.login_refused": "Sign-in refused",
+    "auth.logout": "Signed out",
+    "auth.token_failed": "Credential refused",
+    "authz.denied": "Action refused",
+    "cluster.identity": "Cluster identity recorded",
+    "cluster.prices": "Cluster prices changed",
+    "membership.add": "Added to a team",
+    "membership.change": "Team role changed",
+    "membership.remove": "Removed from a team",
+    "request.approve": "Request approved",
+    "request.cancel": "Request cancelled",
+    "request.reject": "Request rejected",
+    "request.submit": "Request submitted",
+    "tenant.approve": "Tenant approved",
+    "tenant.cancel": "Tenant cancelled",
+    "tenant.change_tier": "Tier changed",
+    "tenant.credentials_renewed": "Credentials renewed",
+    "tenant.decommission": "Decommissioning started",
+    "tenant.deleted": "Tenant deleted",
+    "tenant.drift_repaired": "Drift repaired",
+    "tenant.expiry_reminded": "Expiry reminder sent",
+    "tenant.extend": "Expiry extended",
+    "tenant.failed": "Tenant failed",
+    "tenant.isolation_check_requested": "Isolation check requested",
+    "tenant.isolation_checked": "Isolation checked",
+    "tenant.kubeconfig_issued": "Kubeconfig issued",
+    "tenant.provisioning": "Provisioning started",
+    "tenant.ready": "Tenant ready",
+    "tenant.reject": "Tenant rejected",
+    "tenant.retry": "Provisioning retried",
+    "tenant.rightsizing_accept": "Right-sizing accepted",
+    "tenant.rightsizing_dismiss": "Right-sizing dismissed",
+    "tenant.sleep_schedule_set": "Sleep schedule set",
+    "tenant.slept": "Put to sleep",
+    "tenant.woke": "Woken up",
+    "tier.update": "Tier settings changed",
+    "transfer.accept": "Transfer accepted",
+    "transfer.approve": "Transfer approved",
+    "transfer.ask": "Transfer offered",
+    "transfer.complete": "Transfer completed",
+    "transfer.decline": "Transfer declined",
+    "user.deactivated": "User deactivated",
+    "user.platform_roles": "Platform roles changed",
+    "user.session_ended": "Session ended",
+    "webhook.create": "Webhook created",
+    "webhook.delete": "Webhook deleted",
+    "webhook.rotate_secret": "Webhook secret rotated",
+    "webhook.test": "Webhook tested",
+    "webhook.update": "Webhook changed",
+}
+
+
+def action_label(action: str) -> str:
+    """``tenant.ready`` → "Tenant ready"; a code without a label reads as its words (``x.a_b`` → "X: a b")."""
+    if action in ACTION_LABELS:
+        return ACTION_LABELS[action]
+    noun, _, verb = action.partition(".")
+    words = verb.replace("_", " ")
+    return f"{noun.replace('_', ' ').capitalize()}: {words}" if words else noun.capitalize()

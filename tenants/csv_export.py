@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 
 from django.http import StreamingHttpResponse
 
-from tenants.models import AuditEvent
+from tenants.models import AuditEvent, Tenant
 
 COLUMNS = [
     "at",
@@ -69,6 +69,56 @@ def audit_csv_response(events: Iterable[AuditEvent]) -> StreamingHttpResponse:
         (writer.writerow(row) for row in _rows(events)), content_type="text/csv; charset=utf-8"
     )
     response["Content-Disposition"] = 'attachment; filename="berth-audit.csv"'
+    return response
+
+
+# --- The fleet view's tenants (tenants/views/fleet_pages.py) ----------------------------------------------------
+TENANT_COLUMNS = [
+    "id",
+    "name",
+    "team",
+    "cluster",
+    "tier",
+    "kind",
+    "status",
+    "status_reason",
+    "isolation_passed",
+    "expires_at",
+    "created_at",
+]
+
+
+def _tenant_rows(tenants: Iterable[Tenant]) -> Iterator[list[str]]:
+    yield TENANT_COLUMNS
+    for t in tenants:
+        # The fleet view annotates the verdict alone (tenants.views.fleet_pages); a plain row carries the report.
+        passed = getattr(t, "isolation_passed", None)
+        if passed is None and "isolation_report" in t.__dict__:
+            passed = (t.isolation_report or {}).get("passed")
+        yield [
+            safe_cell(str(v))
+            for v in (
+                t.pk,
+                t.name,
+                t.team.slug,
+                t.cluster.name,
+                t.tier.name,
+                t.kind,
+                t.status,
+                t.status_reason,
+                "" if passed is None else str(passed in (True, "true")).lower(),
+                t.expires_at.isoformat() if t.expires_at else "",
+                t.created_at.isoformat(),
+            )
+        ]
+
+
+def tenants_csv_response(tenants: Iterable[Tenant]) -> StreamingHttpResponse:
+    writer = csv.writer(Echo())
+    response = StreamingHttpResponse(
+        (writer.writerow(row) for row in _tenant_rows(tenants)), content_type="text/csv; charset=utf-8"
+    )
+    response["Content-Disposition"] = 'attachment; filename="berth-tenants.csv"'
     return response
 
 

@@ -57,6 +57,14 @@ def teams_where_can_request(*, user: User) -> QuerySet[Team]:
     return Team.objects.filter(memberships__user=user, memberships__role__in=["owner", "member"])
 
 
+def team_members(*, team: Team) -> QuerySet[Membership]:
+    """A team's people, owners first; for a team the caller may see (``teams_visible_to``)."""
+    order = Case(
+        *(When(role=r, then=Value(i)) for i, r in enumerate(Membership.Role.values)), output_field=IntegerField()
+    )
+    return Membership.objects.filter(team=team).select_related("user").order_by(order, "user__username")
+
+
 def memberships_of(*, user: User) -> QuerySet[Membership]:
     return Membership.objects.filter(user=user).select_related("team").order_by("team__slug")
 

@@ -10,9 +10,10 @@
     var source = document.getElementById(button.getAttribute("data-copy"));
     if (!source) return;
     navigator.clipboard.writeText(source.textContent.trim()).then(function () {
-      var label = button.textContent;
+      // The label may hold visually hidden words ("Copy<span> token</span>"): put back the markup, not its text.
+      var label = button.innerHTML;
       button.textContent = "Copied";
-      window.setTimeout(function () { button.textContent = label; }, 2000);
+      window.setTimeout(function () { button.innerHTML = label; }, 2000);
     });
   });
 
@@ -27,6 +28,21 @@
   });
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("[data-confirm-value]").forEach(syncConfirm);
+  });
+
+  // Panels that are open on a wide screen start closed on a narrow one (<details data-close-when-narrow open>), so
+  // what the page is about comes first; one tap opens them.
+  document.addEventListener("DOMContentLoaded", function () {
+    if (!window.matchMedia("(max-width: 700px)").matches) return;
+    document.querySelectorAll("details[data-close-when-narrow]").forEach(function (panel) { panel.open = false; });
+  });
+
+  // After a form comes back with errors, focus goes to their summary, so a screen reader reads what to fix first.
+  document.addEventListener("DOMContentLoaded", function () {
+    var summary = document.querySelector(".error-summary");
+    if (!summary) return;
+    summary.setAttribute("tabindex", "-1");
+    summary.focus();
   });
 
   // A failed background refresh says so instead of failing silently.

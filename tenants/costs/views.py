@@ -83,5 +83,6 @@ def team_detail(request: AuthedRequest, slug: str) -> HttpResponse:
             "tenants": tenants,
             "budget_rows": budget_rows(selectors.team_budget(team=team)),
             "costs": costs,
+            "members": selectors.team_members(team=team),
         },
     )

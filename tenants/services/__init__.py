@@ -26,7 +26,7 @@ from tenants.services.api_tokens import (
     api_token_touch,
 )
 from tenants.services.auth_failures import auth_failure_record, auth_failure_wait
-from tenants.services.budget import budget_check
+from tenants.services.budget import approval_adds, budget_check
 from tenants.services.clusters import cluster_identify, cluster_record_identity
 from tenants.services.credentials import (
     LIFETIME_FLOOR_SECONDS,
@@ -122,6 +122,7 @@ __all__ = [
     "auth_failure_record",
     "auth_failure_wait",
     "auth_record",
+    "approval_adds",
     "budget_check",
     "cluster_identify",
     "cluster_price_errors",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 
 from tenants import selectors
-from tenants.models import Allocation, Team
+from tenants.models import Allocation, Team, Tenant, TenantRequest
 
 
 def budget_check(*, team: Team, adding: Allocation, field: str = "tier") -> None:
@@ -24,4 +24,17 @@ def budget_check(*, team: Team, adding: Allocation, field: str = "tier") -> None
     ]
     over = [f"{name} {want}{unit} of {have}{unit}" for name, want, have, unit in limits if want > have]
     if over:
-        raise ValidationError({field: f"This would exceed team {team.slug}'s budget: " + ", ".join(over) + "."})
+        raise ValidationError({field: f"This would exceed the budget of team {team.slug}: " + ", ".join(over) + "."})
+
+
+def approval_adds(*, tenant_request: TenantRequest, tenant: Tenant) -> Allocation | None:
+    """What approving ``tenant_request`` adds to its team's budget; None when approving checks no budget.
+
+    A requested tenant counts against the budget from its request on, so approving its creation adds nothing (it
+    is checked again all the same: the budget may have shrunk since); a tier change adds the difference.
+    """
+    if tenant_request.action == TenantRequest.Action.CREATE:
+        return Allocation()
+    if tenant_request.action == TenantRequest.Action.CHANGE_TIER:
+        return Allocation.of(tenant_request.tier) - Allocation.of(tenant.tier)
+    return None

@@ -23,7 +23,7 @@ from tenants.errors import Forbidden, IdempotencyConflict, InvalidTransition
 from tenants.hooks import ClusterLookup
 from tenants.models import Allocation, Cluster, Team, Tenant, TenantKind, TenantRequest, Tier, User
 from tenants.rightsizing import is_downgrade
-from tenants.services.budget import budget_check
+from tenants.services.budget import approval_adds, budget_check
 from tenants.services.clusters import cluster_record_identity
 from tenants.services.lifecycle import S, decide, lock_tenant, start_decommission, tenant_snapshot, transition
 from tenants.services.permissions import is_owner_or_admin, require_decider, require_writer
@@ -395,11 +395,9 @@ def _approve(
     *, req: TenantRequest, actor: User | None, comment: str, ctx: AuditContext, auto: bool = False
 ) -> TenantRequest:
     tenant = _lock_tenant_of(req)
-    if req.action == Action.CREATE:
-        # The requested tenant already counts; checked again because the budget may have shrunk.
-        budget_check(team=req.team, adding=Allocation())
-    elif req.action == Action.CHANGE_TIER:
-        budget_check(team=req.team, adding=Allocation.of(req.tier) - Allocation.of(tenant.tier))
+    adding = approval_adds(tenant_request=req, tenant=tenant)
+    if adding is not None:
+        budget_check(team=req.team, adding=adding)
     elif req.action == Action.TRANSFER:
         # The approver decides with the reason on the request (e.g. over the receiving team's budget) in view.
         require_accepted(req, actor=actor)

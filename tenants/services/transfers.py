@@ -137,7 +137,7 @@ def transfer_accept(*, tenant_request: TenantRequest, actor: User, ctx: AuditCon
     if reasons:
         notifications.request_submitted(req)  # the approvers' turn
         return req
-    comment = f"Accepted by {actor.username}; within {req.target_team.slug}'s budget and tier {req.tier.name} " + (
+    comment = f"Accepted by {actor.username}; within the budget of {req.target_team.slug} and tier {req.tier.name} " + (
         "is approved automatically."
     )
     req = decide(tenant_request=req, new=Status.APPROVED, actor=None, comment=comment, auto=True)

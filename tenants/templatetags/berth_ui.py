@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 from django import template
+from django.utils import timezone
+from django.utils.timesince import timesince
 
+from tenants import audit
 from tenants.models import KIND_NOTES
 
 register = template.Library()
@@ -82,3 +86,19 @@ def duration(seconds: int | None) -> str:
 @register.filter
 def pretty_json(value: object) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+@register.filter
+def action_label(action: str) -> str:
+    """An audit action as people read it: ``request.submit`` → "Request submitted"."""
+    return audit.action_label(action)
+
+
+@register.filter
+def ago(moment: dt.datetime | None) -> str:
+    """ "just now" for the last minute (not "0 minutes ago"), else "3 minutes ago"."""
+    if moment is None:
+        return ""
+    if timezone.now() - moment < dt.timedelta(minutes=1):
+        return "just now"
+    return f"{timesince(moment)} ago"

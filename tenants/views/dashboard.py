@@ -14,6 +14,7 @@ from django.utils import timezone
 from tenants import selectors
 from tenants.models import LIVE_STATUSES, TenantRequest
 from tenants.views.common import AuthedRequest
+from tenants.views.fleet_pages import fleet_summary
 from tenants.views.quota import budget_rows
 
 DASHBOARD_LIMIT = 50
@@ -56,5 +57,7 @@ def dashboard(request: AuthedRequest) -> HttpResponse:
             "expiring_before": timezone.now() + dt.timedelta(days=settings.BERTH_EXPIRY_REMINDER_DAYS),
             "can_request": selectors.teams_where_can_request(user=user).exists(),
             "incoming_transfers": list(selectors.transfers_awaiting_acceptance(user=user)[:DASHBOARD_LIMIT]),
+            # Platform admins and approvers answer for every team's tenants: the fleet in figures, linked to its view.
+            "fleet": fleet_summary(user=user) if user.can_decide else None,
         },
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
+from tenants import selectors, services
+from tenants.models import Allocation, Team, TenantRequest
 from tenants.quantities import parse_quantity
 
 _LABELS = {
@@ -31,6 +33,8 @@ _ORDER = list(_LABELS)
 
 
 def _display(resource: str, amount: Decimal) -> str:
+    if amount == 0:  # nothing, in the unit people think of the resource in ("0 CPU", not "0m CPU"; "0 GiB", not "0 B")
+        return "0 CPU" if resource.endswith("cpu") else "0 GiB" if resource.endswith(("memory", "storage")) else "0"
     if resource.endswith("cpu"):
         return f"{amount.normalize():f}".rstrip(".") + " CPU" if amount >= 1 else f"{int(amount * 1000)}m CPU"
     if resource.endswith(("memory", "storage")):
@@ -58,13 +62,13 @@ class UsageRow:
 
 
 def _bucket(percent: float) -> int:
-    """Nearest 5 %, so a CSS class (w-0 … w-100) can draw the bar without an inline style.
+    """The nearest whole percent, so a CSS class (w-0 … w-100) can draw the bar without an inline style.
 
-    Any use at all shows at least a sliver: an empty bar would read as "nothing used".
+    Any use at all shows at least 1 %: an empty bar would read as "nothing used"; nothing used is an empty bar.
     """
     if percent <= 0:
         return 0
-    return max(5, min(100, int(round(percent / 5.0)) * 5))
+    return max(1, min(100, int(round(percent))))
 
 
 def usage_rows(quota_usage: dict | None) -> list[UsageRow]:
@@ -105,6 +109,9 @@ class BudgetRow:
     percent: int
     width_class: str
     tone: str
+    # With a choice in view (a tier, a request): what the team would hold after it, and whether that is too much.
+    after: str = ""
+    after_over: bool = False
 
     @property
     def meter_value(self) -> int:
@@ -129,12 +136,18 @@ _BUDGET_LABELS = {
 }
 
 
-def budget_rows(budget: dict) -> list[BudgetRow]:
-    """``selectors.team_budget`` as bars: what the team's live tenants hold against its budget."""
+def budget_rows(budget: dict, adding: Allocation | None = None) -> list[BudgetRow]:
+    """``selectors.team_budget`` as bars: what the team's live tenants hold against its budget, and with ``adding``
+    what it would hold after that choice ("6 CPU of 16 CPU")."""
     rows = []
     for key, label in _BUDGET_LABELS.items():
         entry = budget[key]
         percent = entry["used"] / entry["total"] * 100 if entry["total"] else (100.0 if entry["used"] else 0.0)
+        after: int | None = entry["used"] + getattr(adding, key) if adding is not None else None
+        # Adding nothing (a requested tenant already counts) leaves nothing new to say, only whether it fits.
+        after_text = ""
+        if after is not None and adding != Allocation():
+            after_text = f"{_budget_display(key, after)} of {_budget_display(key, entry['total'])}"
         rows.append(
             BudgetRow(
                 label=label,
@@ -144,6 +157,21 @@ def budget_rows(budget: dict) -> list[BudgetRow]:
                 percent=int(round(percent)),
                 width_class=f"w-{_bucket(percent)}",
                 tone="bad" if percent >= 100 else "warn" if percent >= 85 else "",
+                after=after_text,
+                after_over=after is not None and after > entry["total"],
             )
         )
     return rows
+
+
+def budget_fits(rows: list[BudgetRow]) -> bool:
+    return not any(row.after_over for row in rows)
+
+
+def request_budget_effect(req: TenantRequest, *, team: Team | None = None) -> list[BudgetRow] | None:
+    """The team's budget once ``req`` is approved (``team``: its team, annotated by ``selectors.with_allocation``
+    when a page shows many); None when approving checks no budget."""
+    adding = services.approval_adds(tenant_request=req, tenant=req.tenant)
+    if adding is None:
+        return None
+    return budget_rows(selectors.team_budget(team=team or req.team), adding=adding)

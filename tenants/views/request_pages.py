@@ -16,9 +16,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from tenants import hooks, selectors, services
 from tenants.errors import InvalidTransition
 from tenants.forms import ApproveForm, RejectForm, RequestCreateForm
-from tenants.models import Membership, TenantRequest
+from tenants.models import Allocation, Membership, Team, TenantRequest, Tier
 from tenants.views.common import MOVING_STATUSES, POLL_TRIGGER, AuthedRequest, call, deny, safe_next
-from tenants.views.quota import budget_rows
+from tenants.views.quota import budget_fits, budget_rows, request_budget_effect
 
 logger = logging.getLogger(__name__)
 
@@ -34,15 +34,32 @@ def _create_form(request: AuthedRequest, data=None) -> RequestCreateForm:
         tiers=selectors.tiers_available(),
         clusters=list(selectors.clusters_available()),
     )
-    # Picking a team swaps in that team's budget panel.
-    form.fields["team"].widget.attrs.update(
-        {"hx-get": reverse("request-budget"), "hx-target": "#team-budget", "hx-swap": "outerHTML"}
-    )
+    # Picking a team or a tier swaps in that team's budget panel, with what the tier would take from it.
+    form.fields["team"].widget.attrs.update(_budget_panel_htmx())
     return form
 
 
-def _budget_context(team) -> dict:
-    return {"budget_team": team, "budget_rows": budget_rows(selectors.team_budget(team=team)) if team else []}
+def _budget_panel_htmx() -> dict[str, str]:
+    return {
+        "hx-get": reverse("request-budget"),
+        "hx-target": "#team-budget",
+        "hx-swap": "outerHTML",
+        "hx-include": "[name='team'], [name='tier']:checked",
+    }
+
+
+def _budget_context(team: Team | None, tier: Tier | None) -> dict:
+    if team is None:
+        return {"budget_team": None, "budget_rows": []}
+    rows = budget_rows(selectors.team_budget(team=team), adding=Allocation.of(tier) if tier else None)
+    return {"budget_team": team, "budget_tier": tier, "budget_rows": rows, "budget_fits": budget_fits(rows)}
+
+
+def _chosen_tier(form: RequestCreateForm) -> Tier | None:
+    """The tier the form shows as chosen: the one posted, else the first offered (checked by default)."""
+    tiers = list(form.queryset_of("tier"))
+    posted = form["tier"].value()
+    return next((t for t in tiers if str(t.pk) == str(posted)), tiers[0] if tiers else None)
 
 
 # Never cached: going Back must show a fresh idempotency key, or an edited resubmission would return the old request.
@@ -83,13 +100,16 @@ def request_new(request: AuthedRequest) -> HttpResponse:
             _announce_submitted(request, req)
             return redirect("request-detail", pk=req.pk)
     team = getattr(form, "cleaned_data", {}).get("team") or form.queryset_of("team").first()
+    tier = _chosen_tier(form)
     return render(
         request,
         "pages/request_new.html",
         {
             "form": form,
             "tiers": form.queryset_of("tier"),
-            **_budget_context(team),
+            "chosen_tier": tier,
+            "budget_url": reverse("request-budget"),
+            **_budget_context(team, tier),
         },
     )
 
@@ -108,7 +128,9 @@ def _announce_submitted(request: AuthedRequest, req: TenantRequest) -> None:
 def request_budget(request: AuthedRequest) -> HttpResponse:
     """The budget panel of the request form for the team picked (htmx swaps it in on change)."""
     team = get_object_or_404(selectors.teams_where_can_request(user=request.user), pk=request.GET.get("team") or 0)
-    return render(request, "fragments/team_budget.html", _budget_context(team))
+    tier_pk = request.GET.get("tier", "")
+    tier = selectors.tiers_available().filter(pk=tier_pk).first() if tier_pk.isdigit() else None
+    return render(request, "fragments/team_budget.html", _budget_context(team, tier))
 
 
 # --- Request detail ------------------------------------------------------------------
@@ -142,6 +164,11 @@ def _manifest_preview(req: TenantRequest) -> tuple[str | None, bool]:
         return None, True
 
 
+def _object_count(manifests: str | None) -> int | None:
+    """How many objects a manifest preview applies: one ``kind:`` at the top level of each document."""
+    return None if manifests is None else sum(1 for line in manifests.splitlines() if line.startswith("kind:"))
+
+
 def _status_context(req: TenantRequest) -> dict:
     polling = req.status == TenantRequest.Status.PENDING or req.tenant.status in MOVING_STATUSES
     return {"req": req, "tenant": req.tenant, "poll_trigger": POLL_TRIGGER if polling else ""}
@@ -155,8 +182,15 @@ def _detail_context(request: AuthedRequest, req: TenantRequest, **forms) -> dict
         .order_by("at", "id")
     )
     manifest_preview, preview_failed = _manifest_preview(req)
+    budget = request_budget_effect(req) if req.status == TenantRequest.Status.PENDING else None
     context = {
         **_status_context(req),
+        # What an approver reads first: the tier, the budget after approval, how much gets applied.
+        "summary": {
+            "budget": budget,
+            "fits": None if budget is None else budget_fits(budget),
+            "objects": _object_count(manifest_preview),
+        },
         "history": history,
         "can_decide": user.can_decide
         and req.requested_by_id != user.pk

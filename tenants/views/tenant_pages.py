@@ -17,7 +17,7 @@ from tenants.forms import TENANT_REQUEST_FORMS, ChangeTierForm, DecommissionForm
 from tenants.models import Membership, Tenant, TenantRequest, TenantStatus
 from tenants.services.transfers import TRANSFERABLE_KINDS
 from tenants.views.common import MOVING_STATUSES, POLL_TRIGGER, AuthedRequest, call, deny, tenant_action, visible_tenant
-from tenants.views.quota import usage_rows
+from tenants.views.quota import UsageRow, usage_rows
 from tenants.views.rightsizing_pages import rightsizing_context
 from tenants.views.sleep_pages import sleep_context
 
@@ -60,35 +60,84 @@ def _status_context(tenant: Tenant) -> dict:
     return {"tenant": tenant, "poll_trigger": POLL_TRIGGER if tenant.status in MOVING_STATUSES else ""}
 
 
-def _detail_context(request: AuthedRequest, tenant: Tenant, bound: IdempotentForm | None = None) -> dict:
+# The page's tabs: the overview (status, access, the main quotas, what to do next) and one tab per subject.
+TABS = {"overview": "Overview", "quota": "Quota", "security": "Security", "costs": "Costs", "activity": "Activity"}
+# The quotas the overview shows, the first of each group the tenant has: CPU, memory, storage and pods.
+KEY_QUOTAS: tuple[tuple[str, ...], ...] = (
+    ("limits.cpu", "requests.cpu", "cpu"),
+    ("limits.memory", "requests.memory", "memory"),
+    ("requests.storage",),
+    ("pods",),
+)
+
+
+def _key_usage(rows: list[UsageRow]) -> list[UsageRow]:
+    by_resource = {row.resource: row for row in rows}
+    return [
+        next(by_resource[r] for r in group if r in by_resource)
+        for group in KEY_QUOTAS
+        if by_resource.keys() & set(group)
+    ]
+
+
+def isolation_summary(report: dict) -> dict | None:
+    """The isolation report for people: counts, and the checks that did not pass before those that did."""
+    checks = report.get("checks")
+    if checks is None:
+        return None
+    passed = [c for c in checks if c.get("passed")]
+    unproven = [c for c in checks if not c.get("passed") and c.get("proven") is False]
+    failed = [c for c in checks if not c.get("passed") and c.get("proven") is not False]
+    return {
+        "passed": bool(report.get("passed")),
+        "total": len(checks),
+        "passed_count": len(passed),
+        "failed_count": len(failed),
+        "unproven_count": len(unproven),
+        "checks": [*failed, *unproven, *passed],
+    }
+
+
+def _detail_context(
+    request: AuthedRequest, tenant: Tenant, bound: IdempotentForm | None = None, tab: str = "overview"
+) -> dict:
     user = request.user
     requests = selectors.requests_visible_to(user=user).filter(tenant=tenant)
     pending = requests.filter(status=TenantRequest.Status.PENDING).first()
     forms = {action: _request_form(action, tenant) for action in TENANT_REQUEST_FORMS}
     if bound is not None:
         forms[bound.action] = bound
-    report = tenant.isolation_report or {}
     permissions = _permissions(request, tenant, pending)
-    return {
+    usage = usage_rows(tenant.quota_usage)
+    context = {
         **_status_context(tenant),
         **permissions,
+        "tab": tab,
+        "tabs": TABS.items(),
         "can_change_tier": permissions["can_change"]
         and forms[TenantRequest.Action.CHANGE_TIER].queryset_of("tier").exists(),
         "pending_request": pending,
-        "requests": requests.order_by("-created_at")[:RECENT_REQUESTS],
         "change_form": forms[TenantRequest.Action.CHANGE_TIER],
         "extend_form": forms[TenantRequest.Action.EXTEND],
         "delete_form": forms[TenantRequest.Action.DELETE],
         "open_form": bound.action if bound is not None else "",
-        "usage": usage_rows(tenant.quota_usage),
-        "isolation": report if report.get("checks") is not None else None,
+        "usage": usage,
+        "key_usage": _key_usage(usage),
+        "isolation": isolation_summary(tenant.isolation_report or {}),
         "monitoring_links": selectors.monitoring_links(tenant=tenant),
         "kubeconfig_form": KubeconfigForm(tier=tenant.tier) if permissions["can_get_kubeconfig"] else None,
-        "events": selectors.audit_events_visible_to(user=user).filter(object_id=str(tenant.pk))[:RECENT_EVENTS],
-        "costs": tenant_costs_context(request, tenant),
         **rightsizing_context(tenant=tenant, is_owner=permissions["is_owner"], can_change=permissions["can_change"]),
         **sleep_context(request, tenant),
     }
+    # What only one tab shows is read for that tab only.
+    if tab == "activity":
+        context["requests"] = requests.order_by("-created_at")[:RECENT_REQUESTS]
+        context["events"] = selectors.audit_events_visible_to(user=user).filter(object_id=str(tenant.pk))[
+            :RECENT_EVENTS
+        ]
+    if tab == "costs":
+        context["costs"] = tenant_costs_context(request, tenant)
+    return context
 
 
 @never_cache  # its forms carry idempotency keys (see request_new)
@@ -96,7 +145,11 @@ def _detail_context(request: AuthedRequest, tenant: Tenant, bound: IdempotentFor
 @require_GET
 def tenant_detail(request: AuthedRequest, pk) -> HttpResponse:
     tenant = visible_tenant(request, pk)
-    return render(request, "pages/tenant_detail.html", _detail_context(request, tenant))
+    # A month asked for (the costs card's links, a shared link) is a look at the costs.
+    tab = request.GET.get("tab") or ("costs" if "month" in request.GET else "overview")
+    if tab not in TABS:
+        tab = "overview"
+    return render(request, "pages/tenant_detail.html", _detail_context(request, tenant, tab=tab))
 
 
 @login_required

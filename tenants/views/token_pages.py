@@ -50,6 +50,8 @@ def tokens(request: AuthedRequest) -> HttpResponse:
             "created": created,
             "plaintext": plaintext,
             "now": timezone.now(),
+            # The portal as this browser reaches it, for the ready-to-paste curl and berth lines.
+            "api_base": request.build_absolute_uri("/").rstrip("/"),
         },
     )
     # The one response that carries a plaintext token must not be kept by a cache or the back button.

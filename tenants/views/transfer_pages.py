@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from tenants import selectors, services
 from tenants.errors import InvalidTransition
 from tenants.forms import DeclineForm, TransferForm
-from tenants.models import TenantRequest
+from tenants.models import TenantRequest, TenantStatus
 from tenants.views.common import AuthedRequest, call, deny, safe_next, visible_tenant
 
 
@@ -25,6 +25,9 @@ def tenant_transfer(request: AuthedRequest, pk) -> HttpResponse:
     tenant = visible_tenant(request, pk)
     if not services.is_owner_or_admin(user=request.user, team=tenant.team):
         raise deny(request, "Only team owners and platform admins can move a tenant to another team.")
+    if tenant.status != TenantStatus.READY:  # the service refuses it too; the form would only invite a refusal
+        messages.error(request, f"{tenant.name} cannot be moved while it is {tenant.get_status_display().lower()}.")
+        return redirect("tenant-detail", pk=tenant.pk)
     teams = selectors.transfer_targets(tenant=tenant)
     form = TransferForm(request.POST if request.method == "POST" else None, teams=teams)
     if request.method == "POST" and form.is_valid():

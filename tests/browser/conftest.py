@@ -16,8 +16,11 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, sync_playwright
 
+from devcluster import demo, servers
+from devcluster.process import Component
 from tests.browser.support import AXE_JS, BROWSER_TESTS, Portal
 from tests.fixtures import point_portal_at
+from tests.plugins.worker import OUTPUT, ROOT, django_process_env, free_port
 
 # The real worker and a Cluster row on the dev control plane, as the worker tests use them.
 
@@ -102,6 +105,42 @@ def keycloak_portal(chromium: Browser, _live_server, settings, keycloak) -> Iter
     env = keycloak.portal_env()
     point_portal_at(settings, env)
     yield from _portal(chromium, _live_server.url, env["OIDC_OP_ISSUER"])
+
+
+@pytest.fixture(scope="module")
+def demo_web(django_db_setup, oidc_provider, tmp_path_factory) -> Iterator[str]:
+    """The portal's web process exactly as `make demo` starts it (devcluster/demo.py: its settings, its static
+    files, its command), on this run's test database, Redis and provider; its URL. Log: test-output/demo-web.log.
+
+    Only what the demo takes from elsewhere comes from the test run: no DJANGO_* of the tests' own settings.
+    """
+    port = free_port()
+    process = django_process_env()
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path_factory.mktemp("demo-home")),
+        "PYTHONPATH": str(ROOT),
+        "DATABASE_URL": process["DATABASE_URL"],
+        "CELERY_BROKER_URL": process["CELERY_BROKER_URL"],
+        "CACHE_URL": os.environ["CACHE_URL"],
+        **oidc_provider.portal_env(),
+        **demo.settings_env(data_dir=tmp_path_factory.mktemp("demo"), port=port, debug=False),
+    }
+    demo.collect_static(env)
+    OUTPUT.mkdir(exist_ok=True)
+    web = Component("demo-web", demo.web_command(port=port, debug=False), OUTPUT / "demo-web.log", cwd=ROOT, env=env)
+    web.start()
+    try:
+        servers.wait_port(port, web, timeout=60)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        web.stop(grace_seconds=10)
+
+
+@pytest.fixture
+def demo_portal(chromium: Browser, demo_web: str, oidc_provider) -> Iterator[Portal]:
+    """Browsers on the demo's web process (``demo_web``), signing in at the run's provider; CSP enforced."""
+    yield from _portal(chromium, demo_web, oidc_provider.portal_env()["OIDC_OP_ISSUER"])
 
 
 def _pinned_axe_version() -> str:

@@ -106,7 +106,7 @@ def test_main_screens_have_no_serious_or_critical_accessibility_violations(
     expect(alice.get_by_role("heading", name="Please correct the following")).to_be_visible()
     audit.check(alice, "request form with errors")
     alice.get_by_label("Name", exact=True).fill("web")
-    alice.get_by_label("Tier", exact=True).select_option(label="Medium")
+    alice.get_by_role("radio", name="Medium").check()
     alice.get_by_role("button", name="Submit request").click()
     expect(alice.locator("#request-status")).to_contain_text("Request: Pending")
     audit.check(alice, "request detail (requester)")

@@ -1,5 +1,6 @@
 """What the web servers write about a sign-in: the access log of the dev server (``manage.py runserver``, what
-``make demo`` runs) and of gunicorn with the shipped deploy/gunicorn.conf.py never holds the authorization code.
+``BERTH_DEMO_DEBUG=1 make demo`` runs) and of gunicorn with the shipped deploy/gunicorn.conf.py never holds the
+authorization code.
 
 Each test starts the server as a process on a free loopback port, signs Alice in through the real dev provider
 (the portal's own /oidc/authenticate/ and /oidc/callback/), and reads the log the server wrote.
@@ -34,7 +35,7 @@ QUERY_CREDENTIALS = {
 
 
 def _server(name: str, port: int, tmp_path: Path, env: dict[str, str]) -> Component:
-    if name == "runserver":  # as `make demo` runs it (devcluster/demo.py)
+    if name == "runserver":  # as `BERTH_DEMO_DEBUG=1 make demo` runs it (devcluster/demo.py)
         argv = [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"]
         env = {**env, "DJANGO_DEBUG": "true", "LOG_FORMAT": "text"}
     else:  # as the image runs it, with the shipped access-log format

@@ -403,8 +403,9 @@ def test_the_requester_cancels_but_a_member_cannot(as_user, alice, amir, submit)
 def test_request_history_shows_request_and_tenant_events(as_user, alice, carol, pending, dispatched):
     as_user(carol).post(reverse("request-approve", args=[pending.pk]), {"approve-comment": "ok"})
     html = as_user(alice).get(reverse("request-detail", args=[pending.pk])).content.decode()
-    for action in ("request.submit", "request.approve", "tenant.approve"):
-        assert action in html
+    # In words (tenants.audit.ACTION_LABELS), one for each of request.submit, request.approve and tenant.approve.
+    for label in ("Request submitted", "Request approved", "Tenant approved"):
+        assert label in html
 
 
 def test_manifest_preview_is_shown_only_when_a_renderer_is_registered(
@@ -478,7 +479,9 @@ def test_tenant_page_shows_usage_isolation_and_monitoring(as_user, alice, ready_
             ],
         },
     )
-    html = as_user(alice).get(reverse("tenant-detail", args=[tenant.pk])).content.decode()
+    client, url = as_user(alice), reverse("tenant-detail", args=[tenant.pk])
+    # The overview, and the tabs that show every quota and the isolation report in full.
+    html = "".join(client.get(url, {"tab": tab}).content.decode() for tab in ("overview", "quota", "security"))
     for text in (
         "500m CPU of 2 CPU",
         "w-25",
@@ -488,7 +491,7 @@ def test_tenant_page_shows_usage_isolation_and_monitoring(as_user, alice, ready_
         "bar__fill--warn",
         "0 used · none allowed",
         "Last refreshed",
-        "Some checks failed",
+        "1 of 2 checks passed",
         "Cross-namespace traffic blocked",
         "reached team-b",
         "Fail",
@@ -815,5 +818,46 @@ def test_quota_bars_show_any_use_and_label_every_resource_berth_sets():
             {"hard": {"pods": "100", "count/jobs.batch": "20"}, "used": {"pods": "1", "count/jobs.batch": "0"}}
         )
     }
-    assert rows["Pods"].width_class == "w-5"  # 1 % still shows
+    assert rows["Pods"].width_class == "w-1"  # 1 % still shows, and narrower than 2 % or 6 %
     assert rows["Jobs"].width_class == "w-0"
+
+
+# --- All tenants (the fleet view) ---------------------------------------------------------
+
+
+def test_a_member_sees_only_their_teams_tenants_and_an_admin_every_teams(
+    as_user, alice, bob, dave, team_a, team_b, make_tenant
+):
+    make_tenant(team=team_a, created_by=alice, name="alpha")
+    make_tenant(team=team_b, created_by=bob, name="bravo")
+    html = as_user(alice).get(reverse("fleet")).content.decode()
+    assert "alpha" in html and "bravo" not in html
+    html = as_user(dave).get(reverse("fleet")).content.decode()
+    assert "alpha" in html and "bravo" in html
+
+
+def test_the_export_holds_the_filtered_rows_only(as_user, alice, bob, dave, team_a, team_b, make_tenant):
+    make_tenant(team=team_a, created_by=alice, name="alpha")
+    make_tenant(team=team_b, created_by=bob, name="bravo", status=TenantStatus.FAILED)
+    make_tenant(team=team_b, created_by=bob, name="charlie")
+    response = as_user(dave).get(reverse("fleet-export"), {"team": "team-b", "status": "failed"})
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert [(r["name"], r["team"], r["status"]) for r in rows] == [("bravo", "team-b", "failed")]
+    response = as_user(alice).get(reverse("fleet-export"), {"team": "team-b"})
+    assert b"".join(response.streaming_content).decode().count("\n") == 1  # the header: team-b is not alice's
+
+
+def test_a_value_that_is_not_offered_is_a_field_error(as_user, dave):
+    response = as_user(dave).get(reverse("fleet"), {"status": "sunny", "sort": "-nonsense"})
+    assert response.status_code == 200 and b"error-summary" in response.content
+
+
+def test_the_fleet_view_does_not_grow_queries_with_rows(
+    as_user, alice, dave, team_a, make_tenant, django_assert_max_num_queries
+):
+    for i in range(30):
+        make_tenant(team=team_a, created_by=alice, name=f"t{i:02d}")
+    client = as_user(dave)
+    with django_assert_max_num_queries(12):
+        response = client.get(reverse("fleet"), {"sort": "-status"})
+    assert response.status_code == 200 and response.content.decode().count('href="/tenants/') >= 30

@@ -363,7 +363,7 @@ def test_the_team_budget_is_enforced_at_submit(submit, team_a):
     submit(name="one")
     with pytest.raises(ValidationError) as refused:
         submit(name="two")
-    assert "exceed team team-a's budget" in field_errors(refused)["tier"][0]
+    assert "exceed the budget of team team-a" in field_errors(refused)["tier"][0]
     assert "tenants 2 of 1" in field_errors(refused)["tier"][0]
 
 

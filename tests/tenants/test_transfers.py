@@ -144,7 +144,7 @@ def test_over_the_receiving_budget_an_approver_must_approve(shop, alice, bob, ca
         services.request_approve(tenant_request=req, actor=carol)
     req = services.transfer_accept(tenant_request=req, actor=bob)
     assert req.status == Status.PENDING
-    assert "team-b's budget" in req.approval_reason and "CPU" in req.approval_reason
+    assert "budget of team team-b" in req.approval_reason and "CPU" in req.approval_reason
     assert Tenant.objects.get(pk=shop.pk).team == team_a
     assert selectors.requests_awaiting_decision(user=carol).filter(pk=req.pk).exists()
     req = services.request_approve(tenant_request=req, actor=carol, comment="budget raise coming")

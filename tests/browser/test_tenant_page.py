@@ -1,0 +1,142 @@
+"""The tenant page in a real browser: an overview that fits one screen, and tabs for quota, security, costs and
+activity; the isolation report summarised with its evidence on demand; bars whose widths tell 1 % from 6 %."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tenants import services
+from tenants.models import Membership, Tenant, TenantRequest, Tier, User
+from tests.browser.support import Portal, axe_violations, blocking, describe_violations, screenshot
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+# Fourteen quotas, as a medium tenant reports them; pods at 1 %, services at 2 %, config maps at 6 %, secrets at 0 %.
+USAGE = {
+    "hard": {
+        "requests.cpu": "4",
+        "limits.cpu": "8",
+        "requests.memory": "8Gi",
+        "limits.memory": "16Gi",
+        "requests.storage": "100Gi",
+        "pods": "100",
+        "services": "100",
+        "services.loadbalancers": "2",
+        "services.nodeports": "0",
+        "persistentvolumeclaims": "20",
+        "configmaps": "100",
+        "secrets": "100",
+        "count/deployments.apps": "50",
+        "count/jobs.batch": "50",
+    },
+    "used": {
+        "requests.cpu": "900m",
+        "limits.cpu": "2",
+        "requests.memory": "1Gi",
+        "limits.memory": "2Gi",
+        "requests.storage": "10Gi",
+        "pods": "1",
+        "services": "2",
+        "services.loadbalancers": "0",
+        "services.nodeports": "0",
+        "persistentvolumeclaims": "1",
+        "configmaps": "6",
+        "secrets": "0",
+        "count/deployments.apps": "3",
+        "count/jobs.batch": "0",
+    },
+}
+RAW_REFUSAL = (
+    'pods "probe" is forbidden: violates PodSecurity "restricted:latest": host namespaces (hostNetwork=true), '
+    "allowPrivilegeEscalation != false"
+)
+ISOLATION = {
+    "passed": False,
+    "checks": [
+        {"id": f"MTB-{i}", "title": f"Check number {i}", "passed": True, "detail": RAW_REFUSAL} for i in range(20)
+    ]
+    + [
+        {"id": "MTB-FNS-2", "title": "No extra role bindings", "passed": False, "detail": "RoleBinding x grants admin"},
+        {"id": "NET-EGRESS", "title": "Egress follows the tier", "passed": False, "proven": False, "detail": "timeout"},
+    ],
+}
+
+
+def _ready_tenant(cluster) -> Tenant:
+    alice = User.objects.get(username="alice")
+    req = services.request_submit(
+        actor=alice,
+        action=TenantRequest.Action.CREATE,
+        team=Membership.objects.get(user=alice).team,
+        name="ledger",
+        tier=Tier.objects.get(name="small"),
+        cluster=cluster,
+        purpose="The payments ledger.",
+    )
+    tenant = services.tenant_mark_provisioning(tenant=Tenant.objects.get(pk=req.tenant_id))
+    tenant = services.tenant_mark_ready(tenant=tenant, applied_generation=tenant.generation)
+    services.tenant_record_usage(tenant=tenant, usage=USAGE)
+    services.tenant_record_isolation_report(tenant=tenant, report=ISOLATION)
+    return tenant
+
+
+def _fill_width(page: Page, meter_name: str) -> float:
+    box = page.get_by_role("meter", name=meter_name).locator(".bar__fill").bounding_box()
+    return box["width"] if box else 0.0
+
+
+def test_the_overview_fits_one_screen_and_the_tabs_hold_the_rest(portal: Portal, cluster, dispatched):
+    page = portal.page_as("alice")
+    page.set_viewport_size({"width": 1440, "height": 900})
+    tenant = _ready_tenant(cluster)
+    page.goto(portal.at(f"/tenants/{tenant.pk}/"))
+    content = page.locator("main#main > .stack").bounding_box()  # the cards, without the page's bottom margin
+    assert content is not None and content["y"] + content["height"] <= 900, f"the overview ends at {content}"
+    tabs = page.get_by_role("navigation", name="Tenant sections")
+    expect(tabs.get_by_role("link", name="Overview")).to_have_attribute("aria-current", "page")
+
+    usage = page.get_by_role("region", name="Quota usage")
+    expect(usage.get_by_role("meter")).to_have_count(4)  # CPU, memory, storage and pods first
+    for name in ("CPU limit", "Memory limit", "Storage", "Pods"):
+        expect(usage.get_by_role("meter", name=name)).to_be_visible()
+    expect(page.get_by_role("region", name="Security")).to_contain_text("20 of 22 checks passed")
+    expect(page.get_by_text(RAW_REFUSAL)).to_have_count(0)
+
+    tabs.get_by_role("link", name=re.compile(r"^Quota")).click()
+    expect(page.get_by_role("meter")).to_have_count(14)
+    assert _fill_width(page, "Secrets") == 0  # 0 % is an empty bar
+    one, two, six = (_fill_width(page, name) for name in ("Pods", "Services", "ConfigMaps"))
+    assert 0 < one < two < six, (one, two, six)
+
+    tabs.get_by_role("link", name=re.compile(r"^Security")).click()
+    report = page.get_by_role("region", name="Isolation report")
+    expect(report).to_contain_text("20 of 22 checks passed")
+    expect(report.get_by_role("listitem").first).to_contain_text("No extra role bindings")  # failures first
+    expect(report).to_contain_text("RoleBinding x grants admin")
+    raw = report.get_by_text(RAW_REFUSAL).first
+    expect(raw).to_be_hidden()  # a passed check's evidence, on demand
+    report.get_by_text("Evidence").first.click()
+    expect(raw).to_be_visible()
+
+    tabs.get_by_role("link", name="Activity").click()
+    expect(page.get_by_role("region", name="Recent activity")).to_contain_text("Tenant ready")
+    tabs.get_by_role("link", name="Costs").click()
+    expect(page.get_by_role("heading", name=re.compile(r"^Costs"))).to_be_visible()
+
+
+@pytest.mark.parametrize("width", [1440, 390])
+def test_every_tab_of_the_tenant_page_is_accessible(portal: Portal, cluster, dispatched, axe_installed, width):
+    page = portal.page_as("alice", bypass_csp=True)
+    tenant = _ready_tenant(cluster)
+    page.set_viewport_size({"width": width, "height": 900})
+    for tab in ("overview", "quota", "security", "costs", "activity"):
+        page.goto(portal.at(f"/tenants/{tenant.pk}/?tab={tab}"))
+        expect(page.locator("main#main")).to_be_visible()
+        if width == 1440 and tab in ("overview", "security"):
+            screenshot(page, "tenant-detail" if tab == "overview" else "tenant-security")
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, f"{tab} scrolls sideways"
+        found = axe_violations(page)
+        assert not blocking(found), describe_violations(f"tenant {tab} at {width} px", found)
