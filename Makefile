@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 # Real nodes beside `make cluster`'s control plane: 2 = the shared pool and the dedicated pool, 0 = none.
 NODES ?= 2
 
-.PHONY: help deps system-deps python-deps devcluster e2e-build e2e-netpol e2e-network e2e-subset oidc-deps test test-fast demo cluster oidc keycloak bench bench-api lint clean
+.PHONY: help deps system-deps python-deps devcluster e2e-build e2e-netpol e2e-network e2e-subset oidc-deps test test-fast demo cluster oidc keycloak bench bench-api bench-vcluster lint clean
 
 help:
 	@echo "make demo     start the portal with a dev cluster, OIDC provider, worker and demo data"
@@ -23,6 +23,7 @@ help:
 	@echo "make keycloak run Keycloak with the berth realm in the foreground"
 	@echo "make bench    provisioning and fleet benchmarks against the dev control plane (BENCH_ARGS=--quick)"
 	@echo "make bench-api  API load benchmark: gunicorn, PostgreSQL, Redis, locust (about 11 minutes)"
+	@echo "make bench-vcluster  real vclusters beside namespaces: approve -> ready, memory, how many fit (about 5 minutes)"
 	@echo "make lint     ruff (format check and lint) and mypy with django-stubs"
 	@echo "make e2e-build  the upstream Kubernetes e2e suite (e2e.test) and agnhost, at the cluster's pin"
 	@echo "make e2e-netpol   upstream [sig-network] Netpol tests against the dev cluster with nodes (about 15 minutes)"
@@ -119,6 +120,9 @@ BENCH_ARGS ?=
 bench: deps
 	$(PY) bench/provision.py $(BENCH_ARGS)
 	$(PY) bench/fleet.py $(BENCH_ARGS)
+
+bench-vcluster: deps
+	$(PY) bench/vcluster.py $(BENCH_ARGS)
 
 bench-api: system-deps python-deps
 	$(PY) -m pip install -q -c constraints.txt -r <($(PY) -c "import tomllib;print('\n'.join(tomllib.load(open('pyproject.toml','rb'))['project']['optional-dependencies']['bench']))")

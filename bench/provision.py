@@ -358,7 +358,7 @@ def run_kubectl_batch(cp: ControlPlane, cache_dir: Path, files: list[Path], conc
 # --- 3. API requests per tenant, in-process ------------------------------------------------------
 
 
-def approve_in_process(ctx: dict, name: str) -> str:
+def approve_in_process(ctx: dict, name: str, kind: str = "namespace") -> str:
     """Submit and approve a tenant request as the bench's people; the tenant's id (publish dispatch yourself)."""
     from tenants import services
     from tenants.models import TenantRequest
@@ -366,6 +366,7 @@ def approve_in_process(ctx: dict, name: str) -> str:
     req = services.request_submit(
         actor=ctx["requester"],
         action=TenantRequest.Action.CREATE,
+        kind=kind,
         team=ctx["team"],
         tier=ctx["tier"],
         cluster=ctx["cluster"],
