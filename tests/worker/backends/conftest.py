@@ -162,3 +162,23 @@ class PollingStandIn:
         self._stop.set()
         self._thread.join(timeout=30)
         self.api.close()
+
+
+def approved_vcluster(*, alice, carol, team, tier, cluster, name: str = "web") -> Any:
+    """A vcluster tenant requested by ``alice`` and approved by ``carol`` (unless its tier approves it itself)."""
+    from tenants import services
+    from tenants.models import TenantRequest
+
+    req = services.request_submit(
+        actor=alice,
+        action=TenantRequest.Action.CREATE,
+        kind="vcluster",
+        team=team,
+        tier=tier,
+        cluster=cluster,
+        name=name,
+        purpose="needs its own cluster",
+    )
+    if req.tenant.status == "requested":
+        services.request_approve(tenant_request=req, actor=carol, comment="ok")
+    return req.tenant

@@ -30,6 +30,7 @@ from tenants.audit import AuditContext
 from tenants.models import AuditEvent, Cluster, Tenant, TenantRequest, Tier
 from tests.plugins.kube import manifest, read_or_none, wait_for
 from tests.plugins.worker import NETWORK_CHECK_IDS, OUTPUT, fetch_kubeconfig, stored_anywhere, wait_status
+from tests.worker.backends.conftest import approved_vcluster
 from worker import kube, provisioning
 from worker.backends import backend_for
 from worker.backends.vcluster import VClusterControlPlane
@@ -88,22 +89,6 @@ def real_vcluster_host(
         name = str(ns.metadata.name)
         if any(name.startswith(p) for p in prefixes) and not ns.metadata.deletion_timestamp:
             core.delete_namespace(name)
-
-
-def _approved(*, alice, carol, team, tier, cluster, name: str = "web") -> Tenant:
-    req = services.request_submit(
-        actor=alice,
-        action=TenantRequest.Action.CREATE,
-        kind="vcluster",
-        team=team,
-        tier=tier,
-        cluster=cluster,
-        name=name,
-        purpose="needs its own cluster",
-    )
-    if req.tenant.status == "requested":
-        services.request_approve(tenant_request=req, actor=carol, comment="ok")
-    return req.tenant
 
 
 def _kubectl(kubectl_bin: Path, kubeconfig: str, *args: str, input: str | None = None, timeout: float = 60):
@@ -334,7 +319,7 @@ def test_a_team_runs_its_workload_in_a_real_vcluster_and_the_host_bounds_it(
 ):
     cluster = real_vcluster_host()
     began = time.monotonic()
-    tenant = _approved(alice=alice, carol=carol, team=team_a, tier=medium, cluster=cluster)
+    tenant = approved_vcluster(alice=alice, carol=carol, team=team_a, tier=medium, cluster=cluster)
     _explained_wait(tenant, "ready", node_kube_admin, READY_TIMEOUT)
     approve_to_ready = time.monotonic() - began
     core = client.CoreV1Api(node_kube_admin)
@@ -470,7 +455,7 @@ def test_a_vcluster_follows_its_tier_moves_teams_and_is_repaired(
     bigger.pk, bigger.name, bigger.cpu_limit_millis, bigger.sleep_allowed = None, "medium-plus", 12000, True
     bigger.save()
     cluster.tiers.add(bigger)
-    tenant = _approved(alice=alice, carol=carol, team=team_a, tier=medium, cluster=cluster, name="grow")
+    tenant = approved_vcluster(alice=alice, carol=carol, team=team_a, tier=medium, cluster=cluster, name="grow")
     core = client.CoreV1Api(node_kube_admin)
     # A fault: the control plane's pod killed while it comes up. Its StatefulSet makes it anew; the tenant converges.
     control_plane = f"{tenant.name}-0"

@@ -23,7 +23,7 @@ from kubernetes import client
 
 from tenants import services
 from tenants.audit import AuditContext
-from tenants.models import Cluster, Tenant, TenantRequest
+from tenants.models import Cluster, Tenant
 from tests.plugins.kube import read_or_none, wait_for
 from tests.plugins.worker import (
     NETWORK_CHECK_IDS,
@@ -31,7 +31,7 @@ from tests.plugins.worker import (
     fetch_kubeconfig,
     wait_status,
 )
-from tests.worker.backends.conftest import as_object, install_crds
+from tests.worker.backends.conftest import approved_vcluster, as_object, install_crds
 from tests.worker.backends.standin_vcluster import VClusterStandIn, release_secrets
 from worker.vcluster_values import DEFAULT_CHART_VERSION
 
@@ -107,22 +107,6 @@ def standin(control_plane, virtual_plane, helm_bin, vcluster_chart_repo) -> Iter
     for s in started:
         s.__exit__(None, None, None)
     assert not [e for s in started for e in s.errors], [e for s in started for e in s.errors]
-
-
-def _approved(*, alice, carol, team, tier, cluster, name: str = "web") -> Tenant:
-    req = services.request_submit(
-        actor=alice,
-        action=TenantRequest.Action.CREATE,
-        kind="vcluster",
-        team=team,
-        tier=tier,
-        cluster=cluster,
-        name=name,
-        purpose="needs its own CRDs",
-    )
-    if req.tenant.status == "requested":
-        services.request_approve(tenant_request=req, actor=carol, comment="ok")
-    return req.tenant
 
 
 def _crd(name: str) -> str:
@@ -252,7 +236,7 @@ def test_flux_installed_vcluster_works_end_to_end(
 ):
     cluster = vcluster_host(installer="flux", expose="ClusterIP", distro="k3s")
     operator = standin(cluster=cluster, installer="flux")
-    tenant = _approved(
+    tenant = approved_vcluster(
         alice=alice, carol=carol, team=team_a, tier=small, cluster=cluster
     )  # small approves automatically
     wait_status(tenant, "ready", timeout=180)
@@ -308,7 +292,7 @@ def test_cluster_api_installed_vcluster_works_end_to_end(
 ):
     cluster = vcluster_host(installer="capi", expose="ingress", ingress_class="nginx")
     operator = standin(cluster=cluster, installer="capi")
-    tenant = _approved(alice=alice, carol=carol, team=team_a, tier=medium, cluster=cluster)
+    tenant = approved_vcluster(alice=alice, carol=carol, team=team_a, tier=medium, cluster=cluster)
     wait_status(tenant, "ready", timeout=180)
 
     custom = client.CustomObjectsApi(kube_admin)
@@ -356,13 +340,13 @@ def test_bad_vcluster_settings_fail_the_tenant_with_a_readable_reason_before_any
     small,
 ):
     typo = vcluster_host(installer="kustomize")
-    tenant = _approved(alice=alice, carol=None, team=team_a, tier=small, cluster=typo)
+    tenant = approved_vcluster(alice=alice, carol=None, team=team_a, tier=small, cluster=typo)
     wait_status(tenant, "failed", timeout=90)
     assert tenant.status_reason == (
         f"Cluster {typo.name}: virtual_config.vcluster.installer is 'kustomize'; use one of helm, flux, capi."
     )
     no_room = vcluster_host(installer="helm", expose="LoadBalancer")
-    tenant_two = _approved(alice=alice, carol=None, team=team_a, tier=small, cluster=no_room)
+    tenant_two = approved_vcluster(alice=alice, carol=None, team=team_a, tier=small, cluster=no_room)
     wait_status(tenant_two, "failed", timeout=90)
     assert "tier small allows no LoadBalancer services" in tenant_two.status_reason
     core = client.CoreV1Api(kube_admin)
