@@ -101,7 +101,7 @@ def _kubectl(kubectl_bin: Path, kubeconfig: str, *args: str, input: str | None =
     )
 
 
-def _deployment(name: str, *, privileged: bool = False) -> str:
+def _deployment(name: str, *, privileged: bool = False, cpu_limit: str = "100m") -> str:
     """A small web server as restricted Pod Security admits it (or, with ``privileged``, as it refuses it)."""
     security = (
         {"privileged": True}
@@ -133,7 +133,7 @@ def _deployment(name: str, *, privileged: bool = False) -> str:
                                 "ports": [{"containerPort": 8080}],
                                 "resources": {
                                     "requests": {"cpu": "10m", "memory": "16Mi"},
-                                    "limits": {"cpu": "100m", "memory": "32Mi"},
+                                    "limits": {"cpu": cpu_limit, "memory": "32Mi"},
                                 },
                                 "securityContext": security,
                             }
@@ -405,13 +405,22 @@ def test_a_team_runs_its_workload_in_a_real_vcluster_and_the_host_bounds_it(
     denied = _kubectl(kubectl_bin, path, "apply", "-f", "-", input=_deployment("root", privileged=True))
     assert denied.returncode == 0, denied.stderr  # a Deployment is admitted; its pods are not
 
-    def refused_event() -> str | None:
+    def refused_event(words: str) -> str | None:
         events = _kubectl(kubectl_bin, path, "get", "events", "-n", "default", "-o", "json").stdout
         messages = [e.get("message", "") for e in json.loads(events or "{}").get("items", [])]
-        return next((m for m in messages if "violates PodSecurity" in m), None)
+        return next((m for m in messages if words in m), None)
 
-    assert "privileged" in wait_for(refused_event, timeout=60, what="the PodSecurity refusal inside")
+    refusal = wait_for(lambda: refused_event("violates PodSecurity"), timeout=60, what="the refusal inside")
+    assert "privileged" in refusal
     assert _host_pods(node_kube_admin, tenant.namespace, "root") == []
+
+    # The host's LimitRange bounds what is synced: a pod above the tier's maximum is admitted inside (the
+    # virtual cluster has no LimitRange of its own) but refused on the host, and the syncer says so inside.
+    huge = _kubectl(kubectl_bin, path, "apply", "-f", "-", input=_deployment("huge", cpu_limit="64"))
+    assert huge.returncode == 0, huge.stderr
+    refusal = wait_for(lambda: refused_event("maximum cpu usage per Container"), timeout=90, what="the host's refusal")
+    assert "forbidden" in refusal
+    assert _host_pods(node_kube_admin, tenant.namespace, "huge") == []
 
     # Decommission: helm uninstall, volume claims and the host namespace gone; nothing of it left.
     services.tenant_decommission(tenant=tenant, actor=alice, reason="done", ctx=AuditContext())
