@@ -20,6 +20,7 @@ class AuditEventViewSet(ListViewSet):
     pagination_class = NewestFirstPagination
     filterset_class = AuditEventFilter
     visible_to = staticmethod(selectors.audit_events_visible_to)
+    load = staticmethod(s.AuditEventSerializer.load)
 
     schema_model = models.AuditEvent
 

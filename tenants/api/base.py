@@ -88,13 +88,20 @@ def of_team(queryset: QuerySet[Any], team_id: int, lookup: str = "team_id") -> Q
     return queryset.filter(**{lookup: team_id})
 
 
-# A list of what the caller may see (``visible_to``), narrowed to a team token's team and filtered. (A comment, not a
-# docstring: the schema would take a docstring for the description of every view that inherits it.)
+# A list of what the caller may see (``visible_to``), narrowed to a team token's team and filtered. A read (GET) loads
+# only what its serializer shows (``load``, the serializer's): the selectors load whole related rows, for the pages and
+# the services, and the unused columns (a tier's settings, a tenant's reports, a request's whole tenant) cost more to
+# fetch and turn into objects than the rest of the page. An action (POST) reads the one row it acts on alone: the
+# service loads the related rows it uses by their keys, which costs PostgreSQL less than planning a join of all of them
+# (nine tables for a request). (A comment, not a docstring: the schema would take a docstring for the description of
+# every view that inherits it.)
 class ListViewSet(mixins.ListModelMixin, BerthViewSet):
     visible_to: Callable[..., QuerySet[Any]]
+    load: Callable[[QuerySet[Any]], QuerySet[Any]]
 
     def scoped_queryset(self):
-        return self.for_token_team(type(self).visible_to(user=actor_of(self.request)))
+        queryset = self.for_token_team(type(self).visible_to(user=actor_of(self.request)))
+        return type(self).load(queryset) if self.request.method == "GET" else queryset.select_related(None)
 
 
 def idempotency_key(request: ApiRequest) -> str:

@@ -25,6 +25,7 @@ class RequestViewSet(ListViewSet, mixins.RetrieveModelMixin):
     serializer_class = s.RequestSerializer
     filterset_class = RequestFilter
     visible_to = staticmethod(selectors.requests_visible_to)
+    load = staticmethod(s.RequestSerializer.load)
 
     schema_model = models.TenantRequest
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from django.core.validators import RegexValidator
+from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.utils import html
@@ -167,6 +168,20 @@ class RequestSerializer(serializers.ModelSerializer):
             "accepted_at",
             "approval_reason",
         ]
+
+    @staticmethod
+    def load(queryset: QuerySet[TenantRequest]) -> QuerySet[TenantRequest]:
+        """``queryset`` reading what a request shows and no more (of the tenant, only its id)."""
+        related = ["team", "tier", "cluster", "requested_by", "decided_by", "target_team", "accepted_by"]
+        return (
+            queryset.select_related(None)
+            .select_related(*related)
+            .only(
+                *(name for name in RequestSerializer.Meta.fields if name not in related),
+                *["team__slug", "tier__name", "cluster__name", "target_team__slug"],
+                *["requested_by__username", "decided_by__username", "accepted_by__username"],
+            )
+        )
 
 
 class Input(serializers.Serializer):
@@ -369,6 +384,10 @@ class SleepScheduleSerializer(serializers.Serializer):
 SLEEP_SCHEDULE = SleepScheduleSerializer()
 
 
+# The tenant's fields computed from other columns (TenantSerializer.load reads those).
+TENANT_COMPUTED = {"monitoring_links", "sleep_state", "sleep_schedule"}
+
+
 class TenantSerializer(serializers.ModelSerializer):
     team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     tier: serializers.SlugRelatedField[Tier] = serializers.SlugRelatedField(slug_field="name", read_only=True)
@@ -405,6 +424,20 @@ class TenantSerializer(serializers.ModelSerializer):
             "sleep_note",
             "sleep_schedule",
         ]
+
+    @staticmethod
+    def load(queryset: QuerySet[Tenant]) -> QuerySet[Tenant]:
+        """``queryset`` reading what a tenant shows and no more (its tier's and cluster's names, not all their
+        settings; not who created it)."""
+        return (
+            queryset.select_related(None)
+            .select_related("team", "tier", "cluster")
+            .only(
+                *(name for name in TenantSerializer.Meta.fields if name not in TENANT_COMPUTED),
+                *["sleeping", "sleep_applied", "sleep_schedule_start", "sleep_schedule_end", "sleep_weekends"],
+                *["team__slug", "team__time_zone", "tier__name", "cluster__name", "cluster__monitoring_links"],
+            )
+        )
 
     def get_monitoring_links(self, tenant: Tenant) -> list[dict]:
         return selectors.monitoring_links(tenant=tenant)
@@ -443,6 +476,12 @@ class AuditEventSerializer(serializers.ModelSerializer):
             "source_ip",
             "user_agent",
         ]
+
+    @staticmethod
+    def load(queryset: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
+        """``queryset`` reading what an event shows and no more (of its team, the slug)."""
+        fields = AuditEventSerializer.Meta.fields
+        return queryset.select_related(None).select_related("team").only(*fields, "team__slug")
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):

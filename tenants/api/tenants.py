@@ -33,6 +33,7 @@ class TenantViewSet(ListViewSet, mixins.RetrieveModelMixin):
     list_params = frozenset({"status"})
     filterset_class = TenantFilter
     visible_to = staticmethod(selectors.tenants_visible_to)
+    load = staticmethod(s.TenantSerializer.load)
 
     schema_model = models.Tenant
 
