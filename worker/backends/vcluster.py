@@ -23,7 +23,7 @@ import yaml
 
 from worker import helm, kube, manifests, sleep
 from worker.backends.namespace import NamespaceBackend
-from worker.backends.virtual import VirtualClusterBackend, kubeconfig_from_secret, with_server
+from worker.backends.virtual import VirtualClusterBackend, asleep, kubeconfig_from_secret, with_server
 from worker.cluster_settings import ClusterConfigError
 from worker.kube import Kube, KubePermanentError, Manifest
 from worker.ownership import TopLevel
@@ -220,7 +220,7 @@ class VClusterControlPlane:
         )
 
     def ready(self, tenant: Any, host: Kube, config: VClusterConfig) -> bool:
-        if _asleep(tenant):
+        if asleep(tenant):
             return self.replicas(tenant, host) == 0  # scaled to zero on purpose (sleep_pass)
         if config.installer == "capi":
             return self._capi_ready(tenant, host)
@@ -295,11 +295,6 @@ def _installer(tenant: Any) -> str | None:
         return None
 
 
-def _asleep(tenant: Any) -> bool:
-    """Asleep and done falling asleep: the control plane is meant to be scaled to zero."""
-    return bool(getattr(tenant, "sleeping", False)) and bool(getattr(tenant, "sleep_applied", False))
-
-
 # Namespaces inside a vcluster whose workloads sleep: all but these, where nothing of the team's runs. kube-system
 # sleeps too: its CoreDNS runs on the host like any synced pod (the syncer puts it back when it starts).
 QUIET_NAMESPACES = ("kube-public", "kube-node-lease")
@@ -353,8 +348,7 @@ SYNCED_LABEL = "vcluster.loft.sh/managed-by"  # on every pod the syncer puts on 
 
 def _inside(plane: VClusterControlPlane, tenant: Any, host: Kube, config: VClusterConfig) -> Kube | None:
     """An admin client inside the vcluster, or None while its control plane is not up."""
-    sts = host.get("StatefulSet", tenant.name, namespace=tenant.namespace) or {}
-    if int((sts.get("status") or {}).get("readyReplicas") or 0) < 1:
+    if not plane.ready(tenant, host, config):  # the installer's own readiness (helm, Flux or Cluster API)
         return None
     admin = plane.admin_kubeconfig(tenant, host, config)
     if admin is None:

@@ -89,6 +89,11 @@ def with_server(config: Manifest, server: str) -> Manifest:
     return copy
 
 
+def asleep(tenant: Any) -> bool:
+    """Asleep and done falling asleep: the control plane is meant to be scaled to zero."""
+    return bool(getattr(tenant, "sleeping", False)) and bool(getattr(tenant, "sleep_applied", False))
+
+
 @dataclass(frozen=True)
 class ControlPlaneAccess:
     """How the worker and the tenant reach a virtual control plane through its admin kubeconfig.
@@ -239,8 +244,8 @@ class VirtualClusterBackend(Generic[SettingsT]):
     def is_ready(self, tenant: Any, host: Kube) -> bool:
         if self.host and not self.host.is_ready(tenant, host):
             return False
-        if getattr(tenant, "sleeping", False) and getattr(tenant, "sleep_applied", False):
-            # Asleep: the control plane is scaled to zero on purpose, so nothing answers inside.
+        if asleep(tenant):
+            # The control plane is scaled to zero on purpose, so nothing answers inside.
             return self.control_plane.ready(tenant, host, self._settings(tenant))
         admin = self._admin_once_up(tenant, host, self._settings(tenant))
         return admin is not None and self.inside.is_set_up(admin)
