@@ -5,6 +5,8 @@
 #                           etcd (gobuild/)
 #   build.sh helm           helm                                                    (gobuild-helm/)
 #   build.sh promtool       promtool, which tests the chart's alert rules           (gobuild-prometheus/)
+#   build.sh prometheus     Prometheus, which scrapes the dev nodes' kubelets and Berth  (gobuild-prometheus/)
+#   build.sh prom-label-proxy  prom-label-proxy, which holds a query to one namespace  (gobuild-prom-label-proxy/)
 #   build.sh crds           the CRDs of the chart's optional monitoring objects (PrometheusRule, ServiceMonitor)
 #   build.sh coredns        coredns, the cluster DNS, with only the plugins a cluster needs  (gobuild-coredns/)
 #   build.sh local-path     local-path-provisioner, the dev cluster's StorageClass           (gobuild-local-path/)
@@ -152,6 +154,25 @@ build_promtool() {
     github.com/prometheus/prometheus/cmd/promtool
 }
 
+build_prometheus() {
+  # The server, from the same module and pin as promtool, without service discovery (remove_all_sd): the dev
+  # cluster names its scrape targets in files (file_sd), as the chart's Prometheus finds them by its own means.
+  # Without the builtinassets tag the web UI is left out; the HTTP API, which is all Berth uses, is whole.
+  local version ldflags pkg="github.com/prometheus/common/version"
+  version="$(pinned gobuild-prometheus github.com/prometheus/prometheus)"
+  ldflags="-s -w -X $pkg.Version=${version#v} -X $pkg.Branch=release -X $pkg.BuildDate=19700101-00:00:00"
+  build gobuild-prometheus prometheus "$version" "$ldflags" -tags remove_all_sd \
+    github.com/prometheus/prometheus/cmd/prometheus
+}
+
+build_prom_label_proxy() {
+  local version ldflags pkg="github.com/prometheus/common/version"
+  version="$(pinned gobuild-prom-label-proxy github.com/prometheus-community/prom-label-proxy)"
+  ldflags="-s -w -X $pkg.Version=${version#v} -X $pkg.Branch=release -X $pkg.BuildDate=19700101-00:00:00"
+  build gobuild-prom-label-proxy prom-label-proxy "$version" "$ldflags" \
+    github.com/prometheus-community/prom-label-proxy
+}
+
 build_coredns() {
   local version ldflags
   version="$(pinned gobuild-coredns github.com/coredns/coredns)"
@@ -249,6 +270,8 @@ case "$target" in
   kubernetes) build_kubernetes ;;
   helm) build_helm ;;
   promtool) build_promtool ;;
+  prometheus) build_prometheus ;;
+  prom-label-proxy) build_prom_label_proxy ;;
   crds) build_crds ;;
   coredns) build_coredns ;;
   local-path) build_local_path ;;
@@ -256,5 +279,5 @@ case "$target" in
   e2e) build_e2e ;;
   vcluster) build_vcluster ;;
   kine) build_kine ;;
-  *) echo "usage: $0 [kubernetes|helm|promtool|crds|coredns|local-path|netpol|e2e|vcluster|kine]" >&2; exit 2 ;;
+  *) echo "usage: $0 [kubernetes|helm|promtool|prometheus|prom-label-proxy|crds|coredns|local-path|netpol|e2e|vcluster|kine]" >&2; exit 2 ;;
 esac

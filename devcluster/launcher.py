@@ -37,6 +37,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 
 from devcluster import addons
+from devcluster import prometheus as dev_prometheus
 from devcluster.images import CLUSTER_IMAGES, VCLUSTER_IMAGES, ImageSpec, build_archives
 from devcluster.kubeconfig import kubeconfig, write_kubeconfig, write_private
 from devcluster.loadbalancer import LoadBalancer
@@ -58,6 +59,8 @@ TARGETS: dict[str, tuple[tuple[str, ...], str]] = {
     "e2e": (("e2e.test", "agnhost"), "BERTH_DEVCLUSTER_E2E_BIN"),
     "vcluster": (("vcluster",), "BERTH_DEVCLUSTER_VCLUSTER_BIN"),
     "kine": (("kine",), "BERTH_DEVCLUSTER_KINE_BIN"),
+    "prometheus": (("prometheus",), "BERTH_DEVCLUSTER_PROMETHEUS_BIN"),
+    "prom-label-proxy": (("prom-label-proxy",), "BERTH_DEVCLUSTER_PROM_LABEL_PROXY_BIN"),
 }
 
 # The longest a ServiceAccount token may live on the dev control plane (--service-account-max-token-expiration).
@@ -228,14 +231,20 @@ class ControlPlane:
         name: str = "berth-devcluster",
         nodes: int = 0,
         extra_images: Iterable[ImageSpec] = (),
+        prometheus: bool = False,
     ) -> None:
         if not 0 <= nodes <= len(NODE_SPECS):
             raise ControlPlaneError(f"nodes must be between 0 and {len(NODE_SPECS)}")
+        if prometheus and not nodes:
+            raise ControlPlaneError("Prometheus scrapes the nodes' kubelets: it needs nodes")
         self.name = name
         self.node_count = nodes
         self.nodes: list[Node] = []
         self.network: ClusterNetwork | None = None
         self.load_balancer: LoadBalancer | None = None
+        self._with_prometheus = prometheus
+        # With prometheus=True: the real server (devcluster/prometheus.py), scraping every kubelet.
+        self.prometheus: dev_prometheus.Prometheus | None = None
         self._extra_images = tuple(extra_images)  # imported into every node beside the cluster's own
         self.ca = ca or CertificateAuthority(f"{name}-ca")
         # Separate on purpose: whoever holds a cert from the request-header CA may
@@ -377,6 +386,9 @@ class ControlPlane:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def _stop_components(self) -> None:
+        if self.prometheus is not None:
+            self.prometheus.stop()
+            self.prometheus = None
         if self.load_balancer is not None:
             self.load_balancer.stop()
             self.load_balancer = None
@@ -558,6 +570,20 @@ class ControlPlane:
             pool=self.network.load_balancer_pool,
         )
         self.load_balancer.start()
+        if self._with_prometheus:
+            self._start_prometheus(watched)
+
+    def _start_prometheus(self, watched: list[Component]) -> None:
+        addons.apply(self.kubectl, self.kubeconfig_path, dev_prometheus.rbac_objects())
+        client = dev_prometheus.ClientFiles(
+            self.ca_file, self._pki_path("prometheus.crt"), self._pki_path("prometheus.key")
+        )
+        self.prometheus = dev_prometheus.Prometheus(
+            self._dir / "prometheus", find_bin_dir("prometheus"), client, port=free_port()
+        )
+        self.prometheus.start(
+            [(node.name, node.node_ip) for node in self.nodes], kubelet_port=KUBELET_PORT, watched=watched
+        )
 
     def _node_kubeconfig(self, user: str, pair: tuple[str, str]) -> dict:
         return kubeconfig(
@@ -646,6 +672,8 @@ class ControlPlane:
             self._write_pair("scheduler", self.ca.issue_client_cert("system:kube-scheduler"))
             # What the API server shows kubelets when it proxies logs, exec and port-forward.
             self._write_pair("apiserver-kubelet-client", self.ca.issue_client_cert(KUBELET_CLIENT, ("system:masters",)))
+        if self._with_prometheus:
+            self._write_pair("prometheus", self.ca.issue_client_cert(dev_prometheus.USER))
         write_private(self._pki_path("front-proxy-ca.crt"), self._front_proxy_ca.cert_pem)
         self._write_pair("front-proxy-client", self._front_proxy_ca.issue_client_cert(FRONT_PROXY_CLIENT))
         private_pem, public_pem = new_service_account_key()
@@ -851,6 +879,9 @@ def main(argv: list[str] | None = None) -> int:
         "--nodes", type=int, default=0, help="real nodes to start: 1 (shared pool) or 2 (and the dedicated pool)"
     )
     parser.add_argument(
+        "--prometheus", action="store_true", help="also run Prometheus, scraping every node (needs --nodes)"
+    )
+    parser.add_argument(
         "--vcluster", action="store_true", help="also give the nodes vcluster's images (devcluster/images.py)"
     )
     args = parser.parse_args(argv)
@@ -864,6 +895,7 @@ def main(argv: list[str] | None = None) -> int:
         keep_data=args.keep_data,
         nodes=args.nodes,
         extra_images=VCLUSTER_IMAGES if args.vcluster else (),
+        prometheus=args.prometheus,
     )
     try:
         with control_plane:
@@ -878,6 +910,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"API server: {control_plane.api_url}")
             print(f"kubeconfig: {kubeconfig_path}")
             print(f"data dir:   {control_plane.data_dir}")
+            if control_plane.prometheus is not None:
+                print(f"Prometheus: {control_plane.prometheus.url}")
             print(f"export KUBECONFIG={kubeconfig_path}", flush=True)
             while (failure := control_plane.failed_component()) is None:
                 time.sleep(1)

@@ -1,8 +1,9 @@
 //go:build tools
 
-// Package tools pins the promtool command this module builds.
+// Package tools pins the commands this module builds: promtool and the Prometheus server.
 package tools
 
 import (
+	_ "github.com/prometheus/prometheus/cmd/prometheus"
 	_ "github.com/prometheus/prometheus/cmd/promtool"
 )

@@ -14,6 +14,8 @@ from __future__ import annotations
 import functools
 import subprocess
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,13 +27,14 @@ from kubernetes.client import ApiClient, CoreV1Api, V1Namespace, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
 from devcluster.images import VCLUSTER_IMAGES
-from devcluster.launcher import ControlPlane, find_bin_dir
+from devcluster.launcher import ControlPlane, find_bin_dir, free_port
+from devcluster.prometheus import label_proxy
 
 T = TypeVar("T")
 
 CLUSTER_FIXTURES = {"control_plane", "kube_admin", "kubectl", "unique_ns_name", "make_ns_name", "make_namespace"}
 # Fixtures of the control plane with real nodes (kubelet + containerd): slower, root only, so a marker of its own.
-NODE_FIXTURES = {"node_control_plane", "node_kube_admin", "live_node_cluster"}
+NODE_FIXTURES = {"node_control_plane", "node_kube_admin", "live_node_cluster", "prometheus_label_proxy"}
 
 KubectlRunner = Callable[..., "subprocess.CompletedProcess[str]"]
 _BIN_DIR = pytest.StashKey["Path | Exception"]()
@@ -70,6 +73,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         reporter.write_line("devcluster: checking binaries (devcluster/build.sh; a cold build takes ~10 minutes)")
     try:
         session.config.stash[_BIN_DIR] = find_bin_dir()
+        if any(item.get_closest_marker("nodes") for item in session.items):
+            for target in ("prometheus", "prom-label-proxy"):  # the node cluster's monitoring
+                find_bin_dir(target)
     except Exception as error:
         session.config.stash[_BIN_DIR] = error
     if any(item.get_closest_marker("vcluster") for item in session.items):
@@ -128,20 +134,60 @@ def control_plane(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
 @pytest.fixture(scope="session")
 def node_control_plane(pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
     """A second control plane, with kube-scheduler and two real nodes: shared-1 (berth.dev/pool=shared) and
-    dedicated-1 (berth.dev/pool=dedicated), each its own containerd, CNI bridge and /24; with vcluster's images
-    when a collected test is marked ``vcluster``."""
+    dedicated-1 (berth.dev/pool=dedicated), each its own containerd, CNI bridge and /24, and Prometheus scraping
+    both; with vcluster's images when a collected test is marked ``vcluster``."""
     found = pytestconfig.stash.get(_BIN_DIR, None)
     if isinstance(found, Exception):
         raise found
     vcluster = pytestconfig.stash.get(_VCLUSTER, False)
     if isinstance(vcluster, Exception):
         raise vcluster
-    plane = ControlPlane(name="berth-nodes", bin_dir=found, nodes=2, extra_images=VCLUSTER_IMAGES if vcluster else ())
+    plane = ControlPlane(
+        name="berth-nodes",
+        bin_dir=found,
+        nodes=2,
+        extra_images=VCLUSTER_IMAGES if vcluster else (),
+        prometheus=True,
+    )
     plane.start()
     try:
         yield plane
     finally:
         plane.stop()
+
+
+@pytest.fixture(scope="session")
+def prometheus_label_proxy(node_control_plane: ControlPlane) -> Iterator[str]:
+    """prom-label-proxy in front of the node cluster's Prometheus, as it runs beside the portal: its address."""
+    from tenants.prometheus import HEADER, LABEL
+
+    assert node_control_plane.prometheus is not None
+    port = free_port()
+    proxy = label_proxy(
+        find_bin_dir("prom-label-proxy"),
+        upstream=node_control_plane.prometheus.url,
+        port=port,
+        label=LABEL,
+        header=HEADER,
+        log_path=node_control_plane.prometheus.directory / "prom-label-proxy.log",
+    )
+    proxy.start()
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for(lambda: _answers(url), timeout=30, what="prom-label-proxy")
+        yield url
+    finally:
+        proxy.stop()
+
+
+def _answers(url: str) -> bool:
+    try:
+        urllib.request.urlopen(f"{url}/healthz", timeout=2).close()
+    except urllib.error.HTTPError:
+        return True  # it answered
+    except OSError:
+        return False
+    return True
 
 
 @pytest.fixture(scope="session")

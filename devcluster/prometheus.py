@@ -1,0 +1,199 @@
+"""The dev cluster's Prometheus: the real server (build.sh prometheus), scraping every node's kubelet and Berth.
+
+    prometheus = Prometheus(directory, bin_dir, control_plane_files)
+    prometheus.start([("shared-1", "10.x.y.2"), ...])
+    prometheus.set_targets("berth-web", ["127.0.0.1:8000"])   # the portal, once it runs
+
+Jobs, as a kubeadm cluster's Prometheus scrapes them (kube-prometheus' ServiceMonitors for the kubelet):
+
+- ``kubelet``, ``cadvisor`` and ``resource``: each node's kubelet at ``/metrics``, ``/metrics/cadvisor`` and
+  ``/metrics/resource`` over TLS, verified against the cluster CA, as the user ``berth-dev-prometheus`` whose
+  ClusterRole grants ``nodes/metrics`` and nothing else (the kubelet asks the API server, webhook authorization);
+- ``berth-web`` and ``berth-worker``: the portal's ``/metrics`` (bearer token, BERTH_METRICS_TOKEN) and the
+  worker's exporter (BERTH_WORKER_METRICS_PORT), named in file_sd files whoever starts them writes.
+
+It listens on 127.0.0.1 on a free port with its own data directory, and it is one Component: stopped with the
+rest of the control plane.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from devcluster.kubeconfig import write_private
+from devcluster.process import Component, wait_until
+
+USER = "berth-dev-prometheus"
+CLUSTER_ROLE = "berth:dev-prometheus"
+SCRAPE_INTERVAL = "10s"
+# Bounds of the server itself, whatever a caller asks: no query runs longer or loads more than this.
+QUERY_TIMEOUT = "20s"
+QUERY_MAX_SAMPLES = 5_000_000
+RETENTION = "8d"  # the tenant page's longest graph (7 days), and a little
+FILE_SD_JOBS = ("berth-web", "berth-worker")
+KUBELET_PATHS = {"kubelet": "/metrics", "cadvisor": "/metrics/cadvisor", "resource": "/metrics/resource"}
+
+
+def rbac_objects() -> list[dict]:
+    """What the scraping user may do: read kubelet metrics (nodes/metrics), which is all it does."""
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": CLUSTER_ROLE},
+            "rules": [{"apiGroups": [""], "resources": ["nodes/metrics"], "verbs": ["get"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": CLUSTER_ROLE},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CLUSTER_ROLE},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}],
+        },
+    ]
+
+
+@dataclass(frozen=True)
+class ClientFiles:
+    """The files Prometheus reads to reach the kubelets: the cluster CA, and its own client certificate and key."""
+
+    ca_file: Path
+    cert_file: Path
+    key_file: Path
+
+
+def config(*, nodes: Iterable[tuple[str, str]], kubelet_port: int, client: ClientFiles, directory: Path) -> dict:
+    """prometheus.yml: the kubelet jobs for these (name, address) nodes, and the file_sd jobs for Berth."""
+    nodes = list(nodes)
+    tls = {"ca_file": str(client.ca_file), "cert_file": str(client.cert_file), "key_file": str(client.key_file)}
+    jobs: list[dict] = []
+    for job, path in KUBELET_PATHS.items():
+        jobs.append(
+            {
+                "job_name": job,
+                "scheme": "https",
+                "metrics_path": path,
+                "tls_config": tls,
+                # The kubelet's own labels (namespace, pod, container) are the ones tenants are held to.
+                "honor_labels": True,
+                "static_configs": [
+                    {"targets": [f"{address}:{kubelet_port}"], "labels": {"node": name}} for name, address in nodes
+                ],
+            }
+        )
+    for job in FILE_SD_JOBS:
+        entry: dict = {"job_name": job, "file_sd_configs": [{"files": [str(directory / f"{job}.json")]}]}
+        if job == "berth-web":
+            entry["authorization"] = {"credentials_file": str(directory / "berth-web.token")}
+        jobs.append(entry)
+    return {
+        "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
+        "scrape_configs": jobs,
+    }
+
+
+def label_proxy(
+    bin_dir: Path, *, upstream: str, port: int, label: str, header: str, log_path: Path | None
+) -> Component:
+    """prom-label-proxy (build.sh prom-label-proxy) on 127.0.0.1:``port`` in front of ``upstream``: every query,
+    series and label request must carry ``header``, whose value it holds each selector's ``label`` to. What
+    runs beside the portal (tenants/prometheus.py), as the chart's sidecar does; the caller starts and stops it."""
+    return Component(
+        "prom-label-proxy",
+        [
+            str(bin_dir / "prom-label-proxy"),
+            f"-label={label}",
+            f"-header-name={header}",
+            "-enable-label-apis",
+            f"-upstream={upstream}",
+            f"-insecure-listen-address=127.0.0.1:{port}",
+        ],
+        log_path,
+    )
+
+
+class Prometheus:
+    """One Prometheus server for one dev cluster (see the module's docstring)."""
+
+    def __init__(self, directory: Path, bin_dir: Path, client: ClientFiles, *, port: int) -> None:
+        self.directory = directory
+        self.bin_dir = bin_dir
+        self.client = client
+        self.port = port
+        self.component: Component | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, nodes: Iterable[tuple[str, str]], *, kubelet_port: int, watched: list[Component]) -> Component:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for job in FILE_SD_JOBS:
+            self.set_targets(job, [])
+        write_private(self.directory / "berth-web.token", "unset\n")
+        (self.directory / "prometheus.yml").write_text(
+            json.dumps(config(nodes=nodes, kubelet_port=kubelet_port, client=self.client, directory=self.directory))
+        )
+        self.component = Component(
+            "prometheus",
+            [
+                str(self.bin_dir / "prometheus"),
+                f"--config.file={self.directory / 'prometheus.yml'}",
+                f"--storage.tsdb.path={self.directory / 'data'}",
+                f"--storage.tsdb.retention.time={RETENTION}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                f"--query.timeout={QUERY_TIMEOUT}",
+                f"--query.max-samples={QUERY_MAX_SAMPLES}",
+                "--web.enable-lifecycle",
+            ],
+            self.directory / "prometheus.log",
+        )
+        self.component.start()
+        wait_until(
+            lambda: self._get("/-/ready") == 200,
+            timeout=60.0,
+            watched=[*watched, self.component],
+            what="Prometheus /-/ready",
+        )
+        return self.component
+
+    def set_targets(self, job: str, targets: list[str], *, token: str | None = None) -> None:
+        """Point a file_sd job (berth-web, berth-worker) at these host:port targets; Prometheus notices the file."""
+        if job not in FILE_SD_JOBS:
+            raise ValueError(f"no file_sd job {job!r}")
+        if token is not None:
+            write_private(self.directory / "berth-web.token", token + "\n")
+        groups = [{"targets": targets, "labels": {"service": job}}] if targets else []
+        path = self.directory / f"{job}.json"
+        path.with_suffix(".tmp").write_text(json.dumps(groups))
+        path.with_suffix(".tmp").replace(path)  # whole or not at all: Prometheus may read it at any moment
+
+    def query(self, promql: str) -> list[dict]:
+        """An instant query's result vector, unscoped: for tests and the launcher, never for a tenant."""
+        url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return json.load(answer)["data"]["result"]
+
+    def targets_up(self) -> dict[str, str]:
+        """Each active target's scrape URL and its health (up, down, unknown)."""
+        with urllib.request.urlopen(f"{self.url}/api/v1/targets?state=active", timeout=10) as answer:
+            active = json.load(answer)["data"]["activeTargets"]
+        return {target["scrapeUrl"]: target["health"] for target in active}
+
+    def stop(self) -> None:
+        if self.component is not None:
+            self.component.stop()
+            self.component = None
+
+    def _get(self, path: str) -> int | None:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=3) as answer:
+                return answer.status
+        except (urllib.error.URLError, OSError):
+            return None

@@ -1,0 +1,76 @@
+"""The dev cluster's Prometheus (devcluster/prometheus.py): the real server scraping each node's kubelet."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from devcluster import prometheus
+from devcluster.launcher import KUBELET_PORT, ControlPlane
+from tests.plugins.kube import wait_for
+
+
+def test_the_config_scrapes_each_kubelet_three_ways_and_berth_from_files(tmp_path):
+    client = prometheus.ClientFiles(tmp_path / "ca.crt", tmp_path / "p.crt", tmp_path / "p.key")
+    config = prometheus.config(
+        nodes=[("a", "10.0.0.2"), ("b", "10.0.1.2")], kubelet_port=10250, client=client, directory=tmp_path
+    )
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert set(jobs) == {"kubelet", "cadvisor", "resource", "berth-web", "berth-worker"}
+    assert jobs["cadvisor"]["metrics_path"] == "/metrics/cadvisor"
+    assert jobs["resource"]["static_configs"] == [
+        {"targets": ["10.0.0.2:10250"], "labels": {"node": "a"}},
+        {"targets": ["10.0.1.2:10250"], "labels": {"node": "b"}},
+    ]
+    assert jobs["kubelet"]["tls_config"]["ca_file"] == str(tmp_path / "ca.crt")
+    assert jobs["berth-web"]["authorization"] == {"credentials_file": str(tmp_path / "berth-web.token")}
+
+
+@pytest.mark.nodes
+def test_every_kubelet_is_scraped_with_a_user_that_may_read_metrics_only(node_control_plane: ControlPlane):
+    server = node_control_plane.prometheus
+    assert server is not None
+    want = {
+        f"https://{node.node_ip}:{KUBELET_PORT}{path}"
+        for node in node_control_plane.nodes
+        for path in prometheus.KUBELET_PATHS.values()
+    }
+    wait_for(
+        lambda: {url for url, health in server.targets_up().items() if health == "up"} >= want,
+        timeout=60,
+        what="every kubelet target up",
+        interval=1,
+    )
+    # Pod-level series come with the labels tenants are held to.
+    rows = wait_for(
+        lambda: server.query('container_memory_working_set_bytes{namespace="kube-system"}'),
+        timeout=60,
+        what="cAdvisor series",
+        interval=1,
+    )
+    assert all({"namespace", "pod", "node"} <= set(row["metric"]) for row in rows)
+    # The scraping identity reads kubelet metrics and nothing else.
+    for verb, resource, subresource in (
+        ("get", "nodes", "metrics"),
+        ("get", "nodes", "proxy"),
+        ("list", "pods", ""),
+        ("get", "secrets", ""),
+    ):
+        answer = subprocess.run(
+            [
+                str(node_control_plane.kubectl),
+                f"--kubeconfig={node_control_plane.kubeconfig_path}",
+                "auth",
+                "can-i",
+                verb,
+                resource,
+                f"--subresource={subresource}",
+                f"--as={prometheus.USER}",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        allowed = subresource == "metrics"
+        assert answer.stdout.strip() == ("yes" if allowed else "no"), (verb, resource, subresource, answer.stderr)
