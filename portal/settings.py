@@ -209,7 +209,12 @@ REST_FRAMEWORK = {
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "tenants.api.negotiation.JsonWhateverAccepted",
     # JSON or a plain form; no multipart: nothing takes a file, and a malformed multipart body parses as empty.
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser", "rest_framework.parsers.FormParser"],
-    "DEFAULT_THROTTLE_RATES": {"writes": env.str("BERTH_WRITE_THROTTLE", default="120/min")},
+    "DEFAULT_THROTTLE_RATES": {
+        "writes": env.str("BERTH_WRITE_THROTTLE", default="120/min"),
+        # Tenant metrics queries per person (tenants/api/prometheus.py): a dashboard of ten panels refreshing every
+        # ten seconds asks 60 a minute.
+        "prometheus": env.str("BERTH_PROMETHEUS_THROTTLE", default="300/min"),
+    },
     "EXCEPTION_HANDLER": "tenants.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
@@ -361,6 +366,16 @@ BERTH_METRICS_TOKEN = secret("BERTH_METRICS_TOKEN", required=False)
 # 0 = off. Prefork children share their numbers through PROMETHEUS_MULTIPROC_DIR, which it then requires.
 BERTH_WORKER_METRICS_PORT = env.int("BERTH_WORKER_METRICS_PORT", default=0)
 BERTH_WORKER_METRICS_ADDRESS = env.str("BERTH_WORKER_METRICS_ADDRESS", default="0.0.0.0")
+
+# Tenant metrics (tenants/prometheus.py): each Prometheus a cluster may name (Cluster.prometheus), as the address
+# of the prom-label-proxy in front of it (-label namespace -header-name X-Berth-Namespace -enable-label-apis),
+# e.g. {"dev": "http://127.0.0.1:9091"}. Empty: no cluster has tenant metrics.
+BERTH_PROMETHEUS = env.json("BERTH_PROMETHEUS", default={})
+if not isinstance(BERTH_PROMETHEUS, dict) or not all(
+    isinstance(k, str) and isinstance(v, str) and v.startswith(("http://", "https://"))
+    for k, v in BERTH_PROMETHEUS.items()
+):
+    raise ImproperlyConfigured('BERTH_PROMETHEUS must map names to http(s) addresses, e.g. {"dev": "http://…"}')
 
 # --- Logging ----------------------------------------------------------------
 # One JSON object per line (tenants/logs.py) with request_id, user and tenant_id, in the web and the worker alike;

@@ -52,6 +52,28 @@ FIELD_ERRORS_SCHEMA = {
     },
     "additionalProperties": {"type": "array", "items": {"type": "string"}},
 }
+# A tenant's metrics API (tenants/api/prometheus.py) answers as Prometheus does, and its query errors too.
+PROMETHEUS_ANSWER_SCHEMA = {
+    "type": "object",
+    "description": "Prometheus's answer, as it gave it (https://prometheus.io/docs/prometheus/latest/querying/api/).",
+    "properties": {
+        "status": {"type": "string", "enum": ["success"]},
+        "data": {"description": "A result (query, query_range), series, or names (labels, label values)."},
+        "warnings": {"type": "array", "items": {"type": "string"}},
+        "infos": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["status", "data"],
+}
+PROMETHEUS_ERROR_SCHEMA = {
+    "type": "object",
+    "description": "Prometheus's error shape, from Prometheus or from Berth's own bounds.",
+    "properties": {
+        "status": {"type": "string", "enum": ["error"]},
+        "errorType": {"type": "string"},
+        "error": {"type": "string"},
+    },
+    "required": ["status", "errorType", "error"],
+}
 # A kubeconfig (YAML), as kubectl reads it: what the credential endpoints return.
 _NAMED_LIST = {
     "type": "array",
@@ -104,7 +126,7 @@ def error_statuses(*, operation_id: str, method: str, path: str, has_body: bool)
         statuses.add("404")
     if method == "post":
         statuses.add("403")
-        if "{id}" in path:
+        if "{id}" in path and "/prometheus/" not in path:  # a metrics query changes nothing
             statuses.add("409")
     if has_body:
         statuses.add("415")
@@ -190,6 +212,8 @@ def add_errors_and_links(result: dict, generator, request, public) -> dict:
     schemas["Error"] = ERROR_SCHEMA
     schemas["FieldErrors"] = FIELD_ERRORS_SCHEMA
     schemas["Kubeconfig"] = KUBECONFIG_SCHEMA
+    schemas["PrometheusAnswer"] = PROMETHEUS_ANSWER_SCHEMA
+    schemas["PrometheusError"] = PROMETHEUS_ERROR_SCHEMA
     for path, operations in result.get("paths", {}).items():
         for method, operation in operations.items():
             for media_type, body in operation.get("requestBody", {}).get("content", {}).items():

@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from tenants.api import audit, catalog, me, requests, schema, tenants, tokens  # noqa: F401  (schema: registers the auth extensions)
+from tenants.api import audit, catalog, me, prometheus, requests, schema, tenants, tokens  # noqa: F401  (schema: registers the auth extensions)
 from tenants.costs import api as costs
 
 # SimpleRouter, not DefaultRouter: that one also serves a browsable index at the API's root and every route again
@@ -24,5 +24,19 @@ urlpatterns = [
     path("teams/<slug:slug>/costs/export/", costs.TeamCostsExportView.as_view(), name="api-team-costs-export"),
     path("tenants/<uuid:id>/costs/", costs.TenantCostsView.as_view(), name="api-tenant-costs"),
     path("tenants/<uuid:id>/costs/export/", costs.TenantCostsExportView.as_view(), name="api-tenant-costs-export"),
+    # A tenant's metrics as a Prometheus data source (tenants/api/prometheus.py): Prometheus's own paths under it.
+    path("tenants/<uuid:id>/prometheus/api/v1/query", prometheus.QueryView.as_view(), name="api-prometheus-query"),
+    path(
+        "tenants/<uuid:id>/prometheus/api/v1/query_range",
+        prometheus.QueryRangeView.as_view(),
+        name="api-prometheus-query-range",
+    ),
+    path("tenants/<uuid:id>/prometheus/api/v1/series", prometheus.SeriesView.as_view(), name="api-prometheus-series"),
+    path("tenants/<uuid:id>/prometheus/api/v1/labels", prometheus.LabelsView.as_view(), name="api-prometheus-labels"),
+    path(
+        "tenants/<uuid:id>/prometheus/api/v1/label/<str:name>/values",
+        prometheus.LabelValuesView.as_view(),
+        name="api-prometheus-label-values",
+    ),
     *router.urls,
 ]

@@ -216,6 +216,12 @@ class Cluster(models.Model):
         blank=True,
         help_text='List of {"name": ..., "url": ...}; the url may use {namespace}, {tenant}, {team}, {cluster}.',
     )
+    prometheus = models.CharField(
+        max_length=63,
+        blank=True,
+        help_text="Which Prometheus holds this cluster's metrics: a name in the deployment's BERTH_PROMETHEUS "
+        "(see docs/monitoring.md). Empty: tenants here get no metrics.",
+    )
     kinds = models.JSONField(default=list, help_text='Tenancy kinds offered, e.g. ["namespace", "vcluster"].')
     virtual_config = models.JSONField(
         default=dict,
@@ -240,6 +246,7 @@ class Cluster(models.Model):
 
     def clean(self) -> None:
         """Refuse kinds and virtual-cluster settings the worker could not use (the admin form shows why)."""
+        from django.conf import settings
         from django.core.exceptions import ValidationError
 
         from tenants import hooks
@@ -254,6 +261,11 @@ class Cluster(models.Model):
         domain_errors = ingress_domain_template_errors(self.ingress_domains)
         if domain_errors:
             raise ValidationError({"ingress_domains": domain_errors})
+        if self.prometheus and self.prometheus not in settings.BERTH_PROMETHEUS:
+            named = ", ".join(sorted(settings.BERTH_PROMETHEUS)) or "none"
+            raise ValidationError(
+                {"prometheus": f"No Prometheus named {self.prometheus!r} in BERTH_PROMETHEUS (it names: {named})."}
+            )
         worker = hooks.installed()
         errors = worker.cluster_config_errors(self) if worker else {}
         if errors:
