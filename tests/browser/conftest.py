@@ -139,10 +139,12 @@ def keycloak_portal(chromium: Browser, _live_server, settings, keycloak) -> Iter
 
 @pytest.fixture(scope="module")
 def demo_web(django_db_setup, oidc_provider, tmp_path_factory) -> Iterator[str]:
-    """The portal's web process exactly as `make demo` starts it (devcluster/demo.py: its settings, its static
+    """The portal's web process as `make demo` starts it (devcluster/demo.py: its settings, its static
     files, its command), on this run's test database, Redis and provider; its URL. Log: test-output/demo-web.log.
 
-    Only what the demo takes from elsewhere comes from the test run: no DJANGO_* of the tests' own settings.
+    Only what the demo takes from elsewhere comes from the test run: no DJANGO_* of the tests' own settings. The
+    one difference: the settings module adds a URL that fails (tests/browser/settings_with_failure.py), so the demo's
+    500 page can be seen.
     """
     port = free_port()
     process = django_process_env()
@@ -156,6 +158,7 @@ def demo_web(django_db_setup, oidc_provider, tmp_path_factory) -> Iterator[str]:
         **oidc_provider.portal_env(),
         **demo.settings_env(data_dir=tmp_path_factory.mktemp("demo"), port=port, debug=False),
     }
+    env["DJANGO_SETTINGS_MODULE"] = "tests.browser.settings_with_failure"
     demo.collect_static(env)
     OUTPUT.mkdir(exist_ok=True)
     web = Component("demo-web", demo.web_command(port=port, debug=False), OUTPUT / "demo-web.log", cwd=ROOT, env=env)
