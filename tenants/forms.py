@@ -67,6 +67,44 @@ class IsoDateField(forms.DateField):
             raise ValidationError(self.error_messages["invalid"], code="invalid") from None
 
 
+ISO_TIME_FORMAT = "HH:MM"
+# 19:00, or 1900: the 24-hour clock, as ISO 8601 writes it (basic form for the digits-only keypad again).
+_ISO_TIME = re.compile(r"([01]\d|2[0-3]):?([0-5]\d)")
+
+
+class IsoTimeInput(forms.TimeInput):
+    """A text input for a time on the 24-hour clock: a native time input shows 07:00 PM in American English and
+    keeps 07:30 typed there empty until AM or PM is chosen."""
+
+    input_type = "text"
+
+    def __init__(self, attrs: dict | None = None) -> None:
+        iso = {
+            "inputmode": "numeric",
+            "pattern": _ISO_TIME.pattern,
+            "title": f"{ISO_TIME_FORMAT}, 24-hour",
+            "autocomplete": "off",
+            "spellcheck": "false",
+            "maxlength": "5",
+        }
+        super().__init__(attrs={**iso, **(attrs or {})}, format="%H:%M")
+
+
+class IsoTimeField(forms.TimeField):
+    widget = IsoTimeInput
+    default_error_messages = {"invalid": f"Enter a time as {ISO_TIME_FORMAT} on the 24-hour clock."}
+
+    def to_python(self, value: object) -> dt.time | None:
+        if value in self.empty_values:
+            return None
+        if isinstance(value, dt.time):
+            return value
+        match = _ISO_TIME.fullmatch(str(value).strip())
+        if match is None:
+            raise ValidationError(self.error_messages["invalid"], code="invalid")
+        return dt.time(int(match[1]), int(match[2]))
+
+
 class BerthForm(forms.Form):
     """Forms whose ``ValidationError`` may also come from a service after ``is_valid()``."""
 
@@ -247,20 +285,8 @@ class KubeconfigForm(BerthForm):
 class SleepScheduleForm(BerthForm):
     """A tenant's weekly sleep schedule, on the wall clock of its team's time zone."""
 
-    start = forms.TimeField(
-        required=False,
-        label="Sleep from",
-        input_formats=["%H:%M"],
-        widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
-        help_text="Every night, e.g. 19:00.",
-    )
-    end = forms.TimeField(
-        required=False,
-        label="Wake at",
-        input_formats=["%H:%M"],
-        widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
-        help_text="The next morning, e.g. 07:00.",
-    )
+    start = IsoTimeField(required=False, label="Sleep from", help_text=f"{ISO_TIME_FORMAT}, every night, e.g. 19:00.")
+    end = IsoTimeField(required=False, label="Wake at", help_text=f"{ISO_TIME_FORMAT}, the next morning, e.g. 07:00.")
     weekends = forms.BooleanField(required=False, label="Asleep all weekend (Saturday and Sunday)")
 
 

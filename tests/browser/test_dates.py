@@ -1,5 +1,6 @@
-"""Dates in a browser whose language is American English: every date field shows and takes ISO dates
-(2026-03-15), as the rest of the portal writes them, where a native date input would show 03/15/2026."""
+"""Dates and times in a browser whose language is American English: every date field shows and takes ISO dates
+(2026-03-15) and every time field the 24-hour clock (19:00), as the rest of the portal writes them, where native
+inputs would show 03/15/2026 and 07:00 PM."""
 
 from __future__ import annotations
 
@@ -135,3 +136,44 @@ def test_the_expiry_dates_of_requests_show_and_take_iso_in_an_american_browser(
     extend = TenantRequest.objects.get(action=TenantRequest.Action.EXTEND, tenant=tenant)
     assert extend.requested_expiry == later
     assert User.objects.get(username="alice") == extend.requested_by
+
+
+def test_the_sleep_schedule_shows_and_takes_24_hour_times_in_an_american_browser(
+    portal_en_us: Portal, cluster, dispatched, axe_installed
+):
+    page = portal_en_us.page_as("alice")
+    _speaks_american_english(page)
+    Tier.objects.filter(name="small").update(sleep_allowed=True)
+    req = services.request_submit(
+        actor=User.objects.get(username="alice"),
+        action=TenantRequest.Action.CREATE,
+        team=Membership.objects.get(user__username="alice").team,
+        name="nightly",
+        tier=Tier.objects.get(name="small"),
+        cluster=cluster,
+    )
+    tenant = services.tenant_mark_provisioning(tenant=Tenant.objects.get(pk=req.tenant_id))
+    tenant = services.tenant_mark_ready(tenant=tenant, applied_generation=tenant.generation)
+
+    page.goto(portal_en_us.at(f"/tenants/{tenant.pk}/"))
+    card = page.get_by_role("region", name="Sleep")
+    card.locator("summary").filter(has_text="Schedule").click()
+    start, end = card.get_by_label("Sleep from"), card.get_by_label("Wake at")
+    _type(start, "19:00")
+    _type(end, "07:30")
+    card.get_by_role("button", name="Save schedule").click()
+    expect(page.get_by_role("status").filter(has_text="Sleep schedule saved")).to_be_visible()
+    saved = services.schedule_json(Tenant.objects.get(pk=tenant.pk))
+    assert (saved["start"], saved["end"]) == ("19:00", "07:30")
+    card = page.get_by_role("region", name="Sleep")
+    assert shown_text(card.get_by_label("Sleep from")) == "19:00"  # not 07:00 PM
+    assert shown_text(card.get_by_label("Wake at")) == "07:30"
+    expect(card.get_by_label("Sleep from")).to_have_accessible_description(re.compile(r"HH:MM"))
+
+    checked = portal_en_us.page_as("alice", bypass_csp=True)
+    for width in (1440, 390):
+        checked.set_viewport_size({"width": width, "height": 900})
+        checked.goto(portal_en_us.at(f"/tenants/{tenant.pk}/"))
+        expect(checked.get_by_role("region", name="Sleep").get_by_label("Wake at")).to_be_visible()
+        found = axe_violations(checked)
+        assert not blocking(found), describe_violations(f"sleep schedule at {width} px", found)
