@@ -7,23 +7,102 @@ names no form field carries become errors at the top of the form.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
 from typing import Any, cast
 
 from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
-from django.utils import timezone
 
 from tenants import services
 from tenants.models import Cluster, Team, TenantKind, TenantRequest, Tier
 
+ISO_DATE_FORMAT = "YYYY-MM-DD"
+ISO_DATE_MESSAGE = f"Enter a date as {ISO_DATE_FORMAT}."
+# 2026-03-15, or 20260315 (ISO 8601's basic form: a phone's digits-only keypad has no "-").
+_ISO_DATE = re.compile(r"(\d{4})-?(\d{2})-?(\d{2})")
 
-class DateInput(forms.DateInput):
-    input_type = "date"
+
+def parse_iso_date(value: str) -> dt.date:
+    """An ISO 8601 calendar date, whatever the browser's language; anything else (03/15/2026) is a ValueError."""
+    match = _ISO_DATE.fullmatch(value.strip())
+    if match is None:
+        raise ValueError(f"not a date as {ISO_DATE_FORMAT}: {value!r}")
+    return dt.date(*(int(part) for part in match.groups()))
+
+
+class IsoDateInput(forms.DateInput):
+    """A text input for an ISO date. A native date input shows and takes the browser's own format (03/15/2026 in
+    American English) where the portal writes 2026-03-15 everywhere; its hint (the field's help text) says so."""
+
+    input_type = "text"
 
     def __init__(self, attrs: dict | None = None) -> None:
-        super().__init__(attrs=attrs, format="%Y-%m-%d")
+        iso = {
+            "inputmode": "numeric",
+            "pattern": _ISO_DATE.pattern,
+            "title": ISO_DATE_FORMAT,  # the browser adds it to its "match the requested format" message
+            "autocomplete": "off",
+            "spellcheck": "false",
+            "maxlength": "10",
+        }
+        super().__init__(attrs={**iso, **(attrs or {})}, format="%Y-%m-%d")
+
+
+class IsoDateField(forms.DateField):
+    """A date typed as YYYY-MM-DD only: Django's default formats would also read 03/04/2026 as the 4th of March."""
+
+    widget = IsoDateInput
+    default_error_messages = {"invalid": ISO_DATE_MESSAGE}
+
+    def to_python(self, value: object) -> dt.date | None:
+        if value in self.empty_values:
+            return None
+        if isinstance(value, dt.date):
+            return value
+        try:
+            return parse_iso_date(str(value))
+        except ValueError:
+            raise ValidationError(self.error_messages["invalid"], code="invalid") from None
+
+
+ISO_TIME_FORMAT = "HH:MM"
+# 19:00, or 1900: the 24-hour clock, as ISO 8601 writes it (basic form for the digits-only keypad again).
+_ISO_TIME = re.compile(r"([01]\d|2[0-3]):?([0-5]\d)")
+
+
+class IsoTimeInput(forms.TimeInput):
+    """A text input for a time on the 24-hour clock: a native time input shows 07:00 PM in American English and
+    keeps 07:30 typed there empty until AM or PM is chosen."""
+
+    input_type = "text"
+
+    def __init__(self, attrs: dict | None = None) -> None:
+        iso = {
+            "inputmode": "numeric",
+            "pattern": _ISO_TIME.pattern,
+            "title": f"{ISO_TIME_FORMAT}, 24-hour",
+            "autocomplete": "off",
+            "spellcheck": "false",
+            "maxlength": "5",
+        }
+        super().__init__(attrs={**iso, **(attrs or {})}, format="%H:%M")
+
+
+class IsoTimeField(forms.TimeField):
+    widget = IsoTimeInput
+    default_error_messages = {"invalid": f"Enter a time as {ISO_TIME_FORMAT} on the 24-hour clock."}
+
+    def to_python(self, value: object) -> dt.time | None:
+        if value in self.empty_values:
+            return None
+        if isinstance(value, dt.time):
+            return value
+        match = _ISO_TIME.fullmatch(str(value).strip())
+        if match is None:
+            raise ValidationError(self.error_messages["invalid"], code="invalid")
+        return dt.time(int(match[1]), int(match[2]))
 
 
 class BerthForm(forms.Form):
@@ -61,10 +140,6 @@ class IdempotentForm(BerthForm):
             self.initial.setdefault("idempotency_key", uuid.uuid4().hex)
 
 
-def _tomorrow() -> str:
-    return (timezone.now().date() + dt.timedelta(days=1)).isoformat()
-
-
 class TierChoiceField(forms.ModelChoiceField):
     def label_from_instance(self, tier: Tier) -> str:
         return tier.display_name
@@ -87,11 +162,11 @@ class RequestCreateForm(IdempotentForm):
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="What will run here; approvers read this.",
     )
-    requested_expiry = forms.DateField(
+    requested_expiry = IsoDateField(
         label="Expiry date",
         required=False,
-        widget=DateInput(),
-        help_text="Leave empty for the tier's default. The tenant is decommissioned after this day.",
+        help_text=f"{ISO_DATE_FORMAT}. Leave empty for the tier's default. "
+        "The tenant is decommissioned after this day.",
     )
 
     def __init__(self, *args, teams: QuerySet[Team], tiers: QuerySet[Tier], clusters: list[Cluster], **kwargs) -> None:
@@ -101,7 +176,6 @@ class RequestCreateForm(IdempotentForm):
         self.model_choices("cluster").queryset = Cluster.objects.filter(pk__in=[c.pk for c in clusters])
         offered = {kind for c in clusters for kind in c.kinds}
         self.choices("kind").choices = [(value, label) for value, label in TenantKind.choices if value in offered]
-        self.fields["requested_expiry"].widget.attrs["min"] = _tomorrow()
 
 
 class ChangeTierForm(IdempotentForm):
@@ -116,12 +190,8 @@ class ChangeTierForm(IdempotentForm):
 
 class ExtendForm(IdempotentForm):
     action = TenantRequest.Action.EXTEND
-    requested_expiry = forms.DateField(label="New expiry date", widget=DateInput())
+    requested_expiry = IsoDateField(label="New expiry date", help_text=f"{ISO_DATE_FORMAT}, after the current expiry.")
     purpose = forms.CharField(label="Why", required=False, widget=forms.Textarea(attrs={"rows": 2}))
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["requested_expiry"].widget.attrs["min"] = _tomorrow()
 
 
 class DeleteRequestForm(IdempotentForm):
@@ -215,20 +285,8 @@ class KubeconfigForm(BerthForm):
 class SleepScheduleForm(BerthForm):
     """A tenant's weekly sleep schedule, on the wall clock of its team's time zone."""
 
-    start = forms.TimeField(
-        required=False,
-        label="Sleep from",
-        input_formats=["%H:%M"],
-        widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
-        help_text="Every night, e.g. 19:00.",
-    )
-    end = forms.TimeField(
-        required=False,
-        label="Wake at",
-        input_formats=["%H:%M"],
-        widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
-        help_text="The next morning, e.g. 07:00.",
-    )
+    start = IsoTimeField(required=False, label="Sleep from", help_text=f"{ISO_TIME_FORMAT}, every night, e.g. 19:00.")
+    end = IsoTimeField(required=False, label="Wake at", help_text=f"{ISO_TIME_FORMAT}, the next morning, e.g. 07:00.")
     weekends = forms.BooleanField(required=False, label="Asleep all weekend (Saturday and Sunday)")
 
 

@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET
 from tenants import selectors
 from tenants.api.filters import AuditEventFilter
 from tenants.csv_export import audit_csv_response
+from tenants.forms import ISO_DATE_FORMAT, ISO_DATE_MESSAGE, IsoDateInput, parse_iso_date
 from tenants.models import AuditEvent, TenantRequest, User
 from tenants.views.common import AuthedRequest
 
@@ -40,24 +41,31 @@ FIELDS = {
     "until": ("Until (inclusive)", "f-until"),
 }
 PERIODS = {"24h": ("Last 24 hours", dt.timedelta(hours=24)), "7d": ("Last 7 days", dt.timedelta(days=7))}
-_DATE_MESSAGE = "Enter a date as YYYY-MM-DD."
+# The date fields, each a whole day in UTC: the days added to its midnight ("until 2025-05-31" includes that day).
+DATE_FIELDS = {"since": 0, "until": 1}
 
 
-def _filter_data(query: QueryDict) -> QueryDict:
-    """The API filter's input from the page's: empty fields left out, and dates meaning whole days in UTC
-    ("until 2025-05-31" includes that day)."""
+def _filter_data(query: QueryDict) -> tuple[QueryDict, set[str]]:
+    """The API filter's input from the page's: empty fields left out, and dates (YYYY-MM-DD) meaning whole days in
+    UTC; with the date fields that hold no such date, which are left out too."""
     data = QueryDict(mutable=True)
     for key, values in query.lists():
         kept = [value for value in values if value != ""]
         if kept and key in FIELDS and key != "within":
             data.setlist(key, kept)
-    for key, extra_days in (("since", 0), ("until", 1)):
+    not_dates = set()
+    for key, extra_days in DATE_FIELDS.items():
+        typed = data.get(key)
+        if typed is None:
+            continue
         try:
-            day = dt.date.fromisoformat(data.get(key, ""))
+            day = parse_iso_date(typed)
         except ValueError:
+            not_dates.add(key)
+            del data[key]
             continue
         data[key] = dt.datetime.combine(day + dt.timedelta(days=extra_days), dt.time(), dt.UTC).isoformat()
-    return data
+    return data, not_dates
 
 
 @dataclass(frozen=True)
@@ -69,20 +77,37 @@ class FieldError:
 
 
 class AuditPageFilter:
-    """The API's AuditEventFilter with the page's own input: the period, and errors in the page's words."""
+    """The API's AuditEventFilter with the page's own input: ISO dates, the period, and errors in the page's words."""
 
     def __init__(self, request: AuthedRequest) -> None:
-        self.filterset = AuditEventFilter(
-            _filter_data(request.GET), queryset=selectors.audit_events_visible_to(user=request.user)
-        )
+        data, not_dates = _filter_data(request.GET)
+        self.filterset = AuditEventFilter(data, queryset=selectors.audit_events_visible_to(user=request.user))
         self.within = request.GET.get("within", "")
         self.errors = [
-            FieldError(field, *FIELDS[field], _DATE_MESSAGE if field in ("since", "until") else message)
+            FieldError(field, *FIELDS[field], message)
             for field, messages in self.filterset.errors.items()
             for message in messages
         ]
+        self.errors += [
+            FieldError(field, *FIELDS[field], ISO_DATE_MESSAGE) for field in DATE_FIELDS if field in not_dates
+        ]
         if self.within not in ("", *PERIODS):
             self.errors.append(FieldError("within", *FIELDS["within"], "Choose one of the periods offered."))
+
+    def date_fields(self, query: QueryDict) -> list[dict[str, str]]:
+        """The From and Until fields: label, id, the error at the field if any, and the input, holding what was
+        typed and described by the format's hint and the error."""
+        messages = {error.field: error.message for error in self.errors}
+        fields = []
+        for name in DATE_FIELDS:
+            label, input_id = FIELDS[name]
+            error = messages.get(name, "")
+            attrs = {"id": input_id, "aria-describedby": f"{input_id}-hint" + (f" {input_id}-error" if error else "")}
+            if error:
+                attrs["aria-invalid"] = "true"
+            input_html = IsoDateInput().render(name, query.get(name, ""), attrs=attrs)
+            fields.append({"label": label, "id": input_id, "error": error, "input": input_html})
+        return fields
 
     @property
     def qs(self) -> QuerySet[AuditEvent]:
@@ -143,6 +168,8 @@ def audit(request: AuthedRequest) -> HttpResponse:
             "errors": events.errors,
             "invalid": {error.field for error in events.errors},
             "filters": request.GET,
+            "date_fields": events.date_fields(request.GET),
+            "date_format": ISO_DATE_FORMAT,
             "teams": selectors.teams_visible_to(user=request.user).order_by("slug"),
             "object_types": OBJECT_TYPES,
             "periods": [(key, label) for key, (label, _) in PERIODS.items()],

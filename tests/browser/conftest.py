@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser, Playwright, sync_playwright
 
 from devcluster import demo, servers
 from devcluster.process import Component
@@ -41,8 +41,8 @@ _NPM_TIMEOUT_SECONDS = 300
 
 
 @pytest.fixture(scope="package")
-def chromium() -> Iterator[Browser]:
-    """One headless Chromium for the browser tests; each test opens fresh contexts (fresh profiles) in it."""
+def playwright_driver() -> Iterator[Playwright]:
+    """Playwright's driver, once: every Chromium of the run is launched from it."""
     if not os.access(CHROMIUM, os.X_OK):
         pytest.fail(f"{CHROMIUM} is missing: browser tests use Debian's chromium (make deps installs it)")
     # Playwright's sync API keeps an asyncio loop running on this thread, and Django refuses ORM calls
@@ -50,17 +50,39 @@ def chromium() -> Iterator[Browser]:
     previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-            try:
-                yield browser
-            finally:
-                browser.close()
+        with sync_playwright() as driver:
+            yield driver
     finally:
         if previous is None:
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
         else:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture(scope="package")
+def chromium(playwright_driver: Playwright) -> Iterator[Browser]:
+    """One headless Chromium for the browser tests; each test opens fresh contexts (fresh profiles) in it."""
+    browser = playwright_driver.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+    try:
+        yield browser
+    finally:
+        browser.close()
+
+
+@pytest.fixture(scope="package")
+def chromium_en_us(playwright_driver: Playwright) -> Iterator[Browser]:
+    """A headless Chromium whose own language is American English (``--lang`` and ``LANG``), as many people's
+    is: there a native date input shows 03/15/2026 and a time input 07:00 PM."""
+    browser = playwright_driver.chromium.launch(
+        executable_path=str(CHROMIUM),
+        headless=True,
+        args=[*CHROMIUM_ARGS, "--lang=en-US"],
+        env={**os.environ, "LANG": "en_US.UTF-8", "LANGUAGE": "en_US"},
+    )
+    try:
+        yield browser
+    finally:
+        browser.close()
 
 
 @pytest.fixture(scope="session")
@@ -73,8 +95,8 @@ def _live_server(request: pytest.FixtureRequest):
     return request.getfixturevalue("live_server")
 
 
-def _portal(chromium: Browser, url: str, issuer: str) -> Iterator[Portal]:
-    portal = Portal(url=url, issuer=issuer, browser=chromium)
+def _portal(chromium: Browser, url: str, issuer: str, *, locale: str = "en-GB") -> Iterator[Portal]:
+    portal = Portal(url=url, issuer=issuer, browser=chromium, locale=locale)
     try:
         yield portal
     finally:
@@ -95,6 +117,14 @@ def portal(chromium: Browser, _live_server, settings, oidc_provider) -> Iterator
 
 
 @pytest.fixture
+def portal_en_us(chromium_en_us: Browser, _live_server, settings, oidc_provider) -> Iterator[Portal]:
+    """``portal``, in a browser that speaks American English (``chromium_en_us``; its pages' locale en-US too)."""
+    env = oidc_provider.portal_env()
+    point_portal_at(settings, env)
+    yield from _portal(chromium_en_us, _live_server.url, env["OIDC_OP_ISSUER"], locale="en-US")
+
+
+@pytest.fixture
 def keycloak_portal(chromium: Browser, _live_server, settings, keycloak) -> Iterator[Portal]:
     """The portal on a live server, signing in at the session's Keycloak (the realm compose imports).
 
@@ -109,10 +139,12 @@ def keycloak_portal(chromium: Browser, _live_server, settings, keycloak) -> Iter
 
 @pytest.fixture(scope="module")
 def demo_web(django_db_setup, oidc_provider, tmp_path_factory) -> Iterator[str]:
-    """The portal's web process exactly as `make demo` starts it (devcluster/demo.py: its settings, its static
+    """The portal's web process as `make demo` starts it (devcluster/demo.py: its settings, its static
     files, its command), on this run's test database, Redis and provider; its URL. Log: test-output/demo-web.log.
 
-    Only what the demo takes from elsewhere comes from the test run: no DJANGO_* of the tests' own settings.
+    Only what the demo takes from elsewhere comes from the test run: no DJANGO_* of the tests' own settings. The
+    one difference: the settings module adds a URL that fails (tests/browser/settings_with_failure.py), so the demo's
+    500 page can be seen.
     """
     port = free_port()
     process = django_process_env()
@@ -126,6 +158,7 @@ def demo_web(django_db_setup, oidc_provider, tmp_path_factory) -> Iterator[str]:
         **oidc_provider.portal_env(),
         **demo.settings_env(data_dir=tmp_path_factory.mktemp("demo"), port=port, debug=False),
     }
+    env["DJANGO_SETTINGS_MODULE"] = "tests.browser.settings_with_failure"
     demo.collect_static(env)
     OUTPUT.mkdir(exist_ok=True)
     web = Component("demo-web", demo.web_command(port=port, debug=False), OUTPUT / "demo-web.log", cwd=ROOT, env=env)

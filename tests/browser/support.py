@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, ViewportSize, expect
+from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Locator, Page, ViewportSize, expect
 
 ROOT = Path(__file__).resolve().parents[2]
 BROWSER_TESTS = Path(__file__).resolve().parent
@@ -37,6 +37,7 @@ class Portal:
     url: str
     issuer: str
     browser: Browser
+    locale: str = "en-GB"
     contexts: list[BrowserContext] = field(default_factory=list)
     csp_violations: list[str] = field(default_factory=list)
 
@@ -55,7 +56,7 @@ class Portal:
             ignore_https_errors=True,
             bypass_csp=bypass_csp,
             accept_downloads=True,
-            locale="en-GB",
+            locale=self.locale,
             timezone_id="UTC",
         )
         context.set_default_timeout(ACTION_TIMEOUT_MS)
@@ -136,3 +137,28 @@ def describe_violations(screen: str, violations: Iterable[dict]) -> str:
         if len(v["nodes"]) > 5:
             lines.append(f"    … and {len(v['nodes']) - 5} more")
     return "\n".join(lines)
+
+
+def shown_text(field: Locator) -> str:
+    """What the browser shows in a form field, read from Chromium's accessibility tree: for a native date input
+    that is its locale's own rendering (``03/15/2026`` in American English), which ``input.value`` never tells."""
+    page = field.page
+    field.evaluate("e => e.setAttribute('data-shown-text-probe', '')")
+    cdp = page.context.new_cdp_session(page)
+    try:
+        found = cdp.send("Runtime.evaluate", {"expression": "document.querySelector('[data-shown-text-probe]')"})
+        backend_id = cdp.send("DOM.describeNode", {"objectId": found["result"]["objectId"]})["node"]["backendNodeId"]
+        nodes = {node["nodeId"]: node for node in cdp.send("Accessibility.getFullAXTree")["nodes"]}
+    finally:
+        cdp.detach()
+        field.evaluate("e => e.removeAttribute('data-shown-text-probe')")
+    (start,) = (node for node in nodes.values() if node.get("backendDOMNodeId") == backend_id)
+
+    def texts(node: dict) -> Iterator[str]:
+        if node.get("role", {}).get("value") == "StaticText":
+            yield node["name"]["value"]
+            return
+        for child in node.get("childIds", []):
+            yield from texts(nodes[child])
+
+    return "".join(texts(start))

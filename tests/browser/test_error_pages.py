@@ -78,12 +78,18 @@ def test_the_demo_serves_static_files_and_the_designed_404_and_403_with_debug_of
     _accessible_at_both_widths(demo_portal.page_as("erin", bypass_csp=True), demo_portal.at("/requests/new/"), "403")
 
 
-def test_a_server_error_shows_the_designed_500_page(portal: Portal, settings, axe_installed):
-    settings.ROOT_URLCONF = "tests.browser.urls_error"
-    page = portal.new_page()
-    response = page.goto(portal.at("/test-failure/"))
+def test_a_server_error_in_the_demo_shows_the_designed_500_page(demo_portal: Portal, axe_installed):
+    page = demo_portal.new_page()
+    response = page.goto(demo_portal.at("/test-failure/"))  # a view that raises (tests/browser/urls_error.py)
     assert response is not None and response.status == 500
+    # The designed page, which the demo's debug page (its traceback on a yellow page) was not: the portal's
+    # heading and words, its hashed stylesheet applied, and a way back.
     expect(page.get_by_role("heading", name="Something went wrong on our side")).to_be_visible()
+    expect(page.get_by_text("The error has been logged.")).to_be_visible()
+    expect(page.get_by_role("link", name="Go to the dashboard")).to_have_attribute("href", "/")
+    stylesheet = page.locator("link[rel=stylesheet]").first.get_attribute("href") or ""
+    assert re.fullmatch(r"/static/css/berth\.[0-9a-f]{12}\.css", stylesheet), stylesheet
+    assert page.request.get(demo_portal.at(stylesheet)).status == 200
     _not_the_debug_page(page)
     screenshot(page, "error-500")
-    _accessible_at_both_widths(portal.new_page(bypass_csp=True), portal.at("/test-failure/"), "500 page")
+    _accessible_at_both_widths(demo_portal.new_page(bypass_csp=True), demo_portal.at("/test-failure/"), "500 page")

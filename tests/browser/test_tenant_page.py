@@ -4,9 +4,10 @@ activity; the isolation report summarised with its evidence on demand; bars whos
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from tenants import services
 from tenants.models import Membership, Tenant, TenantRequest, Tier, User
@@ -127,16 +128,32 @@ def test_the_overview_fits_one_screen_and_the_tabs_hold_the_rest(portal: Portal,
     expect(page.get_by_role("heading", name=re.compile(r"^Costs"))).to_be_visible()
 
 
+# Each tab: its key, its link's name, and something only that tab shows.
+TABS: list[tuple[str, re.Pattern[str] | str, Callable[[Page], Locator]]] = [
+    ("overview", "Overview", lambda page: page.get_by_role("region", name="Quota usage").get_by_role("meter").nth(3)),
+    ("quota", re.compile(r"^Quota"), lambda page: page.get_by_role("meter").nth(13)),
+    ("security", re.compile(r"^Security"), lambda page: page.get_by_role("region", name="Isolation report")),
+    ("costs", "Costs", lambda page: page.get_by_role("heading", name=re.compile(r"^Costs"))),
+    ("activity", "Activity", lambda page: page.get_by_role("region", name="Recent activity")),
+]
+
+
 @pytest.mark.parametrize("width", [1440, 390])
 def test_every_tab_of_the_tenant_page_is_accessible(portal: Portal, cluster, dispatched, axe_installed, width):
     page = portal.page_as("alice", bypass_csp=True)
     tenant = _ready_tenant(cluster)
     page.set_viewport_size({"width": width, "height": 900})
-    for tab in ("overview", "quota", "security", "costs", "activity"):
+    tabs = page.get_by_role("navigation", name="Tenant sections")
+    for tab, label, shown in TABS:
         page.goto(portal.at(f"/tenants/{tenant.pk}/?tab={tab}"))
-        expect(page.locator("main#main")).to_be_visible()
+        # The tab itself, with what only it holds: axe-core reads each tab, not the same page five times.
+        expect(tabs.get_by_role("link", name=label)).to_have_attribute("aria-current", "page")
+        expect(shown(page)).to_be_visible()
         if width == 1440 and tab in ("overview", "security"):
             screenshot(page, "tenant-detail" if tab == "overview" else "tenant-security")
+        if tab == "security":
+            page.get_by_role("region", name="Isolation report").get_by_text("Evidence").first.click()
+            expect(page.get_by_text(RAW_REFUSAL).first).to_be_visible()  # the disclosed evidence is read too
         assert page.evaluate("document.documentElement.scrollWidth") <= width, f"{tab} scrolls sideways"
         found = axe_violations(page)
         assert not blocking(found), describe_violations(f"tenant {tab} at {width} px", found)

@@ -238,6 +238,7 @@ def test_budget_panel_follows_the_team_picked_and_stays_in_the_team(as_user, ali
         ({"name": "default"}, "name", "reserved"),
         ({"name": ""}, "name", "This field is required."),
         ({"requested_expiry": "2001-01-01"}, "requested_expiry", "Choose a date in the future."),
+        ({"requested_expiry": "03/04/2030"}, "requested_expiry", "Enter a date as YYYY-MM-DD."),
         ({"kind": "openshift"}, "kind", "Select a valid choice"),
     ],
 )
@@ -252,6 +253,24 @@ def test_bad_input_is_shown_next_to_the_field_and_nothing_is_created(
     widget = re.search(rf'<(?:input|select)[^>]*\bid="id_{field}"[^>]*>', html).group(0)
     assert f"id_{field}_error" in widget and 'aria-invalid="true"' in widget
     assert not TenantRequest.objects.exists() and not Tenant.objects.exists()
+
+
+@pytest.mark.parametrize("typed", ["{:%Y-%m-%d}", "{:%Y%m%d}", " {:%Y-%m-%d} "])
+def test_an_expiry_is_read_as_an_iso_date(as_user, alice, team_a, medium, cluster, typed):
+    day = timezone.now().date() + dt.timedelta(days=20)
+    response = as_user(alice).post(
+        reverse("request-new"), _create_post(team_a, medium, cluster, requested_expiry=typed.format(day))
+    )
+    assert response.status_code == 302
+    assert TenantRequest.objects.get().requested_expiry == day
+
+
+def test_the_expiry_fields_take_iso_dates_as_text(as_user, alice, team_a, medium, cluster):
+    html = as_user(alice).get(reverse("request-new")).content.decode()
+    widget = re.search(r'<input[^>]*\bid="id_requested_expiry"[^>]*>', html).group(0)
+    assert 'type="text"' in widget and 'inputmode="numeric"' in widget and 'autocomplete="off"' in widget
+    assert 'aria-describedby="id_requested_expiry_helptext"' in widget
+    assert re.search(r'id="id_requested_expiry_helptext">YYYY-MM-DD\.', html)
 
 
 def test_over_budget_is_shown_on_the_tier_field(as_user, alice, team_a, large, cluster):
@@ -637,6 +656,18 @@ def test_audit_page_pages_and_keeps_its_filters(as_user, dave):
 def test_audit_page_reports_a_bad_date(as_user, dave):
     response = as_user(dave).get(reverse("audit"), {"since": "yesterday-ish"})
     assert response.status_code == 200 and b"error-summary" in response.content
+
+
+@pytest.mark.parametrize("since", ["03/04/2025", "2025-13-01", "2025-03-04T10:00"])
+def test_audit_page_takes_only_iso_dates_and_says_so_at_the_field(as_user, dave, since):
+    client = as_user(dave)
+    everything = re.search(r'id="events-title">(\d+) events?<', client.get(reverse("audit")).content.decode())
+    html = client.get(reverse("audit"), {"since": since}).content.decode()
+    assert re.search(r'<ul class="errorlist" id="f-since-error"><li>Enter a date as YYYY-MM-DD\.</li></ul>', html)
+    widget = re.search(r'<input[^>]*\bid="f-since"[^>]*>', html).group(0)
+    assert 'aria-describedby="f-since-hint f-since-error"' in widget and 'aria-invalid="true"' in widget
+    assert f'value="{since}"' in widget and 'type="text"' in widget
+    assert everything and f'id="events-title">{everything.group(1)} event' in html  # the bad bound filters nothing
 
 
 # --- API tokens ----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ sleep periods, the budget, and the API's answers (tenants.services.sleep, tenant
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from django.core import mail
@@ -417,6 +418,31 @@ def test_page_shows_state_buttons_and_schedule_and_they_work(client, tenant, ali
     assert "Schedule not saved" in bad.content.decode()
     woke = client.post(reverse("tenant-wake", args=[tenant.pk]), follow=True).content.decode()
     assert "is waking up" in woke and "Waking up" in woke
+
+
+@pytest.mark.parametrize(
+    "start, end, saved",
+    [
+        ("19:00", "07:30", (dt.time(19), dt.time(7, 30))),
+        ("1900", " 0730 ", (dt.time(19), dt.time(7, 30))),
+        ("7:00 PM", "07:30", None),
+        ("24:00", "07:30", None),
+    ],
+)
+def test_schedule_times_are_read_on_the_24_hour_clock_only(client, tenant, alice, start, end, saved):
+    from django.urls import reverse
+
+    client.force_login(alice)
+    page = client.post(
+        reverse("tenant-sleep-schedule", args=[tenant.pk]), {"start": start, "end": end}, follow=True
+    ).content.decode()
+    t = Tenant.objects.get(pk=tenant.pk)
+    if saved is None:
+        assert "Schedule not saved: times are HH:MM" in page and t.sleep_schedule_start is None
+    else:
+        assert (t.sleep_schedule_start, t.sleep_schedule_end) == saved
+        widget = re.search(r'<input[^>]*name="start"[^>]*>', page).group(0)
+        assert 'type="text"' in widget and 'value="19:00"' in widget and 'inputmode="numeric"' in widget
 
 
 def test_page_offers_no_buttons_to_a_member_and_refuses_their_post(client, tenant, amir, bob):
