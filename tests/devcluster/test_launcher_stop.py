@@ -199,9 +199,22 @@ def _leftovers(run: LauncherRun, processes: set[tuple[int, str] | None]) -> dict
     return {what: items for what, items in found.items() if items}
 
 
-def _clean_up(run: LauncherRun) -> None:
-    """Stop the launcher if it still runs, then remove whatever a failed stop left behind (with the nodes' own
-    clean-up), so a failing test does not litter a machine shared with other runs."""
+def _identities(third: int) -> dict[str, int]:
+    """The run's bridge (its ifindex) and node namespaces (their inodes): names alone are not proof, since once
+    they are gone another run on this machine may pick the same node network and names."""
+    found = {}
+    bridge = Path(f"/sys/class/net/berthc{third}/ifindex")
+    if bridge.exists():
+        found[bridge.parent.name] = int(bridge.read_text())
+    for name in _network(third)["network namespaces"]:
+        found[name] = os.stat(f"/run/netns/{name}").st_ino
+    return found
+
+
+def _clean_up(run: LauncherRun, ours: dict[str, int]) -> None:
+    """Stop the launcher if it still runs, then remove whatever a failed stop left behind, so a failing test does
+    not litter a machine shared with other runs; names another run may have taken since (the node network's) only
+    while ``ours`` (``_identities``) shows they are still this run's."""
     if run.process.poll() is None:
         os.kill(run.process.pid, signal.SIGTERM)
         try:
@@ -211,6 +224,10 @@ def _clean_up(run: LauncherRun) -> None:
             run.process.wait()
     if run.data_dir is None or run.third is None:
         return
+    now = _identities(run.third)
+    still_ours = {name for name, identity in ours.items() if now.get(name) == identity}
+    # While the bridge is there no other run can hold this node network, nor the cgroup names made from it.
+    network_is_ours = f"berthc{run.third}" in still_ours
     nodes = run.data_dir / "nodes"
     for directory in sorted(nodes.iterdir()) if nodes.is_dir() else []:
         link = NodeLink(
@@ -228,11 +245,25 @@ def _clean_up(run: LauncherRun) -> None:
             ca_file=Path(),
             cluster_dns="",
         )
-        node.stop()
-    for name in _network(run.third)["network namespaces"]:
-        subprocess.run(["ip", "netns", "delete", name], capture_output=True)
-    subprocess.run(["ip", "link", "delete", f"berthc{run.third}"], capture_output=True)
+        if network_is_ours:
+            node.stop()  # the pods (by cgroup), the shims, the mounts, the cgroups, the log links
+        else:  # what its data directory names only
+            _kill_shims(node)
+    for name in sorted(still_ours):
+        command = ["ip", "link", "delete", name] if name.startswith("berthc") else ["ip", "netns", "delete", name]
+        subprocess.run(command, capture_output=True)
     shutil.rmtree(run.data_dir, ignore_errors=True)
+
+
+def _kill_shims(node: Node) -> None:
+    for pid in node._shim_pids():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+    time.sleep(0.5)
+    node._unmount_all()
+    node._remove_log_links()
 
 
 # -- the three ways -----------------------------------------------------------------------------------------------
@@ -267,11 +298,13 @@ def test_stopping_the_launcher_with_a_pod_running_leaves_nothing_of_its_run(
     tmp_path: Path, wrapper: list[str], stop: Callable[[subprocess.Popen[bytes]], None]
 ) -> None:
     run = _start(tmp_path, wrapper)
+    ours: dict[str, int] = {}
     try:
         _wait_until_ready(run, tmp_path / "launcher.out")
         assert run.data_dir is not None and run.third is not None
         _run_pod(run)
         processes = _run_processes(run)
+        ours = _identities(run.third)
         # The run has a pod's mounts, a node's namespace, its links and cgroups to leave behind.
         assert mounts_under(run.data_dir) and _cgroups(run.third)
         assert all(_network(run.third).values())
@@ -279,7 +312,7 @@ def test_stopping_the_launcher_with_a_pod_running_leaves_nothing_of_its_run(
         returncode = run.process.wait(timeout=STOP_SECONDS)
         leftovers = _leftovers(run, processes)
     finally:
-        _clean_up(run)
+        _clean_up(run, ours)
     stderr = run.stderr.read_text()
     assert leftovers == {}, f"{json.dumps(leftovers, indent=2)}\n--- the launcher's stderr ---\n{stderr[-3000:]}"
     assert returncode == 0 and "devcluster: stopped" in stderr, stderr[-3000:]
