@@ -12,9 +12,11 @@
         expires: 2026-03-31         # optional: a later date than the tenant's expiry asks for an extension
         purpose: Checkout service   # optional, used when the tenant is created
 
-The YAML is read strictly: one document, no anchors or aliases (no "billion laughs"), no explicit tags,
-no duplicate keys, no unknown fields. Every scalar is read as the text it is written as, so ``name: no``
-is the name "no", never the boolean false. Every problem is reported, each with its line.
+The YAML is read strictly: at most MAX_BYTES of UTF-8, one document, no anchors or aliases (no "billion
+laughs"), no explicit tags, no deeper nesting and no more values than 1,000 tenants need (each refused as soon as
+the reader meets it), no duplicate keys, no unknown fields. Every scalar is read as the text it is written as,
+so ``name: no`` is the name "no", never the boolean false. Every problem is reported, each with its line (the
+first MAX_REPORTED are listed).
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ KIND = "TenantList"
 MAX_BYTES = 1024 * 1024
 MAX_TENANTS = 1000
 _MAX_DEPTH = 8
+# A tenant is at most 15 YAML nodes (its mapping, 7 keys, 7 values); the rest is room for the header and teams.
+# Composing stops there, so a file of a million tiny nodes costs what 17,000 do, not seconds and 100s of MB.
+_MAX_NODES = 17 * MAX_TENANTS
+# Problems listed on the terminal; the count says how many there were in all.
+MAX_REPORTED = 100
 _NULL = "tag:yaml.org,2002:null"
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -79,7 +86,9 @@ class TenantsFile:
 
 class InvalidFile(CliError):
     def __init__(self, path: str, problems: list[tuple[int, str]]) -> None:
-        lines = [f"{path}:{line}: {message}" for line, message in sorted(problems)]
+        lines = [f"{path}:{line}: {message}" for line, message in sorted(problems)[:MAX_REPORTED]]
+        if len(problems) > MAX_REPORTED:
+            lines.append(f"... and {len(problems) - MAX_REPORTED} more")
         super().__init__(f"{path} is not a valid tenants file ({len(problems)} problem(s)):", Exit.INVALID, lines)
         self.problems = problems
 
@@ -92,6 +101,7 @@ class _StrictLoader(yaml.SafeLoader):
     """SafeLoader's composer, refusing what a tenants file never needs and an attacker would use."""
 
     depth = 0
+    nodes = 0
 
     def compose_node(self, parent: Node | None, index: int) -> Node | None:
         # types-PyYAML leaves peek_event untyped.
@@ -107,6 +117,12 @@ class _StrictLoader(yaml.SafeLoader):
         self.depth += 1
         if self.depth > _MAX_DEPTH:
             raise yaml.MarkedYAMLError(problem="nested too deeply", problem_mark=event.start_mark)
+        self.nodes += 1
+        if self.nodes > _MAX_NODES:
+            raise yaml.MarkedYAMLError(
+                problem=f"more than {_MAX_NODES} values, more than {MAX_TENANTS} tenants need",
+                problem_mark=event.start_mark,
+            )
         try:
             return super().compose_node(parent, index)
         finally:

@@ -866,7 +866,23 @@ class ControlPlane:
 # -- command line -------------------------------------------------------------------
 
 
-def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _stop_on_first_signal(signum: int, frame: FrameType | None) -> None:
+    """The first stop signal interrupts the launcher (waiting, or still starting) and so starts the ordered stop;
+    every later one is ignored until the process exits.
+
+    `timeout`, make and supervisors signal the launcher's whole process group, and more than once: `timeout`
+    forwards its SIGTERM to the launcher and to the group again, make forwards one to its child. A second
+    KeyboardInterrupt in the middle of the stop would abandon it half-way, leaving a shim with its pod, the
+    pods' mounts, the nodes' namespaces and the bridge behind. Ignored rather than deferred because that is
+    inherited through exec: the `umount` and `ip` the stop runs share the launcher's process group, and a later
+    group signal must not kill them either. The components never see a group's signal: each runs in a session
+    of its own (devcluster/process.py).
+    """
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
@@ -888,8 +904,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # SIGINT too: shells start background jobs with SIGINT ignored, and Python then never
     # raises KeyboardInterrupt, so `kill -INT` would be silently lost.
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _raise_keyboard_interrupt)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _stop_on_first_signal)
     control_plane = ControlPlane(
         apiserver_port=args.apiserver_port,
         keep_data=args.keep_data,

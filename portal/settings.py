@@ -208,7 +208,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "tenants.api.negotiation.JsonWhateverAccepted",
     # JSON or a plain form; no multipart: nothing takes a file, and a malformed multipart body parses as empty.
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser", "rest_framework.parsers.FormParser"],
+    "DEFAULT_PARSER_CLASSES": ["tenants.api.parsers.BoundedJSONParser", "rest_framework.parsers.FormParser"],
     "DEFAULT_THROTTLE_RATES": {
         "writes": env.str("BERTH_WRITE_THROTTLE", default="120/min"),
         # Tenant metrics queries per person (tenants/api/prometheus.py): a dashboard of ten panels refreshing every

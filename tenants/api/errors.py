@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
@@ -69,5 +71,16 @@ def _api_or_page(page: Callable[..., HttpResponse], status_code: int, detail: st
 
 
 not_found = _api_or_page(defaults.page_not_found, 404, "Not found.")
-bad_request = _api_or_page(defaults.bad_request, 400, "Bad request.")
+_bad_request = _api_or_page(defaults.bad_request, 400, "Bad request.")
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Django's 400 (a request it refuses before any view); under /api/ a body over DATA_UPLOAD_MAX_MEMORY_SIZE
+    (refused by its Content-Length, or once that much was read) says so."""
+    if request.path.startswith("/api/") and isinstance(exception, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return JsonResponse({"detail": f"The request body is larger than {limit} bytes."}, status=400)
+    return _bad_request(request, exception)
+
+
 server_error = _api_or_page(defaults.server_error, 500, "Server error.")

@@ -9,7 +9,6 @@ from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request as ApiRequest
 from rest_framework.response import Response
 
@@ -25,6 +24,7 @@ from tenants.api.base import (
     kubeconfig_response,
 )
 from tenants.api.filters import TenantFilter
+from tenants.api.parsers import BoundedJSONParser
 from tenants.rightsizing import Assessment
 
 
@@ -118,7 +118,7 @@ class TenantViewSet(ListViewSet, mixins.RetrieveModelMixin):
         "and, with `weekends`, all of Saturday and Sunday. `nights` null: no nightly sleep. JSON only. 409 when "
         "the tenant is being removed, or a schedule is set where the tier or the kind cannot sleep.",
     )
-    @action(detail=True, methods=["post"], url_path="sleep-schedule", parser_classes=[JSONParser])
+    @action(detail=True, methods=["post"], url_path="sleep-schedule", parser_classes=[BoundedJSONParser])
     def sleep_schedule(self, request: ApiRequest, pk=None) -> Response:
         tenant = self.get_object()
         body = s.SleepScheduleInputSerializer(data=request.data)

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from berth_cli.errors import Exit
-from berth_cli.tenantsfile import MAX_BYTES, InvalidFile, parse
+from berth_cli.tenantsfile import MAX_BYTES, MAX_REPORTED, MAX_TENANTS, InvalidFile, parse
 
 GOOD = b"""\
 apiVersion: berth.dev/v1
@@ -156,6 +156,26 @@ def test_oversized_files_and_values_are_refused() -> None:
     assert found == ["tenants.yaml:5: tenants[0].purpose: at most 2000 characters"]
     found = problems(with_tenant(f"  - {{name: {'a' * 64}, team: team-a, cluster: dev, tier: s}}\n"))
     assert "is not a DNS label" in found[0] and found[0].startswith("tenants.yaml:5:")
+
+
+def test_the_largest_file_allowed_is_read_whole() -> None:
+    """1,000 tenants with every field stay within the values the reader composes."""
+    teams = ", ".join(f"team-{i}" for i in range(100))
+    entry = (
+        "  - {{name: t{0}, team: team-{1}, cluster: dev, tier: small, kind: namespace, expires: 2030-01-01, "
+        "purpose: p}}\n"
+    )
+    body = "".join(entry.format(i, i % 100) for i in range(MAX_TENANTS))
+    data = f"apiVersion: berth.dev/v1\nkind: TenantList\nteams: [{teams}]\ntenants:\n{body}".encode()
+    assert len(parse(data, "tenants.yaml").tenants) == MAX_TENANTS
+
+
+def test_a_flood_of_problems_lists_the_first_and_counts_the_rest() -> None:
+    with pytest.raises(InvalidFile) as raised:
+        parse(with_tenant("".join(f"k{i}: 1\n" for i in range(MAX_REPORTED + 50))), "tenants.yaml")
+    assert len(raised.value.problems) == MAX_REPORTED + 50
+    assert raised.value.details[MAX_REPORTED - 1].startswith(f"tenants.yaml:{MAX_REPORTED + 4}: top level: unknown")
+    assert raised.value.details[MAX_REPORTED:] == ["... and 50 more"]
 
 
 @pytest.mark.parametrize(

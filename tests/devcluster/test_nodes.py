@@ -9,30 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from devcluster.images import WORKLOAD_IMAGE
 from devcluster.launcher import ControlPlane
 from devcluster.nodes import CGROUP_ROOT
+from tests.devcluster.host_traces import WEB_POD, mounts_under, process_identity, survivors
 from tests.plugins.kube import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.nodes]
-
-WEB_POD = {
-    "apiVersion": "v1",
-    "kind": "Pod",
-    "metadata": {"name": "web", "namespace": "default"},
-    "spec": {
-        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [
-            {
-                "name": "web",
-                "image": WORKLOAD_IMAGE,
-                "imagePullPolicy": "Never",
-                "command": ["httpd", "-f", "-p", "8080", "-h", "/www"],
-                "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-            }
-        ],
-    },
-}
 
 
 def _kubectl(plane: ControlPlane, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -49,29 +31,6 @@ def _kubectl(plane: ControlPlane, *args: str, input: str | None = None) -> subpr
 def _pod(plane: ControlPlane) -> dict | None:
     got = _kubectl(plane, "get", "pod", "web", "-o", "json")
     return json.loads(got.stdout) if got.returncode == 0 else None
-
-
-def _process(pid: int) -> tuple[int, str] | None:
-    """(pid, start time) while the process runs, else None. The pair names one process even when the machine's
-    small pid space (32768 here) hands the number to a newcomer; a zombie has ended (this VM's init reaps
-    orphans, such as containerd's killed shims, a little later)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return None
-    return None if fields[0] == "Z" else (pid, fields[19])
-
-
-def _describe(pid: int) -> str:
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except FileNotFoundError:
-        return f"{pid} (gone)"
-    return f"{pid}: {cmdline}"
-
-
-def _mounts_under(directory: Path) -> list[str]:
-    return [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(directory) in line]
 
 
 def _host_state() -> tuple[str, str, str]:
@@ -107,15 +66,16 @@ def test_a_node_runs_a_pod_and_stopping_leaves_no_process_mount_link_rule_or_cgr
             assert response.read() == b"berth busybox\n"
         logs = _kubectl(plane, "exec", "web", "--", "hostname")
         assert logs.returncode == 0 and logs.stdout == "web\n", logs.stderr
-        processes = {_process(pid) for pid in [*plane.pids().values(), *node._shim_pids(), *node._cgroup_pids()]}
+        processes = {
+            process_identity(pid) for pid in [*plane.pids().values(), *node._shim_pids(), *node._cgroup_pids()]
+        }
         data_dir = plane.data_dir
-        assert data_dir is not None and _mounts_under(data_dir)
+        assert data_dir is not None and mounts_under(data_dir)
     finally:
         plane.stop()
 
-    survivors = [p[0] for p in processes if p is not None and _process(p[0]) == p]
-    assert [_describe(pid) for pid in survivors] == []
-    assert _mounts_under(data_dir) == []
+    assert survivors(processes) == []
+    assert mounts_under(data_dir) == []
     assert not data_dir.exists()
     assert subprocess.run(["ip", "link", "show", network.bridge], capture_output=True).returncode != 0
     assert not Path(f"/run/netns/{node.link.netns}").exists()
