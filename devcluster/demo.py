@@ -28,10 +28,11 @@ from devcluster.images import (
     VCLUSTER_SYNCER_IMAGE,
     WORKLOAD_IMAGE,
 )
-from devcluster.launcher import ControlPlane, OIDCIssuer, helm_binary
+from devcluster.launcher import ControlPlane, OIDCIssuer, find_bin_dir, free_port, helm_binary
 from devcluster.oidc import API_RESOURCE, DEMO_PORT, KUBECTL_CLIENT_ID, OidcProvider
 from devcluster.pki import CertificateAuthority
 from devcluster.process import Component, celery_worker
+from devcluster.prometheus import label_proxy
 
 ROOT = Path(__file__).resolve().parent.parent
 VCLUSTER_CHART = ROOT / "third_party" / "upstream" / "vcluster-chart-0.30.0"
@@ -145,6 +146,42 @@ def _spawn(stack: ExitStack, env: dict, name: str, argv: list[str]) -> Component
     return component
 
 
+PROMETHEUS_NAME = "dev"
+
+
+def _start_monitoring(stack: ExitStack, plane: ControlPlane) -> dict[str, str]:
+    """prom-label-proxy beside the portal, in front of the dev cluster's Prometheus (as the chart's sidecar), and
+    the portal's settings that go with it; nothing without nodes (no Prometheus then)."""
+    if plane.prometheus is None:
+        return {}
+    from tenants.prometheus import HEADER, LABEL
+
+    port = free_port()
+    proxy = label_proxy(
+        find_bin_dir("prom-label-proxy"),
+        upstream=plane.prometheus.url,
+        port=port,
+        label=LABEL,
+        header=HEADER,
+        log_path=CACHE / "prom-label-proxy.log",
+    )
+    proxy.start()
+    stack.callback(proxy.stop)
+    return {
+        "BERTH_PROMETHEUS": json.dumps({PROMETHEUS_NAME: f"http://127.0.0.1:{port}"}),
+        # What Prometheus shows to read the portal's /metrics: made per run, never logged.
+        "BERTH_METRICS_TOKEN": secrets.token_urlsafe(32),
+    }
+
+
+def _metrics_dir(name: str) -> dict[str, str]:
+    """PROMETHEUS_MULTIPROC_DIR for one process group (the portal's gunicorn workers, one Celery worker's
+    children), as the chart gives each container its own."""
+    directory = CACHE / "metrics" / name
+    directory.mkdir(parents=True, exist_ok=True)
+    return {"PROMETHEUS_MULTIPROC_DIR": str(directory)}
+
+
 def main() -> int:
     CACHE.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -185,10 +222,13 @@ def main() -> int:
                 nodes=NODES,
                 # Real vclusters for the teams that ask for one: the nodes hold the images the project builds.
                 extra_images=VCLUSTER_IMAGES if NODES else (),
+                # Prometheus scraping every kubelet and Berth itself: the teams' graphs and data sources.
+                prometheus=bool(NODES),
             )
         )
         helm = helm_binary()
         charts = _package_vcluster_chart(helm)
+        metrics_env = _start_monitoring(stack, plane)
         env = {
             **os.environ,
             **provider.portal_env(),
@@ -200,6 +240,7 @@ def main() -> int:
             "BERTH_RECONCILE_SECONDS": "30",
             # The real helm (devcluster/build.sh helm) installs vcluster tenants, not whatever helm is on PATH.
             "BERTH_HELM_BINARY": str(helm),
+            **metrics_env,
         }
         _run(env, "migrate", "--no-input", "-v0")
         _run(
@@ -214,14 +255,20 @@ def main() -> int:
             "--oidc-issuer",
             provider.issuer,
             *(["--vcluster", json.dumps(_vcluster_settings(charts))] if NODES else []),
+            *(["--prometheus", PROMETHEUS_NAME] if plane.prometheus else []),
         )
         # As deployed: provisioning has workers of its own, so an approval never waits behind a reconcile pass.
         # On one machine the reconcile worker also yields the CPU to provisioning (nice).
         workers = (("provision", ["provision", "celery", "events"], 4, 0), ("reconcile", ["reconcile"], 2, 10))
+        worker_targets = []
         for name, queues, concurrency, nice in workers:
             log = CACHE / f"worker-{name}.log"
+            worker_env = {**env, **_metrics_dir(f"worker-{name}")}
+            if plane.prometheus:  # each worker's own exporter, which Prometheus scrapes
+                worker_env["BERTH_WORKER_METRICS_PORT"] = str(port := free_port())
+                worker_targets.append(f"127.0.0.1:{port}")
             worker = celery_worker(
-                log, cwd=ROOT, env=env, queues=queues, node=f"{name}@%h", concurrency=concurrency, nice=nice
+                log, cwd=ROOT, env=worker_env, queues=queues, node=f"{name}@%h", concurrency=concurrency, nice=nice
             )
             worker.start()
             stack.callback(worker.stop, grace_seconds=15)
@@ -243,8 +290,19 @@ def main() -> int:
             ],
         )
         collect_static(env)
-        web = _spawn(stack, env, "web", web_command(port=WEB_PORT, debug=DEBUG))
+        web = _spawn(stack, {**env, **_metrics_dir("web")}, "web", web_command(port=WEB_PORT, debug=DEBUG))
         servers.wait_port(WEB_PORT, web, timeout=60)
+        if plane.prometheus:
+            plane.prometheus.set_targets("berth-worker", worker_targets)
+            plane.prometheus.set_targets("berth-web", [f"127.0.0.1:{WEB_PORT}"], token=env["BERTH_METRICS_TOKEN"])
+        monitoring = "not without nodes"
+        if plane.prometheus:
+            proxy = json.loads(env["BERTH_PROMETHEUS"])[PROMETHEUS_NAME]
+            monitoring = (
+                f"{plane.prometheus.url} (every kubelet, the portal and the workers; unscoped, for the platform "
+                f"team).\n                Teams query their own through prom-label-proxy ({proxy}) as "
+                f"http://127.0.0.1:{WEB_PORT}/api/v1/tenants/<id>/prometheus"
+            )
         mode = (
             "Debug on (BERTH_DEMO_DEBUG): Django's debug pages, runserver."
             if DEBUG
@@ -275,6 +333,7 @@ Admin:          http://127.0.0.1:{WEB_PORT}/admin/ (sign in as dave first)
 Dev cluster:    {plane.api_url}  admin kubeconfig: {plane.kubeconfig_path}
 Nodes:          {node_names}; pods run the image {WORKLOAD_IMAGE} (imagePullPolicy: Never)
 vclusters:      {vclusters}
+Prometheus:     {monitoring}
 Logs:           {CACHE}/{{web,worker-provision,worker-reconcile,beat}}.log  (mail is printed to web and worker logs)
 Ctrl-C stops everything.
 """,

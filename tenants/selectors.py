@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from urllib.parse import quote
 
+from django.conf import settings
 from django.db.models import (
     Case,
     Count,
@@ -253,18 +254,32 @@ def team_owner_emails(*, team: Team) -> list[str]:
 _LINK_PLACEHOLDER = re.compile(r"\{(namespace|tenant|team|cluster)\}")
 
 
+def metrics_data_source(*, tenant: Tenant) -> str | None:
+    """The tenant's own Prometheus data source (tenants/api/prometheus.py), when its cluster has a Prometheus."""
+    from tenants import prometheus
+
+    if prometheus.upstream_for(tenant.cluster.prometheus) is None:
+        return None
+    return f"{settings.BERTH_PUBLIC_URL}/api/v1/tenants/{tenant.pk}/prometheus"
+
+
 def monitoring_links(*, tenant: Tenant) -> list[dict]:
-    """The cluster's monitoring URL templates filled in for this tenant (http/https only)."""
+    """The tenant's metrics (graphs and its Prometheus data source) when its cluster has a Prometheus, then the
+    cluster's monitoring URL templates filled in for this tenant (http/https only), e.g. an external Grafana."""
+    links = []
+    source = metrics_data_source(tenant=tenant)
+    if source is not None:
+        links.append({"name": "Graphs", "url": f"{settings.BERTH_PUBLIC_URL}/tenants/{tenant.pk}/?tab=metrics"})
+        links.append({"name": "Prometheus data source", "url": source})
     templates = tenant.cluster.monitoring_links
     if not templates:
-        return []
+        return links
     values = {
         "namespace": quote(tenant.namespace),
         "tenant": quote(tenant.name),
         "team": quote(tenant.team.slug),
         "cluster": quote(tenant.cluster.name),
     }
-    links = []
     for entry in templates if isinstance(templates, list) else []:
         if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
             continue

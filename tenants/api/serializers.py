@@ -435,7 +435,14 @@ class TenantSerializer(serializers.ModelSerializer):
             .only(
                 *(name for name in TenantSerializer.Meta.fields if name not in TENANT_COMPUTED),
                 *["sleeping", "sleep_applied", "sleep_schedule_start", "sleep_schedule_end", "sleep_weekends"],
-                *["team__slug", "team__time_zone", "tier__name", "cluster__name", "cluster__monitoring_links"],
+                *[
+                    "team__slug",
+                    "team__time_zone",
+                    "tier__name",
+                    "cluster__name",
+                    "cluster__monitoring_links",
+                    "cluster__prometheus",
+                ],
             )
         )
 

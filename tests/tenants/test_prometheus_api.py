@@ -88,3 +88,30 @@ def test_a_cluster_may_name_only_a_configured_prometheus(cluster, settings):
     cluster.clean()
     assert prometheus.upstream_for("dev") == "http://127.0.0.1:9091"
     assert prometheus.upstream_for("") is None
+
+
+def test_monitoring_links_lead_to_the_tenants_own_metrics_first(
+    ready_tenant_row, api_token: TokenFactory, alice, settings
+):
+    tenant = ready_tenant_row("shop")
+    tenant.cluster.monitoring_links = [{"name": "Grafana", "url": "https://grafana.example.test/d/ns?ns={namespace}"}]
+    tenant.cluster.save()
+    alices = _client(api_token(alice))
+    before = alices.get(f"/api/v1/tenants/{tenant.pk}/").json()["monitoring_links"]
+    assert [link["name"] for link in before] == ["Grafana"]
+
+    settings.BERTH_PROMETHEUS = {"p": "http://127.0.0.1:9"}
+    settings.BERTH_PUBLIC_URL = "https://berth.example.test"
+    tenant.cluster.prometheus = "p"
+    tenant.cluster.save()
+    links = alices.get(f"/api/v1/tenants/{tenant.pk}/").json()["monitoring_links"]
+    assert links == [
+        {"name": "Graphs", "url": f"https://berth.example.test/tenants/{tenant.pk}/?tab=metrics"},
+        {"name": "Prometheus data source", "url": f"https://berth.example.test/api/v1/tenants/{tenant.pk}/prometheus"},
+        {"name": "Grafana", "url": f"https://grafana.example.test/d/ns?ns={tenant.namespace}"},
+    ]
+    # A name the deployment no longer configures gives no link to a data source that would answer 404.
+    settings.BERTH_PROMETHEUS = {}
+    assert [link["name"] for link in alices.get(f"/api/v1/tenants/{tenant.pk}/").json()["monitoring_links"]] == [
+        "Grafana"
+    ]

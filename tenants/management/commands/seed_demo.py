@@ -23,20 +23,6 @@ SLEEP: dict[str, dict[str, object]] = {
     "small": {"sleep_allowed": True, "sleep_budget": "none", "sleep_after_idle_hours": 24},
     "medium": {"sleep_allowed": True},
 }
-MONITORING = [
-    {
-        "name": "Grafana dashboard",
-        "url": "https://grafana.example.test/d/k8s-ns/namespace?var-namespace={namespace}&var-cluster={cluster}",
-    },
-    {
-        "name": "Prometheus",
-        "url": "https://prometheus.example.test/graph?g0.expr=sum(rate(container_cpu_usage_seconds_total%7Bnamespace%3D%22{namespace}%22%7D%5B5m%5D))",
-    },
-    {
-        "name": "Logs (Loki)",
-        "url": "https://grafana.example.test/explore?left=%7B%22queries%22:%5B%7B%22expr%22:%22%7Bnamespace%3D%5C%22{namespace}%5C%22%7D%22%7D%5D%7D",
-    },
-]
 # Showback prices of the demo clusters (per CPU core-hour, memory GiB-hour, storage GiB-month), in effect
 # since the first of the month the demo was seeded in, so the team and tenant pages show the month so far.
 DEMO_PRICES = {
@@ -55,6 +41,9 @@ class Command(BaseCommand):
         parser.add_argument("--ca-file", required=True)
         parser.add_argument("--oidc-issuer", default="")
         parser.add_argument(
+            "--prometheus", default="", help="the name in BERTH_PROMETHEUS of the dev cluster's Prometheus"
+        )
+        parser.add_argument(
             "--vcluster",
             default="",
             help="JSON of virtual_config['vcluster'] (docs/virtual-clusters.md): the dev cluster offers vcluster too",
@@ -62,7 +51,15 @@ class Command(BaseCommand):
 
     @transaction.atomic
     def handle(
-        self, *args, api_url: str, kubeconfig: str, ca_file: str, oidc_issuer: str, vcluster: str, **options
+        self,
+        *args,
+        api_url: str,
+        kubeconfig: str,
+        ca_file: str,
+        oidc_issuer: str,
+        vcluster: str,
+        prometheus: str,
+        **options,
     ) -> None:
         for slug, name, email, zone in TEAMS:
             Team.objects.update_or_create(
@@ -77,7 +74,10 @@ class Command(BaseCommand):
             "credential_ref": f"kubeconfig:{kubeconfig}",
             "public_endpoint": api_url,
             "kinds": ["namespace"],
-            "monitoring_links": MONITORING,
+            # The dev cluster's own Prometheus (devcluster/prometheus.py) behind prom-label-proxy, when it runs: each
+            # tenant's graphs and data source are its monitoring links (no templates that would lead nowhere).
+            "prometheus": prometheus,
+            "monitoring_links": [],
             # Each tenant's Ingress hosts lie under its own name (*.localhost resolves to 127.0.0.1).
             "ingress_domains": ["{namespace}.apps.localhost"],
             "is_active": True,
