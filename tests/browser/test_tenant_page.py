@@ -132,6 +132,8 @@ def test_the_overview_fits_one_screen_and_the_tabs_hold_the_rest(portal: Portal,
 TABS: list[tuple[str, re.Pattern[str] | str, Callable[[Page], Locator]]] = [
     ("overview", "Overview", lambda page: page.get_by_role("region", name="Quota usage").get_by_role("meter").nth(3)),
     ("quota", re.compile(r"^Quota"), lambda page: page.get_by_role("meter").nth(13)),
+    # The cluster here has no Prometheus: the tab says so (test_metrics.py draws real graphs).
+    ("metrics", "Metrics", lambda page: page.get_by_text("This cluster has no Prometheus set up for Berth")),
     ("security", re.compile(r"^Security"), lambda page: page.get_by_role("region", name="Isolation report")),
     ("costs", "Costs", lambda page: page.get_by_role("heading", name=re.compile(r"^Costs"))),
     ("activity", "Activity", lambda page: page.get_by_role("region", name="Recent activity")),
