@@ -61,6 +61,7 @@ TARGETS: dict[str, tuple[tuple[str, ...], str]] = {
     "kine": (("kine",), "BERTH_DEVCLUSTER_KINE_BIN"),
     "prometheus": (("prometheus",), "BERTH_DEVCLUSTER_PROMETHEUS_BIN"),
     "prom-label-proxy": (("prom-label-proxy",), "BERTH_DEVCLUSTER_PROM_LABEL_PROXY_BIN"),
+    "metrics-server": (("metrics-server",), "BERTH_DEVCLUSTER_METRICS_SERVER_BIN"),
 }
 
 # The longest a ServiceAccount token may live on the dev control plane (--service-account-max-token-expiration).
