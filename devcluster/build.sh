@@ -7,6 +7,7 @@
 #   build.sh promtool       promtool, which tests the chart's alert rules           (gobuild-prometheus/)
 #   build.sh prometheus     Prometheus, which scrapes the dev nodes' kubelets and Berth  (gobuild-prometheus/)
 #   build.sh prom-label-proxy  prom-label-proxy, which holds a query to one namespace  (gobuild-prom-label-proxy/)
+#   build.sh metrics-server  metrics-server, which serves `kubectl top` (metrics.k8s.io)  (gobuild-metrics-server/)
 #   build.sh crds           the CRDs of the chart's optional monitoring objects (PrometheusRule, ServiceMonitor)
 #   build.sh coredns        coredns, the cluster DNS, with only the plugins a cluster needs  (gobuild-coredns/)
 #   build.sh local-path     local-path-provisioner, the dev cluster's StorageClass           (gobuild-local-path/)
@@ -173,6 +174,15 @@ build_prom_label_proxy() {
     github.com/prometheus-community/prom-label-proxy
 }
 
+build_metrics_server() {
+  # As metrics-server's Makefile builds it (CGO off, -trimpath), with its version stamps on client-go's version
+  # package (what `metrics-server --version` and its User-Agent show); stripped like the other tools.
+  local version ldflags pkg="k8s.io/client-go/pkg/version"
+  version="$(pinned gobuild-metrics-server sigs.k8s.io/metrics-server)"
+  ldflags="-s -w -X $pkg.gitVersion=$version -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  build gobuild-metrics-server metrics-server "$version" "$ldflags" sigs.k8s.io/metrics-server/cmd/metrics-server
+}
+
 build_coredns() {
   local version ldflags
   version="$(pinned gobuild-coredns github.com/coredns/coredns)"
@@ -272,6 +282,7 @@ case "$target" in
   promtool) build_promtool ;;
   prometheus) build_prometheus ;;
   prom-label-proxy) build_prom_label_proxy ;;
+  metrics-server) build_metrics_server ;;
   crds) build_crds ;;
   coredns) build_coredns ;;
   local-path) build_local_path ;;
@@ -279,5 +290,5 @@ case "$target" in
   e2e) build_e2e ;;
   vcluster) build_vcluster ;;
   kine) build_kine ;;
-  *) echo "usage: $0 [kubernetes|helm|promtool|prometheus|prom-label-proxy|crds|coredns|local-path|netpol|e2e|vcluster|kine]" >&2; exit 2 ;;
+  *) echo "usage: $0 [kubernetes|helm|promtool|prometheus|prom-label-proxy|metrics-server|crds|coredns|local-path|netpol|e2e|vcluster|kine]" >&2; exit 2 ;;
 esac

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
 
-from devcluster import addons
+from devcluster import addons, metrics_server
 from devcluster import prometheus as dev_prometheus
 from devcluster.images import CLUSTER_IMAGES, VCLUSTER_IMAGES, ImageSpec, build_archives
 from devcluster.kubeconfig import kubeconfig, write_kubeconfig, write_private
@@ -61,6 +61,7 @@ TARGETS: dict[str, tuple[tuple[str, ...], str]] = {
     "kine": (("kine",), "BERTH_DEVCLUSTER_KINE_BIN"),
     "prometheus": (("prometheus",), "BERTH_DEVCLUSTER_PROMETHEUS_BIN"),
     "prom-label-proxy": (("prom-label-proxy",), "BERTH_DEVCLUSTER_PROM_LABEL_PROXY_BIN"),
+    "metrics-server": (("metrics-server",), "BERTH_DEVCLUSTER_METRICS_SERVER_BIN"),
 }
 
 # The longest a ServiceAccount token may live on the dev control plane (--service-account-max-token-expiration).
@@ -570,8 +571,49 @@ class ControlPlane:
             pool=self.network.load_balancer_pool,
         )
         self.load_balancer.start()
+        self._start_metrics_server(watched)
         if self._with_prometheus:
             self._start_prometheus(watched)
+
+    def _start_metrics_server(self, watched: list[Component]) -> None:
+        """metrics-server on the host (devcluster/metrics_server.py); ready once the aggregator reaches it. Its first
+        metrics follow within a resolution or two; callers that need them wait for them."""
+        addons.apply(self.kubectl, self.kubeconfig_path, metrics_server.rbac_objects())
+        files = metrics_server.Files(
+            kubeconfig=self._dir / "metrics-server.kubeconfig",
+            cert_file=self._pki_path("metrics-server-serving.crt"),
+            key_file=self._pki_path("metrics-server-serving.key"),
+            ca_file=self.ca_file,
+            front_proxy_ca_file=self._pki_path("front-proxy-ca.crt"),
+        )
+        write_kubeconfig(files.kubeconfig, self._client_kubeconfig("metrics-server", metrics_server.USER))
+        argv = metrics_server.argv(
+            find_bin_dir("metrics-server"), host=self.api_host, files=files, front_proxy_client=FRONT_PROXY_CLIENT
+        )
+        component = self._component("metrics-server", argv)
+        watched = [*watched, component]
+        verify_only = ssl.create_default_context(cadata=self.ca_cert_pem)
+        wait_until(
+            lambda: _https_get(metrics_server.PORT, "/livez", verify_only, host=self.api_host) == (200, b"ok"),
+            timeout=START_TIMEOUT,
+            watched=watched,
+            what="metrics-server /livez",
+        )
+        addons.apply(
+            self.kubectl, self.kubeconfig_path, metrics_server.api_objects(host=self.api_host, ca_pem=self.ca_cert_pem)
+        )
+        admin = self._tls_context("admin")
+        path = f"/apis/apiregistration.k8s.io/v1/apiservices/{metrics_server.API_SERVICE}"
+        wait_until(
+            lambda: (
+                (answer := self._api_get(path, admin)) is not None
+                and answer[0] == 200
+                and metrics_server.available(json.loads(answer[1]))
+            ),
+            timeout=START_TIMEOUT,
+            watched=watched,
+            what=f"the APIService {metrics_server.API_SERVICE} to be Available",
+        )
 
     def _start_prometheus(self, watched: list[Component]) -> None:
         addons.apply(self.kubectl, self.kubeconfig_path, dev_prometheus.rbac_objects())
@@ -672,6 +714,9 @@ class ControlPlane:
             self._write_pair("scheduler", self.ca.issue_client_cert("system:kube-scheduler"))
             # What the API server shows kubelets when it proxies logs, exec and port-forward.
             self._write_pair("apiserver-kubelet-client", self.ca.issue_client_cert(KUBELET_CLIENT, ("system:masters",)))
+            self._write_pair("metrics-server", self.ca.issue_client_cert(metrics_server.USER))
+            serving_names = [metrics_server.SERVING_NAME, self.api_host]
+            self._write_pair("metrics-server-serving", self.ca.issue_serving_cert(serving_names))
         if self._with_prometheus:
             self._write_pair("prometheus", self.ca.issue_client_cert(dev_prometheus.USER))
         write_private(self._pki_path("front-proxy-ca.crt"), self._front_proxy_ca.cert_pem)
@@ -793,6 +838,9 @@ class ControlPlane:
             f"--kubelet-certificate-authority={self.ca_file}",
             "--kubelet-preferred-address-types=InternalIP",
             f"--admission-control-config-file={self._write_admission_config()}",
+            # Aggregated APIs (metrics-server) are dialled at their Service's endpoint: the host, where the API
+            # server runs, has no kube-proxy to serve a ClusterIP.
+            "--enable-aggregator-routing=true",
         ]
 
     def _controller_manager_argv(self, bin_dir: Path, port: int) -> list[str]:

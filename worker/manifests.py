@@ -309,6 +309,13 @@ def _listed_egress(rules: list[dict[str, Any]]) -> dict[str, Any]:
     return {"podSelector": {}, "policyTypes": ["Egress"], "egress": egress}
 
 
+def _pod_metrics_rule() -> dict[str, Any]:
+    """`kubectl top pod` in the namespace (metrics.k8s.io, served by metrics-server through the aggregation layer).
+    Pods only: node metrics show other teams' load (and a Role cannot grant cluster-scoped nodes anyway);
+    metrics-server serves no watch."""
+    return {"apiGroups": ["metrics.k8s.io"], "resources": ["pods"], "verbs": ["get", "list"]}
+
+
 def tenant_role(tenant: Any, tier: Any) -> dict[str, Any]:
     """Admin-like inside the namespace, but quotas, limits, policies and RBAC are read-only.
 
@@ -365,6 +372,7 @@ def tenant_role(tenant: Any, tier: Any) -> dict[str, Any]:
         {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": READ_VERBS},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": READ_VERBS},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ALL_VERBS},
+        _pod_metrics_rule(),
     ]
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -398,6 +406,7 @@ def viewer_role(tenant: Any, tier: Any) -> dict[str, Any]:
             "resources": ["*"],
             "verbs": READ_VERBS,
         },
+        _pod_metrics_rule(),
     ]
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -108,6 +108,15 @@ def test_tenant_role_cannot_escalate_or_touch_quotas_or_rbac():
             assert rule["verbs"] == ["get"] and rule["resourceNames"] == ["web"]
 
 
+def test_tenant_and_viewer_roles_read_their_pods_metrics_and_never_the_nodes():
+    tier = seeded_tier("small")
+    tenant = _tenant(tier)
+    for role in (manifests.tenant_role(tenant, tier), manifests.viewer_role(tenant, tier)):
+        metrics = [rule for rule in role["rules"] if "metrics.k8s.io" in rule["apiGroups"]]
+        assert metrics == [{"apiGroups": ["metrics.k8s.io"], "resources": ["pods"], "verbs": ["get", "list"]}]
+        assert not any("nodes" in rule["resources"] or "*" in rule["apiGroups"] for rule in role["rules"])
+
+
 def test_token_mode_binds_service_accounts_and_oidc_mode_binds_the_teams_groups():
     tier = seeded_tier("small")
     token = _by_kind_name(manifests.access(_tenant(tier), tier, _tenant(tier).cluster))

@@ -8,6 +8,7 @@ kubeconfig from the portal; the admin client only reads.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import subprocess
 from typing import Any
@@ -280,6 +281,57 @@ def test_logs_and_exec_work_in_the_tenants_namespace_only(
         refused = kubectl(f"--namespace={other.namespace}", *verb, kubeconfig=config)
         assert refused.returncode != 0
         assert "forbidden" in refused.stderr.lower()
+
+
+def _top_row(kubectl, config: str, pod: str) -> tuple[int, int] | None:
+    """(CPU millicores, memory MiB) of ``pod`` as `kubectl top pod` shows it, once metrics-server has it."""
+    got = kubectl("top", "pod", pod, "--no-headers", kubeconfig=config)
+    match = re.fullmatch(rf"{pod}\s+(\d+)m\s+(\d+)Mi\s*", got.stdout)
+    return (int(match[1]), int(match[2])) if got.returncode == 0 and match else None
+
+
+def test_kubectl_top_shows_members_and_viewers_their_own_pods_usage(
+    celery_worker,
+    live_node_cluster,
+    node_control_plane,
+    node_kube_admin,
+    alice,
+    amir,
+    vera,
+    carol,
+    team_a,
+    medium,
+    tmp_path,
+):
+    tenant = _ready_tenant(alice=alice, carol=carol, team_a=team_a, tier=medium, cluster=live_node_cluster, name="top")
+    member_config, _ = fetch_kubeconfig(amir, tenant, tmp_path)
+    viewer_config, _ = fetch_kubeconfig(vera, tenant, tmp_path)
+    kubectl = _kubectl_for(node_control_plane)
+    # Busy, but held to 50m: metrics-server must report CPU it measured, not a default.
+    spinner = _container(
+        "spin",
+        command=["sh", "-c", "while :; do :; done"],
+        resources={"requests": {"cpu": "50m"}, "limits": {"cpu": "50m"}},
+    )
+    applied = _apply(kubectl, member_config, _pod("spin", containers=[spinner]))
+    assert applied.returncode == 0, applied.stderr
+    _wait_running(client.CoreV1Api(node_kube_admin), tenant.namespace, "spin")
+
+    # metrics-server needs two scrapes of a new pod (a CPU rate), one resolution (15 s) apart.
+    cpu, memory = wait_for(
+        lambda: _top_row(kubectl, member_config, "spin"), timeout=90, interval=3, what="kubectl top pod spin"
+    )
+    assert 0 < cpu <= 60 and memory >= 0
+    assert _top_row(kubectl, viewer_config, "spin") is not None
+    raw = kubectl(
+        "get",
+        "--raw",
+        f"/apis/metrics.k8s.io/v1beta1/namespaces/{tenant.namespace}/pods/spin",
+        kubeconfig=member_config,
+    )
+    assert raw.returncode == 0, raw.stderr
+    usage = json.loads(raw.stdout)["containers"][0]["usage"]
+    assert set(usage) == {"cpu", "memory"} and usage["memory"] not in ("0", "0Ki")
 
 
 # --- A whole cluster: Services, DNS, storage, StatefulSets, Jobs and CronJobs, with the tenant's credentials ----

@@ -169,6 +169,9 @@ Extend the part that needs it (and say why), or use rbac.extraClusterRules / rba
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
   verbs: {{ include "berth.rbac.allVerbs" . }}
+- apiGroups: [metrics.k8s.io]
+  resources: [pods]
+  verbs: [get, list]
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: {{ include "berth.rbac.readVerbs" . }}
