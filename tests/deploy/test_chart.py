@@ -403,3 +403,31 @@ def test_image_digest_wins_over_the_tag(helm_bin):
     images = {c["image"] for _, _, c in containers(objs)}
     assert "registry.example.com/berth/portal:0.1.0" in images
     assert "registry.example.com/berth/worker@sha256:" + "0" * 64 in images
+
+
+def test_each_named_prometheus_gets_a_label_proxy_on_the_web_pods_loopback(helm_bin):
+    """Tenant metrics (docs/monitoring.md): the sidecar enforces the label Berth's code sends, and nobody but the
+    web container can reach it."""
+    from tenants.prometheus import HEADER, LABEL
+
+    objs = render(helm_bin, CHART / "ci" / "production-values.yaml")
+    web = named(objs, "Deployment", f"{FULLNAME}-web")["spec"]["template"]["spec"]
+    sidecars = [c for c in web["containers"] if c["name"].startswith("prom-label-proxy")]
+    assert [c["name"] for c in sidecars] == ["prom-label-proxy-main"]
+    assert sidecars[0]["args"] == [
+        f"-label={LABEL}",
+        f"-header-name={HEADER}",
+        "-enable-label-apis",
+        "-upstream=http://prometheus-operated.monitoring.svc:9090",
+        "-insecure-listen-address=127.0.0.1:9091",
+    ]
+    assert sidecars[0]["image"] == "quay.io/prometheuscommunity/prom-label-proxy:v0.11.1"
+    assert "ports" not in sidecars[0]  # nothing outside the pod is meant to reach it
+    portal = next(c for c in web["containers"] if c["name"] == "web")
+    assert json.loads(env_of(portal)["BERTH_PROMETHEUS"]["value"]) == {"main": "http://127.0.0.1:9091"}
+    # Only the web answers metrics queries; without names there is neither sidecar nor setting.
+    for where, _, container in containers(objs):
+        if container is not portal:
+            assert "BERTH_PROMETHEUS" not in env_of(container), where
+    trial = named(render(helm_bin, CHART / "ci" / "trial-values.yaml"), "Deployment", f"{FULLNAME}-web")
+    assert [c["name"] for c in trial["spec"]["template"]["spec"]["containers"]] == ["web"]

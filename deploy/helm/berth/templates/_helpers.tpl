@@ -336,3 +336,35 @@ postgres://berth@{{ include "berth.postgresql.host" . }}:5432/berth
   mountPath: /run/berth/metrics
 {{- end }}
 {{- end -}}
+
+{{- /* Tenant metrics (docs/monitoring.md): one prom-label-proxy sidecar per named Prometheus, on 127.0.0.1 from port
+       9091 in the names' order, and BERTH_PROMETHEUS naming them for the web. */ -}}
+{{- define "berth.tenantMetricsEnv" -}}
+{{- $proxies := dict }}
+{{- range $i, $name := keys .Values.monitoring.tenantMetrics.prometheus | sortAlpha }}
+{{- $_ := set $proxies $name (printf "http://127.0.0.1:%d" (add 9091 $i)) }}
+{{- end }}
+{{- if $proxies }}
+- name: BERTH_PROMETHEUS
+  value: {{ $proxies | toJson | quote }}
+{{- end }}
+{{- end -}}
+
+{{- define "berth.tenantMetricsSidecars" -}}
+{{- $metrics := .Values.monitoring.tenantMetrics }}
+{{- $image := $metrics.labelProxy.image }}
+{{- range $i, $name := keys $metrics.prometheus | sortAlpha }}
+- name: prom-label-proxy-{{ $name }}
+  image: "{{ $image.repository }}{{ if $image.digest }}@{{ $image.digest }}{{ else }}:{{ $image.tag }}{{ end }}"
+  imagePullPolicy: {{ $image.pullPolicy }}
+  args:
+    - -label=namespace
+    - -header-name=X-Berth-Namespace
+    - -enable-label-apis
+    - -upstream={{ index $metrics.prometheus $name }}
+    - -insecure-listen-address=127.0.0.1:{{ add 9091 $i }}
+  resources:
+    {{- toYaml $metrics.labelProxy.resources | nindent 4 }}
+  {{- include "berth.containerSecurityContext" $ | nindent 2 }}
+{{- end }}
+{{- end -}}
