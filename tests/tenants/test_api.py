@@ -646,6 +646,16 @@ def test_the_audit_events_list_has_no_n_plus_1(api, alice, team_a, rows, django_
     assert len(body["results"]) == min(rows, 50) and (body["next"] is None) == (rows <= 50)
 
 
+def test_a_token_holders_audit_page_is_two_statements(token_client, alice, team_a, django_assert_num_queries):
+    """The token's statement reads the holder's teams too: the page's own statement is the only other one."""
+    audit.record(actor=None, action="test.team", object_type="x", team=team_a)
+    client = token_client(alice)
+    client.get(f"{API}/audit-events/")  # the token's first use is written down (once a minute)
+    with django_assert_num_queries(2):
+        body = client.get(f"{API}/audit-events/?team=team-a").json()
+    assert [event["action"] for event in body["results"]] == ["test.team"]
+
+
 @pytest.mark.parametrize("rows", [3, 30])
 def test_the_teams_list_has_no_n_plus_1(api, dave, alice, cluster, medium, rows, django_assert_max_num_queries):
     for i in range(rows):
