@@ -1,21 +1,22 @@
 """The portal's URLs plus ``/bench/stock/…``: each list as a stock DRF endpoint would serve it.
 
 Each is what the DRF tutorial writes: a ``ReadOnlyModelViewSet`` over the caller's rows with ``select_related``,
-the API's own ``ModelSerializer`` (so a page holds the same rows in the same bytes), the query's ``team`` as a
-plain filter, and DRF's own paging (``LimitOffsetPagination``, which counts every page; ``CursorPagination`` for the
-audit trail). bench/api_load.py
-serves the same page from it and from Berth's API, in turns, on the same data, and compares the two.
+the API's own ``ModelSerializer`` (so a page holds the same rows in the same bytes; for the audit trail, whose
+serializer writes its fields out, a ``ModelSerializer`` of the same fields, rendered by DRF's own walk), the query's
+``team`` as a plain filter, and DRF's own paging (``LimitOffsetPagination``, which counts every page;
+``CursorPagination`` for the audit trail). bench/api_load.py serves the same page from it and from Berth's API, in
+turns, on the same data, and compares the two.
 """
 
 from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.urls import include, path
-from rest_framework import pagination, routers, viewsets
+from rest_framework import pagination, routers, serializers, viewsets
 
 from portal.urls import urlpatterns as portal_urlpatterns
 from tenants.api.serializers import AuditEventSerializer, RequestSerializer, TenantSerializer
-from tenants.models import AuditEvent, Membership, Tenant, TenantRequest
+from tenants.models import AuditEvent, Membership, Team, Tenant, TenantRequest
 
 
 class Offset(pagination.LimitOffsetPagination):
@@ -28,6 +29,16 @@ class Newest(pagination.CursorPagination):
     page_size = 50
     page_size_query_param = "limit"
     max_page_size = 200
+
+
+class StockAuditEventSerializer(serializers.ModelSerializer):
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
+
+    class Meta:
+        model = AuditEvent
+        fields = AuditEventSerializer.Meta.fields
 
 
 class Stock(viewsets.ReadOnlyModelViewSet):
@@ -63,7 +74,7 @@ class Requests(Stock):
 
 
 class AuditEvents(Stock):
-    serializer_class = AuditEventSerializer
+    serializer_class = StockAuditEventSerializer
     pagination_class = Newest
 
     def get_queryset(self) -> QuerySet[AuditEvent]:

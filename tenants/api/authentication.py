@@ -11,10 +11,12 @@ from typing import Any
 
 import jwt
 from django.conf import settings
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db.models import OuterRef
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
-from tenants import identity, services
+from tenants import identity, selectors, services
 from tenants.audit import AuditContext
 from tenants.errors import SignInRequired
 from tenants.identity import jwks_client as _jwks_client
@@ -52,13 +54,22 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         shape = _TOKEN_SHAPE.fullmatch(plaintext)
         if shape is None:
             raise exceptions.AuthenticationFailed("Invalid token.")
-        token = ApiToken.objects.select_related("user", "team").filter(prefix=shape.group(1)).first()
+        token = (
+            ApiToken.objects.select_related("user", "team")
+            .annotate(user_team_ids=ArraySubquery(selectors.team_ids_of(user=OuterRef("user_id"))))
+            .filter(prefix=shape.group(1))
+            .first()
+        )
         if token is None or not hmac.compare_digest(token.digest, services.api_token_digest(plaintext)):
             raise exceptions.AuthenticationFailed("Invalid token.")
         if token.revoked_at is not None or token.expires_at <= timezone.now() or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Token expired or revoked.")
         user = token.user
-        if not services.identity_is_fresh(user=user):
+        if services.identity_is_fresh(user=user):
+            # Read in the token's statement: the teams that scope what this request may list. (When the provider
+            # is asked again, below, its answer may change them: the selectors read them afterwards then.)
+            user.credential_team_ids = token.user_team_ids
+        else:
             # The provider has not confirmed this person lately: ask it now, once, before trusting the token.
             services.user_recheck(user=user, ctx=AuditContext.from_http(request))
             user.refresh_from_db()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from django.core.validators import RegexValidator
 from django.db.models import QuerySet
@@ -489,6 +490,30 @@ class AuditEventSerializer(serializers.ModelSerializer):
         """``queryset`` reading what an event shows and no more (of its team, the slug)."""
         fields = AuditEventSerializer.Meta.fields
         return queryset.select_related(None).select_related("team").only(*fields, "team__slug")
+
+    def to_representation(self, instance: AuditEvent) -> dict[str, Any]:
+        """The fields above, as DRF's field-by-field walk renders them, written out.
+
+        The trail is read 50 events of 12 fields a page, and the walk (a lookup, a None test and a conversion per
+        field) cost more Python than the rest of the page. The columns are what the walk would hand on unchanged
+        (text, an int, JSON as loaded, an address as text); ``at`` is formatted by its field. A field added to
+        ``Meta.fields`` is added here too: test_audit_event_is_rendered_as_drf_would compares the two.
+        """
+        team = instance.team
+        return {
+            "id": instance.id,
+            "at": self.fields["at"].to_representation(instance.at),
+            "actor_name": instance.actor_name,
+            "team": None if team is None else team.slug,
+            "object_type": instance.object_type,
+            "object_id": instance.object_id,
+            "action": instance.action,
+            "before": instance.before,
+            "after": instance.after,
+            "request_id": instance.request_id,
+            "source_ip": instance.source_ip,
+            "user_agent": instance.user_agent,
+        }
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):

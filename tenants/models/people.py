@@ -27,6 +27,9 @@ class User(AbstractUser):
     # When the provider last refused that refresh token: the session there was over. Portal sessions, API tokens
     # and access tokens from before it are not honoured until the person signs in again.
     idp_session_ended_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # This person's team ids when the request's authentication read them along with its credential (an API token,
+    # tenants.api.authentication), for the scope of what the request may list; None: the selectors read them.
+    credential_team_ids: list[int] | None = None
 
     @property
     def can_decide(self) -> bool:

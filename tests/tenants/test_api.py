@@ -10,8 +10,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.utils import timezone
+from rest_framework import serializers
 
 from tenants import audit, dispatch, services
+from tenants.api.serializers import AuditEventSerializer
 from tenants.api.throttling import WriteThrottle
 from tenants.models import AuditEvent, Team, Tenant, TenantRequest, TenantStatus
 
@@ -498,6 +500,18 @@ def test_audit_events_serialize_every_field(api, alice, team_a):
     }
 
 
+@pytest.mark.usefixtures("varied")
+def test_audit_event_is_rendered_as_drf_would():
+    """AuditEventSerializer writes its fields out; DRF's own walk over the same fields renders the same."""
+    events = AuditEventSerializer.load(AuditEvent.objects.all())
+    serializer = AuditEventSerializer()
+    assert len(events) == 40
+    for event in events:
+        written_out = serializer.to_representation(event)
+        assert list(written_out) == AuditEventSerializer.Meta.fields
+        assert written_out == serializers.ModelSerializer.to_representation(serializer, event)
+
+
 def test_the_audit_export_is_a_filtered_csv(api, alice, submit, bob, team_b):
     submit()
     audit.record(actor=bob, action="test.hidden", object_type="x", team=team_b)
@@ -630,6 +644,16 @@ def test_the_audit_events_list_has_no_n_plus_1(api, alice, team_a, rows, django_
     with django_assert_max_num_queries(LIST_QUERIES):
         body = client.get(f"{API}/audit-events/").json()
     assert len(body["results"]) == min(rows, 50) and (body["next"] is None) == (rows <= 50)
+
+
+def test_a_token_holders_audit_page_is_two_statements(token_client, alice, team_a, django_assert_num_queries):
+    """The token's statement reads the holder's teams too: the page's own statement is the only other one."""
+    audit.record(actor=None, action="test.team", object_type="x", team=team_a)
+    client = token_client(alice)
+    client.get(f"{API}/audit-events/")  # the token's first use is written down (once a minute)
+    with django_assert_num_queries(2):
+        body = client.get(f"{API}/audit-events/?team=team-a").json()
+    assert [event["action"] for event in body["results"]] == ["test.team"]
 
 
 @pytest.mark.parametrize("rows", [3, 30])

@@ -16,8 +16,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from devcluster.oidc import API_RESOURCE, SCOPES, OidcProvider
-from tenants import identity, services
-from tenants.models import ApiToken, AuditEvent, Membership, User
+from tenants import audit, identity, services
+from tenants.models import ApiToken, AuditEvent, Membership, Team, User
 from tenants.sealing import unseal
 from tests.fixtures import point_portal_at
 from tests.plugins.oidc import SignInRefused, redeem, sign_in
@@ -172,6 +172,25 @@ def test_an_api_token_of_a_stale_identity_is_rechecked_before_it_is_trusted(sign
     settings.OIDC_OP_TOKEN_ENDPOINT = "https://127.0.0.1:9/token"
     refused = client.get("/api/v1/me/")
     assert refused.status_code == 401 and "sign in to the portal again" in refused.json()["detail"]
+
+
+def test_a_token_rechecked_out_of_a_team_no_longer_lists_its_trail(signed_in_alice, set_oidc_groups):
+    """The token's statement reads alice's teams too; the re-check her stale identity triggers changes them, and the
+    audit list of that same request is scoped by her teams after it."""
+    payments = Team.objects.get(slug="team-payments")
+    audit.record(actor=None, action="test.payments", object_type="thing", object_id="1", team=payments)
+    _, plaintext = services.api_token_create(actor=signed_in_alice, name="ci", expires_in_days=1)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {plaintext}")
+
+    def trail() -> set[str]:
+        return {event["action"] for event in client.get("/api/v1/audit-events/").json()["results"]}
+
+    assert "test.payments" in trail()
+    User.objects.filter(pk=signed_in_alice.pk).update(identity_checked_at=timezone.now() - dt.timedelta(hours=2))
+    set_oidc_groups("alice", ["team-search"])
+    assert "test.payments" not in trail()
+    assert teams(signed_in_alice) == {"team-search": "member"}
 
 
 def test_the_periodic_recheck_takes_only_users_due(signed_in_alice, bob, set_oidc_groups, settings):
