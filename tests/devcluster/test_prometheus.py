@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -74,3 +76,33 @@ def test_every_kubelet_is_scraped_with_a_user_that_may_read_metrics_only(node_co
         )
         allowed = subresource == "metrics"
         assert answer.stdout.strip() == ("yes" if allowed else "no"), (verb, resource, subresource, answer.stderr)
+
+
+@pytest.mark.nodes
+@pytest.mark.django_db(transaction=True)
+def test_berths_web_and_worker_metrics_are_scraped(node_control_plane: ControlPlane, live_portal, celery_worker):
+    """The file_sd jobs pointed at the running portal (with its bearer token) and worker, as `make demo` does."""
+    server = node_control_plane.prometheus
+    assert server is not None
+    web = urlsplit(live_portal.url).netloc
+    worker = urlsplit(celery_worker.metrics_url).netloc
+    server.set_targets("berth-web", [web], token=live_portal.metrics_token)
+    server.set_targets("berth-worker", [worker])
+    try:
+        for job in ("berth-web", "berth-worker"):
+            wait_for(
+                functools.partial(server.query, f'up{{job="{job}"}} == 1'),
+                timeout=60,
+                what=f"{job} scraped",
+                interval=1,
+            )
+        # The portal's state, computed at scrape time, is in Prometheus.
+        assert server.query('berth_tenants{job="berth-web"}') or server.query('{job="berth-web", __name__=~"berth_.+"}')
+        # A wrong token is a failed scrape, not a silent one.
+        server.set_targets("berth-web", [web], token="not-the-token")
+        wait_for(
+            functools.partial(server.query, 'up{job="berth-web"} == 0'), timeout=60, what="a refused scrape", interval=1
+        )
+    finally:
+        server.set_targets("berth-web", [])
+        server.set_targets("berth-worker", [])
