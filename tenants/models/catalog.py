@@ -219,6 +219,9 @@ class Cluster(models.Model):
     prometheus = models.CharField(
         max_length=63,
         blank=True,
+        # A default in the database too: web processes of the previous release insert clusters without it.
+        default="",
+        db_default="",
         help_text="Which Prometheus holds this cluster's metrics: a name in the deployment's BERTH_PROMETHEUS "
         "(see docs/monitoring.md). Empty: tenants here get no metrics.",
     )
