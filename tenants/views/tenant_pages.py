@@ -20,6 +20,7 @@ from tenants.views.common import MOVING_STATUSES, POLL_TRIGGER, AuthedRequest, c
 from tenants.views.quota import UsageRow, usage_rows
 from tenants.views.rightsizing_pages import rightsizing_context
 from tenants.views.sleep_pages import sleep_context
+from tenants.views.workload_pages import workload_context
 
 S = TenantStatus
 DECOMMISSIONABLE = frozenset({S.APPROVED, S.PROVISIONING, S.READY, S.FAILED})
@@ -61,7 +62,14 @@ def _status_context(tenant: Tenant) -> dict:
 
 
 # The page's tabs: the overview (status, access, the main quotas, what to do next) and one tab per subject.
-TABS = {"overview": "Overview", "quota": "Quota", "security": "Security", "costs": "Costs", "activity": "Activity"}
+TABS = {
+    "overview": "Overview",
+    "quota": "Quota",
+    "security": "Security",
+    "events": "Events and logs",
+    "costs": "Costs",
+    "activity": "Activity",
+}
 # The quotas the overview shows, the first of each group the tenant has: CPU, memory, storage and pods.
 KEY_QUOTAS: tuple[tuple[str, ...], ...] = (
     ("limits.cpu", "requests.cpu", "cpu"),
@@ -137,6 +145,8 @@ def _detail_context(
         ]
     if tab == "costs":
         context["costs"] = tenant_costs_context(request, tenant)
+    if tab == "events":
+        context |= workload_context(request, tenant)
     return context
 
 
