@@ -110,6 +110,7 @@ from tenants.services.webhooks import (
     webhooks_sweep,
 )
 from tenants.services.workload import (
+    EVENTS_SHOWN,
     LOG_BYTES_MAX,
     LOG_LINES_DEFAULT,
     LOG_LINES_MAX,
@@ -119,6 +120,7 @@ from tenants.services.workload import (
 )
 
 __all__ = [
+    "EVENTS_SHOWN",
     "LOG_BYTES_MAX",
     "LOG_LINES_DEFAULT",
     "LOG_LINES_MAX",

@@ -40,7 +40,7 @@ def workload_context(request: AuthedRequest, tenant: Tenant) -> dict:
         workload = services.tenant_read_workload(tenant=tenant, actor=request.user)
     except (Forbidden, InvalidTransition, ClusterUnavailable, ClusterRefused) as exc:
         return {"workload_error": str(exc)}
-    return {"workload": workload}
+    return {"workload": workload, "events_max": services.EVENTS_SHOWN}
 
 
 def _log_params(request: AuthedRequest) -> dict:

@@ -52,6 +52,7 @@ def test_the_events_tab_lists_pods_and_the_newest_events_with_warnings_marked(al
     assert 'class="row--warning"' in html and html.count('class="row--warning"') == 1
     assert f"/tenants/{shop.pk}/pods/web-1/log/?container=sidecar" in html
     assert "previous=1" in html  # restarted: the previous run is a link
+    assert "at most 50" in html
     assert worker_hooks.reads == [("workload", "view", None)]
 
 
