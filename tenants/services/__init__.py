@@ -110,17 +110,23 @@ from tenants.services.webhooks import (
     webhooks_sweep,
 )
 from tenants.services.workload import (
+    CONTAINER_NAME_PATTERN,
     EVENTS_SHOWN,
     LOG_BYTES_MAX,
     LOG_LINES_DEFAULT,
     LOG_LINES_MAX,
+    POD_NAME_PATTERN,
+    RFC3339_PATTERN,
     tenant_read_pod_log,
     tenant_read_workload,
     workload_unavailable,
 )
 
 __all__ = [
+    "CONTAINER_NAME_PATTERN",
     "EVENTS_SHOWN",
+    "POD_NAME_PATTERN",
+    "RFC3339_PATTERN",
     "LOG_BYTES_MAX",
     "LOG_LINES_DEFAULT",
     "LOG_LINES_MAX",

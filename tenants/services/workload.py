@@ -21,9 +21,13 @@ EVENTS_SHOWN = 50
 LOG_LINES_MAX = 500
 LOG_LINES_DEFAULT = 200
 LOG_BYTES_MAX = 256 * 1024
-POD_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-CONTAINER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$")
+# DNS-1123 names as the API server allows them, and times in UTC as the kubelet stamps lines.
+POD_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+CONTAINER_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+RFC3339_PATTERN = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$"
+POD_NAME = re.compile(POD_NAME_PATTERN)
+CONTAINER_NAME = re.compile(CONTAINER_NAME_PATTERN)
+RFC3339 = re.compile(RFC3339_PATTERN)
 
 
 def workload_unavailable(*, tenant: Tenant) -> str:

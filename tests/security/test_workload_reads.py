@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from rest_framework.test import APIClient
 
 from devcluster.images import WORKLOAD_IMAGE
 from devcluster.launcher import ControlPlane
@@ -220,6 +221,15 @@ def test_another_teams_pod_is_refused_by_the_api_server(
     for query in (f"?container=c&namespace={shop.tenant.namespace}", "?container=..%2F..%2Fvault"):
         answer = _log(client, bank, "vault", query)
         assert answer.status_code in (400, 404) and secret not in answer.content.decode()
+
+    # The API answers the same: 404 for alice's tenant, and the API server's "not found" for his own.
+    api = APIClient()
+    api.force_authenticate(bob)
+    assert api.get(f"/api/v1/tenants/{shop.tenant.pk}/pods/vault/log/").status_code == 404
+    answer = api.get(f"/api/v1/tenants/{bank.pk}/pods/vault/log/")
+    assert (
+        answer.status_code == 404 and "not found" in answer.json()["detail"] and secret not in answer.content.decode()
+    )
 
     # His team's own tokens, in the hands of anyone who could make Berth send a request elsewhere: refused.
     for role in ("edit", "view"):
