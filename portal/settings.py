@@ -214,6 +214,8 @@ REST_FRAMEWORK = {
         # Tenant metrics queries per person (tenants/api/prometheus.py): a dashboard of ten panels refreshing every
         # ten seconds asks 60 a minute.
         "prometheus": env.str("BERTH_PROMETHEUS_THROTTLE", default="300/min"),
+        # Reads of a tenant's events and pod logs per person (pages and API): a live follow polls 20 a minute.
+        "workload": env.str("BERTH_WORKLOAD_THROTTLE", default="60/min"),
     },
     "EXCEPTION_HANDLER": "tenants.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",

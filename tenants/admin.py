@@ -85,6 +85,7 @@ class TierAdmin(admin.ModelAdmin):
         "auto_approve",
         "auto_approve_downgrades",
         "sleep_allowed",
+        "viewers_read_logs",
         "is_active",
     ]
     list_filter = ["is_active", "auto_approve", "auto_approve_downgrades", "pod_security_level", "sleep_allowed"]

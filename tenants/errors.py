@@ -24,5 +24,13 @@ class ClusterUnavailable(BerthError):
     """The tenant's cluster cannot be reached or refused the portal right now (503)."""
 
 
+class ClusterRefused(BerthError):
+    """The API server refused the team's own identity (no such pod: 404; not allowed: 403), with its message."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class SignInRequired(BerthError):
     """The credential in hand comes from before the provider ended the person's session: sign in again (401)."""

@@ -9,6 +9,7 @@ kubeconfigs, while the domain stays testable without a cluster.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -34,6 +35,53 @@ class ClusterLookup:
     name_exists: bool | None = None  # whether the tenant's top-level object already exists there
 
 
+@dataclass(frozen=True)
+class ClusterEvent:
+    """One Kubernetes Event of a tenant's namespace, as the page shows it."""
+
+    type: str  # "Normal" or "Warning"
+    reason: str
+    object: str  # "Pod/web-1"
+    message: str
+    count: int
+    last_seen: datetime | None
+
+
+@dataclass(frozen=True)
+class PodSummary:
+    name: str
+    phase: str
+    restarts: int
+    containers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a team's own viewer identity reads of its namespace: its pods and recent events, newest first."""
+
+    pods: tuple[PodSummary, ...]
+    events: tuple[ClusterEvent, ...]
+
+
+@dataclass(frozen=True)
+class LogQuery:
+    """One bounded read of a container's log (tenants.services.workload sets the bounds)."""
+
+    pod: str
+    container: str
+    previous: bool
+    tail_lines: int
+    limit_bytes: int
+    since_time: str = ""  # RFC 3339: only lines from then on (live follow)
+
+
+@dataclass(frozen=True)
+class PodLog:
+    lines: tuple[str, ...]  # without their timestamps
+    truncated: bool  # cut at the byte bound
+    last_timestamp: str  # of the last line, to follow on from; "" when there was none
+
+
 class WorkerHooks(Protocol):
     def manifest_preview(self, tenant: Tenant, *, tier: Tier | None = None) -> str:
         """YAML of what provisioning would apply (without live cluster facts)."""
@@ -54,6 +102,16 @@ class WorkerHooks(Protocol):
 
     def issue_merged_kubeconfig(self, grants: Sequence[KubeconfigGrant]) -> str:
         """One kubeconfig with a context per grant (raises ClusterUnavailable)."""
+        ...
+
+    def read_workload(self, tenant: Tenant, *, events: int) -> Workload:
+        """The namespace's pods and at most ``events`` recent events, read with a fresh short-lived token of the
+        tenant's viewer identity, never Berth's (raises ClusterUnavailable or ClusterRefused)."""
+        ...
+
+    def read_pod_log(self, tenant: Tenant, query: LogQuery, *, role: str) -> PodLog:
+        """A bounded read of a container's log with a fresh short-lived token of the tenant's ``role`` identity
+        ("edit" or "view"), never Berth's (raises ClusterUnavailable or ClusterRefused)."""
         ...
 
 

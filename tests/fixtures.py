@@ -149,6 +149,9 @@ class FakeWorkerHooks:
         self.preview: str | None = "kind: Namespace"
         self.preview_error: Exception | None = None
         self.lookup = None  # a tenants.hooks.ClusterLookup to answer with; None: nothing could be read
+        self.workload = None  # a tenants.hooks.Workload to answer with; None: no pods, no events
+        self.log = None  # a tenants.hooks.PodLog to answer with; None: no lines
+        self.reads: list[tuple] = []  # ("workload" or "log", role, LogQuery or None) per read
 
     def manifest_preview(self, tenant, *, tier=None) -> str:
         if self.preview_error is not None:
@@ -170,6 +173,18 @@ class FakeWorkerHooks:
     def issue_merged_kubeconfig(self, grants) -> str:
         self.grants.extend((g.tenant.name, g.role, g.lifetime_seconds) for g in grants)
         return "apiVersion: v1\nkind: Config\n"
+
+    def read_workload(self, tenant, *, events):
+        from tenants.hooks import Workload
+
+        self.reads.append(("workload", "view", None))
+        return self.workload if self.workload is not None else Workload(pods=(), events=())
+
+    def read_pod_log(self, tenant, query, *, role):
+        from tenants.hooks import PodLog
+
+        self.reads.append(("log", role, query))
+        return self.log if self.log is not None else PodLog(lines=(), truncated=False, last_timestamp="")
 
 
 @pytest.fixture

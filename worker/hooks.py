@@ -6,11 +6,11 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from tenants.errors import ClusterUnavailable
-from tenants.hooks import ClusterLookup, KubeconfigGrant
-from worker import backends, credentials, kube
+from tenants.errors import ClusterRefused, ClusterUnavailable
+from tenants.hooks import ClusterLookup, KubeconfigGrant, LogQuery, PodLog, Workload
+from worker import backends, credentials, kube, workload
 from worker.cluster_settings import ClusterConfigError
-from worker.kube import KubeError
+from worker.kube import KubeError, KubePermanentError
 
 if TYPE_CHECKING:
     from tenants.models import Cluster, Tenant, Tier
@@ -26,6 +26,18 @@ def _reaching_the_cluster(call: Callable[[], T]) -> T:
     the message."""
     try:
         return call()
+    except (KubeError, ClusterConfigError) as exc:
+        raise ClusterUnavailable(str(exc)) from None
+
+
+def _as_the_team(call: Callable[[], T]) -> T:
+    """Like ``_reaching_the_cluster``, but what the API server refuses the team's identity is ClusterRefused."""
+    try:
+        return call()
+    except KubePermanentError as exc:
+        if exc.status in (400, 403, 404):
+            raise ClusterRefused(str(exc), status=exc.status) from None
+        raise ClusterUnavailable(str(exc)) from None
     except (KubeError, ClusterConfigError) as exc:
         raise ClusterUnavailable(str(exc)) from None
 
@@ -52,3 +64,9 @@ class PortalHooks:
 
     def issue_merged_kubeconfig(self, grants: Sequence[KubeconfigGrant]) -> str:
         return _reaching_the_cluster(lambda: credentials.kubeconfig(grants))
+
+    def read_workload(self, tenant: Tenant, *, events: int) -> Workload:
+        return _as_the_team(lambda: workload.read_workload(tenant, events=events))
+
+    def read_pod_log(self, tenant: Tenant, query: LogQuery, *, role: str) -> PodLog:
+        return _as_the_team(lambda: workload.read_pod_log(tenant, query, role=role))

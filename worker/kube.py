@@ -15,6 +15,7 @@ import contextvars
 import copy
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -29,6 +30,9 @@ from kubernetes.client.rest import ApiException
 from kubernetes.utils.quantity import parse_quantity
 
 FIELD_MANAGER = "berth"
+# Names as the API server allows them: nothing else is put into a request's path.
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 # Objects per page of a list: large enough that a reconcile pass over a thousand tenants takes a page or two
 # per kind, small enough that no single answer holds the API server's memory for long.
 LIST_PAGE_SIZE = 2000
@@ -76,6 +80,7 @@ KINDS: dict[str, Kind] = {
     "ConfigMap": Kind("v1", "configmaps", True),
     "Secret": Kind("v1", "secrets", True),
     "Pod": Kind("v1", "pods", True),
+    "Event": Kind("v1", "events", True),  # read only, with the team's identity (worker/workload.py)
     "Service": Kind("v1", "services", True),
     "Endpoints": Kind("v1", "endpoints", True),
     "EndpointSlice": Kind("discovery.k8s.io/v1", "endpointslices", True),
@@ -253,7 +258,7 @@ class Kube:
             return fh.read()
 
     # --- raw call ----------------------------------------------------------------------
-    def _call(
+    def _send(
         self,
         method: str,
         path: str,
@@ -261,11 +266,13 @@ class Kube:
         body: Any = None,
         query: list[tuple[str, str]] | None = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
         what: str = "",
-    ) -> Manifest | None:
+    ) -> Any:
+        """The server's 2xx answer, read whole; anything else raised as a KubeError (with the server's message)."""
         self.requests += 1
         what = what or f"{method} {path}"
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+        headers = {"Accept": accept, "Content-Type": content_type}
         try:
             method, url, headers, body, _ = self._api.param_serialize(
                 method,
@@ -281,6 +288,19 @@ class Kube:
             raise _translate(exc, what) from None
         if not 200 <= resp.status < 300:
             raise _from_status(resp.status, resp.data, resp.reason, what)
+        return resp
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: list[tuple[str, str]] | None = None,
+        content_type: str = "application/json",
+        what: str = "",
+    ) -> Manifest | None:
+        resp = self._send(method, path, body=body, query=query, content_type=content_type, what=what)
         if not resp.data or "json" not in (resp.getheader("Content-Type") or ""):
             return None  # e.g. /readyz answers a plain-text "ok"
         data: Manifest = json.loads(resp.data)
@@ -373,6 +393,11 @@ class Kube:
                 return None
             raise
 
+    def list_first(self, kind: str, *, namespace: str, limit: int) -> list[Manifest]:
+        """At most ``limit`` objects of ``kind`` in ``namespace``: one page, in the server's (name) order."""
+        data = self._call("GET", _path(kind, None, namespace), query=[("limit", str(limit))], what=f"list {kind}")
+        return [{"kind": kind, **item} for item in (data or {}).get("items") or []]
+
     def list(
         self, kind: str, *, namespace: str | None = None, label_selector: str = "", page_size: int = LIST_PAGE_SIZE
     ) -> list[Manifest]:
@@ -390,6 +415,34 @@ class Kube:
             token = str((data.get("metadata") or {}).get("continue") or "")
             if not token:
                 return items
+
+    def pod_log(
+        self,
+        *,
+        namespace: str,
+        pod: str,
+        container: str = "",
+        tail_lines: int,
+        limit_bytes: int,
+        previous: bool = False,
+        since_time: str = "",
+    ) -> bytes:
+        """A container's log as the kubelet keeps it, each line led by its RFC 3339 timestamp; at most
+        ``tail_lines`` lines and ``limit_bytes`` bytes (the server cuts; so does this, should it not)."""
+        if len(pod) > 253 or not DNS_SUBDOMAIN.fullmatch(pod) or (container and not DNS_LABEL.fullmatch(container)):
+            raise KubePermanentError("Not a pod or container name.", status=400)
+        query = [("tailLines", str(tail_lines)), ("limitBytes", str(limit_bytes)), ("timestamps", "true")]
+        if container:
+            query.append(("container", container))
+        if previous:
+            query.append(("previous", "true"))
+        if since_time:
+            query.append(("sinceTime", since_time))
+        resp = self._send(
+            "GET", _path("Pod", pod, namespace, "log"), query=query, accept="*/*", what=f"log of pod {pod}"
+        )
+        data = resp.data or b""
+        return bytes(data[:limit_bytes])
 
     def _delete(self, kind: str, name: str, *, namespace: str | None = None, uid: str = "") -> bool:
         body: dict[str, Any] = {"propagationPolicy": "Background"}

@@ -383,13 +383,13 @@ def tenant_role(tenant: Any, tier: Any) -> dict[str, Any]:
 
 
 def viewer_role(tenant: Any, tier: Any) -> dict[str, Any]:
-    """Read-only, and no Secrets."""
+    """Read-only, and no Secrets; pod logs only where the tier lets viewers read them (logs can carry what a
+    viewer should not see, so a tier opts in)."""
     rules = [
         {
             "apiGroups": [""],
             "resources": [
                 "pods",
-                "pods/log",
                 "services",
                 "endpoints",
                 "configmaps",
@@ -408,6 +408,8 @@ def viewer_role(tenant: Any, tier: Any) -> dict[str, Any]:
         },
         _pod_metrics_rule(),
     ]
+    if tier.viewers_read_logs:
+        rules.append({"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]})
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",

@@ -1,4 +1,5 @@
-"""Domain errors → HTTP: field errors 400, Forbidden 403, InvalidTransition 409; refusals are audited."""
+"""Domain errors → HTTP: field errors 400, Forbidden 403, InvalidTransition 409, what the cluster refused the team
+its own status; refusals are audited."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from tenants import services
 from tenants.audit import AuditContext
-from tenants.errors import ClusterUnavailable, Forbidden, InvalidTransition
+from tenants.errors import ClusterRefused, ClusterUnavailable, Forbidden, InvalidTransition
 from tenants.models import User
 
 
@@ -40,6 +41,12 @@ def to_api_exception(exc: Exception) -> Exception:
         return Conflict(str(exc))
     if isinstance(exc, ClusterUnavailable):
         return Unavailable(str(exc))
+    if isinstance(exc, ClusterRefused):  # what the API server refused the team's own identity
+        if exc.status == 404:
+            return exceptions.NotFound(str(exc))
+        if exc.status == 400:
+            return exceptions.ValidationError({"non_field_errors": [str(exc)]})
+        return exceptions.PermissionDenied(str(exc))
     return exc
 
 

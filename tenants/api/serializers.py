@@ -112,6 +112,7 @@ class TierSerializer(serializers.ModelSerializer):
             "sleep_allowed",
             "sleep_budget",
             "sleep_after_idle_hours",
+            "viewers_read_logs",
             "clusters",
         ]
 

@@ -71,3 +71,19 @@ class WriteThrottle(SharedRateThrottle):
         if request.method in ("GET", "HEAD", "OPTIONS"):
             return True
         return super().allow_request(request, view)
+
+
+class _Scoped:
+    """What ScopedRateThrottle reads from a view: only its scope."""
+
+    def __init__(self, scope: str) -> None:
+        self.throttle_scope = scope
+
+
+def page_wait(request, scope: str) -> float | None:
+    """For pages: None when the person may make one more request of ``scope`` (counted with the API's own requests
+    of that scope), otherwise the seconds until one fits."""
+    throttle = SharedRateThrottle()
+    if throttle.allow_request(request, _Scoped(scope)):
+        return None
+    return throttle.wait() or 1.0

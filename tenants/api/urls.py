@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from tenants.api import audit, catalog, me, prometheus, requests, schema, tenants, tokens  # noqa: F401  (schema: registers the auth extensions)
+from tenants.api import audit, catalog, me, prometheus, requests, schema, tenants, tokens, workload  # noqa: F401  (schema: registers the auth extensions)
 from tenants.costs import api as costs
 
 # SimpleRouter, not DefaultRouter: that one also serves a browsable index at the API's root and every route again
@@ -24,6 +24,10 @@ urlpatterns = [
     path("teams/<slug:slug>/costs/export/", costs.TeamCostsExportView.as_view(), name="api-team-costs-export"),
     path("tenants/<uuid:id>/costs/", costs.TenantCostsView.as_view(), name="api-tenant-costs"),
     path("tenants/<uuid:id>/costs/export/", costs.TenantCostsExportView.as_view(), name="api-tenant-costs-export"),
+    # A tenant's pods, events and pod logs, read with the team's own identity (tenants/api/workload.py).
+    path("tenants/<uuid:id>/pods/", workload.TenantPodsView.as_view(), name="api-tenant-pods"),
+    path("tenants/<uuid:id>/events/", workload.TenantEventsView.as_view(), name="api-tenant-events"),
+    path("tenants/<uuid:id>/pods/<str:pod>/log/", workload.TenantPodLogView.as_view(), name="api-tenant-pod-log"),
     # A tenant's metrics as a Prometheus data source (tenants/api/prometheus.py): Prometheus's own paths under it.
     path("tenants/<uuid:id>/prometheus/api/v1/query", prometheus.QueryView.as_view(), name="api-prometheus-query"),
     path(

@@ -132,6 +132,11 @@ class Tier(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Put a tenant to sleep after this many hours without activity Berth can see; empty: never.",
     )
+    viewers_read_logs = models.BooleanField(
+        default=False,
+        db_default=False,  # the previous release inserts tiers without it
+        help_text="Team viewers may read pod logs (the viewer Role gets pods/log); owners and members always may.",
+    )
     is_active = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -13,7 +13,8 @@ One module per noun; callers import from here (``from tenants import services``)
 - ``prices`` (in tenants.costs): what each cluster's resources cost, for showback (never rewritten once in effect);
 - ``sleep``: sleep and wake (owners, schedules in the team's time zone, idle periods), and what the worker reports;
 - ``transfers``: moving a tenant to another team (ask, accept or decline, complete);
-- ``webhooks``: endpoints platform admins register, and delivering events to them in order.
+- ``webhooks``: endpoints platform admins register, and delivering events to them in order;
+- ``workload``: a team's pods, events and pod logs, read with the team's own identity and bounded.
 """
 
 from tenants.costs.prices import cluster_price_errors, cluster_set_prices
@@ -108,8 +109,30 @@ from tenants.services.webhooks import (
     webhook_endpoint_validate,
     webhooks_sweep,
 )
+from tenants.services.workload import (
+    CONTAINER_NAME_PATTERN,
+    EVENTS_SHOWN,
+    LOG_BYTES_MAX,
+    LOG_LINES_DEFAULT,
+    LOG_LINES_MAX,
+    POD_NAME_PATTERN,
+    RFC3339_PATTERN,
+    tenant_read_pod_log,
+    tenant_read_workload,
+    workload_unavailable,
+)
 
 __all__ = [
+    "CONTAINER_NAME_PATTERN",
+    "EVENTS_SHOWN",
+    "POD_NAME_PATTERN",
+    "RFC3339_PATTERN",
+    "LOG_BYTES_MAX",
+    "LOG_LINES_DEFAULT",
+    "LOG_LINES_MAX",
+    "tenant_read_pod_log",
+    "tenant_read_workload",
+    "workload_unavailable",
     "LIFETIME_FLOOR_SECONDS",
     "TOKEN_PREFIX",
     "TRANSITIONS",

@@ -55,3 +55,12 @@ def kubeconfig_role(*, tenant: Tenant, actor: User) -> str:
     if role == Membership.Role.VIEWER:
         return "view"
     raise Forbidden("Only the tenant's team can get credentials for it.")
+
+
+def log_reader_role(*, tenant: Tenant, actor: User) -> str:
+    """The identity whose token reads pod logs for ``actor``: the one of their kubeconfig. Viewers read logs only
+    where the tier lets them (their ServiceAccount then holds ``pods/log``); Forbidden otherwise."""
+    role = kubeconfig_role(tenant=tenant, actor=actor)
+    if role == "view" and not tenant.tier.viewers_read_logs:
+        raise Forbidden(f"Your tier ({tenant.tier.display_name}) does not let viewers read logs.")
+    return role

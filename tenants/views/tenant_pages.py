@@ -21,6 +21,7 @@ from tenants.views.metrics import metrics_context
 from tenants.views.quota import UsageRow, usage_rows
 from tenants.views.rightsizing_pages import rightsizing_context
 from tenants.views.sleep_pages import sleep_context
+from tenants.views.workload_pages import workload_context
 
 S = TenantStatus
 DECOMMISSIONABLE = frozenset({S.APPROVED, S.PROVISIONING, S.READY, S.FAILED})
@@ -66,6 +67,7 @@ TABS = {
     "overview": "Overview",
     "quota": "Quota",
     "metrics": "Metrics",
+    "events": "Events and logs",
     "security": "Security",
     "costs": "Costs",
     "activity": "Activity",
@@ -147,6 +149,8 @@ def _detail_context(
         context["costs"] = tenant_costs_context(request, tenant)
     if tab == "metrics":
         context["metrics"] = metrics_context(tenant, request.GET.get("range"))
+    if tab == "events":
+        context |= workload_context(request, tenant)
     return context
 
 

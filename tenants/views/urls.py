@@ -15,6 +15,7 @@ from tenants.views import (
     tenant_pages,
     token_pages,
     transfer_pages,
+    workload_pages,
 )
 
 urlpatterns = [
@@ -36,6 +37,12 @@ urlpatterns = [
     path("tenants/<uuid:pk>/decommission/", tenant_pages.tenant_decommission, name="tenant-decommission"),
     path("tenants/<uuid:pk>/kubeconfig/", tenant_pages.tenant_kubeconfig, name="tenant-kubeconfig"),
     path("tenants/<uuid:pk>/retry/", tenant_pages.tenant_retry, name="tenant-retry"),
+    path("tenants/<uuid:pk>/pods/<str:pod>/log/", workload_pages.tenant_pod_log, name="tenant-pod-log"),
+    path(
+        "tenants/<uuid:pk>/pods/<str:pod>/log/follow/",
+        workload_pages.tenant_pod_log_follow,
+        name="tenant-pod-log-follow",
+    ),
     path("tenants/<uuid:pk>/isolation-check/", tenant_pages.tenant_isolation_check, name="tenant-isolation-check"),
     path(
         "tenants/<uuid:pk>/rightsizing/accept/",

@@ -117,6 +117,21 @@ def test_tenant_and_viewer_roles_read_their_pods_metrics_and_never_the_nodes():
         assert not any("nodes" in rule["resources"] or "*" in rule["apiGroups"] for rule in role["rules"])
 
 
+def _reads_logs(role) -> bool:
+    return any("pods/log" in rule["resources"] and "get" in rule["verbs"] for rule in role["rules"])
+
+
+def test_viewers_read_pod_logs_only_where_the_tier_lets_them_and_members_always_do():
+    tier = seeded_tier("small")
+    assert not tier.viewers_read_logs
+    assert not _reads_logs(manifests.viewer_role(_tenant(tier), tier))
+    assert _reads_logs(manifests.tenant_role(_tenant(tier), tier))
+    tier.viewers_read_logs = True
+    viewer = manifests.viewer_role(_tenant(tier), tier)
+    assert _reads_logs(viewer)
+    assert {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]} in viewer["rules"]
+
+
 def test_token_mode_binds_service_accounts_and_oidc_mode_binds_the_teams_groups():
     tier = seeded_tier("small")
     token = _by_kind_name(manifests.access(_tenant(tier), tier, _tenant(tier).cluster))

@@ -7,7 +7,7 @@ Berth did not create are never changed. The same against the dev control plane: 
 from __future__ import annotations
 
 from tenants import dispatch
-from tenants.models import AuditEvent, Cluster, Tenant, TenantUsageDay
+from tenants.models import AuditEvent, Cluster, Tenant, TenantUsageDay, Tier
 from tests.worker.conftest import MakeTenant, provisioned_ready
 from tests.worker.fake_kube import FakeKube
 from worker import manifests, provisioning, reconcile, tasks
@@ -115,6 +115,20 @@ def test_what_the_tier_no_longer_wants_is_removed_in_the_pass(make_tenant, host,
     result, writes = _pass(cluster, host)
     assert result.repaired == {str(tenant.pk): ["NetworkPolicy/berth-allow-ingress-controller was no longer wanted"]}
     assert writes == ["delete NetworkPolicy/berth-allow-ingress-controller"]
+
+
+def test_a_tier_that_lets_viewers_read_logs_changes_existing_viewer_roles_in_one_pass(make_tenant, host, cluster):
+    tenants = _ready_tenants(make_tenant, host, 2)
+    tier = tenants[0].tier
+    for allowed in (True, False):
+        Tier.objects.filter(pk=tier.pk).update(viewers_read_logs=allowed)
+        result, writes = _pass(cluster, host)
+        assert writes == ["apply Role/berth-viewer"] * 2
+        assert result.repaired == {str(t.pk): ["Role/berth-viewer was changed"] for t in tenants}
+        for tenant in tenants:
+            rules = host.objects[("Role", tenant.namespace, "berth-viewer")]["rules"]
+            assert any("pods/log" in rule["resources"] for rule in rules) is allowed
+        assert _pass(cluster, host)[0].repaired == {}
 
 
 def test_missing_guards_are_put_back_once_per_pass(make_tenant, host, cluster):

@@ -228,7 +228,8 @@ Extend the part that needs it (and say why), or use rbac.extraClusterRules / rba
   verbs: [get]
 {{- end -}}
 
-{{/* Web, inside every Berth namespace: kubeconfigs are short-lived tokens of the tenant's two ServiceAccounts. */}}
+{{/* Web, inside every Berth namespace: kubeconfigs, and the tenant page's reads of events and logs, are short-lived
+     tokens of the tenant's two ServiceAccounts. */}}
 {{- define "berth.rbac.web.namespace" -}}
 - apiGroups: [""]
   resources: [serviceaccounts/token]
