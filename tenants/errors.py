@@ -32,5 +32,9 @@ class ClusterRefused(BerthError):
         self.status = status
 
 
+class Busy(BerthError):
+    """The person already has as many slow reads running as allowed (429; tenants.concurrency)."""
+
+
 class SignInRequired(BerthError):
     """The credential in hand comes from before the provider ended the person's session: sign in again (401)."""

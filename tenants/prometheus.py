@@ -72,6 +72,14 @@ class Answer:
     body: bytes
 
 
+def holds_namespace(tenant) -> bool:
+    """Whether the tenant holds its namespace now: only then are the namespace's series its own. A cancelled or
+    deleted tenant's name may since belong to another team's tenant."""
+    from tenants.models import LIVE_STATUSES
+
+    return tenant.status in LIVE_STATUSES
+
+
 def upstream_for(name: str) -> str | None:
     """The label-enforcing address configured for the Prometheus a cluster names (None: not configured)."""
     if not name:
@@ -140,13 +148,21 @@ def _timeout(params: Mapping[str, Sequence[str]]) -> str:
     return f"{max(1, round(seconds * 1000))}ms"  # Prometheus's durations are whole numbers of a unit
 
 
-def _window(params: Mapping[str, Sequence[str]], now: float) -> tuple[float, float]:
-    """start and end of a series or label request: end defaults to now, start to MAX_RANGE before it."""
+def _window(params: Mapping[str, Sequence[str]], now: float, since: float) -> tuple[float, float]:
+    """start and end of a series or label request: end defaults to now, start to MAX_RANGE before it, and never
+    before ``since``."""
     end_value, start_value = _one(params, "end"), _one(params, "start")
     end = now if end_value is None else parse_time("end", end_value)
     start = end - MAX_RANGE.total_seconds() if start_value is None else parse_time("start", start_value)
     _check_range(start, end)
-    return start, end
+    return _not_before(since, start, end)
+
+
+def _not_before(since: float, start: float, end: float) -> tuple[float, float]:
+    """The range from when the tenant existed: its namespace's earlier series were another tenant's."""
+    if end < since:
+        raise QueryError("the range ends before this tenant existed")
+    return max(start, since), end
 
 
 def _check_range(start: float, end: float) -> None:
@@ -177,10 +193,14 @@ def _limit(params: Mapping[str, Sequence[str]]) -> str:
     return str(min(int(value), MAX_LIMIT) or MAX_LIMIT)  # Prometheus reads 0 as "no limit"
 
 
-def checked(endpoint: str, params: Mapping[str, Sequence[str]], *, now: float) -> list[tuple[str, str]]:
+def checked(
+    endpoint: str, params: Mapping[str, Sequence[str]], *, now: float, since: float = -math.inf
+) -> list[tuple[str, str]]:
     """The parameters Berth sends for ``endpoint``, within bounds; QueryError for a request it will not send.
 
-    Only Prometheus's own parameters pass (anything else is dropped), each at most once but ``match[]``.
+    Only Prometheus's own parameters pass (anything else is dropped), each at most once but ``match[]``. No
+    evaluation time, range or window starts before ``since`` (when the tenant was created): what the namespace
+    held before was another tenant's.
     """
     if endpoint not in ENDPOINTS:
         raise QueryError(f"unknown endpoint {endpoint!r}", status=404, error_type="not_found")
@@ -189,7 +209,8 @@ def checked(endpoint: str, params: Mapping[str, Sequence[str]], *, now: float) -
         out.append(("query", _query(params)))
         moment = _one(params, "time")
         if moment is not None:
-            parse_time("time", moment)
+            if parse_time("time", moment) < since:
+                raise QueryError("the evaluation time is before this tenant existed")
             out.append(("time", moment))
         out.append(("timeout", _timeout(params)))
     elif endpoint == "query_range":
@@ -200,11 +221,15 @@ def checked(endpoint: str, params: Mapping[str, Sequence[str]], *, now: float) -
         _check_range(start, end)
         if (end - start) / step > MAX_POINTS:
             raise QueryError(f"more than {MAX_POINTS} points per series; ask for a larger step or a shorter range")
+        if start < since:  # the first point from the tenant's start, on the same grid of steps
+            start += math.ceil((since - start) / step) * step
+            if start > end:
+                raise QueryError("the range ends before this tenant existed")
         out += [("query", query), ("start", f"{start:.3f}"), ("end", f"{end:.3f}"), ("step", f"{step:.3f}")]
         out.append(("timeout", _timeout(params)))
     else:
         matchers = _matchers(params, required=endpoint == "series")
-        start, end = _window(params, now)
+        start, end = _window(params, now, since)
         out += [("match[]", matcher) for matcher in matchers]
         out += [("start", f"{start:.3f}"), ("end", f"{end:.3f}"), ("limit", _limit(params))]
     return out
@@ -213,7 +238,9 @@ def checked(endpoint: str, params: Mapping[str, Sequence[str]], *, now: float) -
 # --- Forwarding -------------------------------------------------------------------
 
 _enforcing: dict[str, float] = {}  # upstream URL -> when it last proved to enforce the label
+_not_enforcing: dict[str, float] = {}  # upstream URL -> when it last answered an unlabelled request
 _enforcing_lock = threading.Lock()
+_RECHECK_SECONDS = 30.0  # a misconfigured address is asked again (and logged) at most this often
 
 
 def _proves_enforcing(upstream: str) -> bool:
@@ -221,6 +248,8 @@ def _proves_enforcing(upstream: str) -> bool:
     with _enforcing_lock:
         if time.monotonic() - _enforcing.get(upstream, -math.inf) < _CHECK_SECONDS:
             return True
+        if time.monotonic() - _not_enforcing.get(upstream, -math.inf) < _RECHECK_SECONDS:
+            return False
     try:
         answer = requests.get(f"{upstream}/api/v1/labels", timeout=(_CONNECT_TIMEOUT, 10.0), allow_redirects=False)
     except requests.RequestException as exc:
@@ -229,6 +258,15 @@ def _proves_enforcing(upstream: str) -> bool:
         with _enforcing_lock:
             _enforcing[upstream] = time.monotonic()
         return True
+    with _enforcing_lock:
+        _not_enforcing[upstream] = time.monotonic()
+    logger.error(
+        "the Prometheus address %s does not enforce a namespace: it must be prom-label-proxy with "
+        "-label %s -header-name %s; no tenant query is sent there",
+        upstream,
+        LABEL,
+        HEADER,
+    )
     return False
 
 
@@ -237,13 +275,6 @@ def forward(
 ) -> Answer:
     """Send checked parameters for one namespace to the label proxy at ``upstream``; its answer, bounded."""
     if not _proves_enforcing(upstream):
-        logger.error(
-            "the Prometheus address %s does not enforce a namespace: it must be prom-label-proxy with "
-            "-label %s -header-name %s; no tenant query is sent there",
-            upstream,
-            LABEL,
-            HEADER,
-        )
         raise QueryError(
             "monitoring is misconfigured for this cluster; the platform team has been told",
             status=503,

@@ -263,7 +263,7 @@ def metrics_data_source(*, tenant: Tenant) -> str | None:
     """The tenant's own Prometheus data source (tenants/api/prometheus.py), when its cluster has a Prometheus."""
     from tenants import prometheus
 
-    if prometheus.upstream_for(tenant.cluster.prometheus) is None:
+    if not prometheus.holds_namespace(tenant) or prometheus.upstream_for(tenant.cluster.prometheus) is None:
         return None
     return f"{settings.BERTH_PUBLIC_URL}/api/v1/tenants/{tenant.pk}/prometheus"
 

@@ -28,12 +28,20 @@ PODS_SCANNED = 200
 STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z")
 
 
+class TokenNotIssued(kube.KubeError):
+    """Berth's own credential could not mint the team's token (its RBAC, a missing ServiceAccount): the portal's
+    trouble, answered as the cluster being unavailable, never as the API server refusing the team."""
+
+
 def team_reader(tenant: Any, *, role: str) -> Kube:
     """A client holding a fresh short-lived token of the tenant's ``role`` ServiceAccount (access mode token)."""
     host = kube.for_cluster(tenant.cluster).with_timeout(READ_TIMEOUT_SECONDS)
-    token, _ = host.request_token(
-        namespace=tenant.namespace, service_account=SERVICE_ACCOUNT[role], lifetime_seconds=READ_TOKEN_SECONDS
-    )
+    try:
+        token, _ = host.request_token(
+            namespace=tenant.namespace, service_account=SERVICE_ACCOUNT[role], lifetime_seconds=READ_TOKEN_SECONDS
+        )
+    except kube.KubeError as exc:
+        raise TokenNotIssued(f"Berth could not issue the team's read token: {exc}", status=exc.status) from exc
     return host.with_token(token)
 
 

@@ -115,7 +115,13 @@
 
   function load() {
     var source = document.getElementById("metrics-config");
-    if (!source || typeof uPlot === "undefined") return;
+    if (!source) return;
+    if (typeof uPlot === "undefined") {  // the chart library did not load: say so instead of "Loading…" forever
+      document.querySelectorAll(".metric-state").forEach(function (state) {
+        state.textContent = "The graphs could not be drawn (the chart library did not load); reload the page.";
+      });
+      return;
+    }
     var config = JSON.parse(source.textContent);
     var end = Math.floor(Date.now() / 1000);  // the newest point is now; Prometheus steps back from the start
     var start = end - config.seconds;

@@ -17,7 +17,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from tenants import services
 from tenants.audit import AuditContext
-from tenants.errors import ClusterRefused, ClusterUnavailable, Forbidden, InvalidTransition
+from tenants.errors import Busy, ClusterRefused, ClusterUnavailable, Forbidden, InvalidTransition
 from tenants.models import User
 
 
@@ -41,6 +41,8 @@ def to_api_exception(exc: Exception) -> Exception:
         return Conflict(str(exc))
     if isinstance(exc, ClusterUnavailable):
         return Unavailable(str(exc))
+    if isinstance(exc, Busy):  # too many of the person's slow reads at once (tenants.concurrency)
+        return exceptions.Throttled(wait=1, detail=str(exc))
     if isinstance(exc, ClusterRefused):  # what the API server refused the team's own identity
         if exc.status == 404:
             return exceptions.NotFound(str(exc))

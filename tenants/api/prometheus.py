@@ -19,7 +19,7 @@ from rest_framework.parsers import FormParser
 from rest_framework.request import Request as ApiRequest
 from rest_framework.views import APIView
 
-from tenants import prometheus, selectors
+from tenants import concurrency, prometheus, selectors
 from tenants.api.base import actor_of, token_team_id
 from tenants.api.throttling import SharedRateThrottle
 from tenants.models import Tenant
@@ -70,6 +70,8 @@ class _PrometheusView(APIView):
 
     def answer(self, request: ApiRequest, id, name: str | None = None) -> HttpResponse:
         tenant = self.tenant(id)  # 404 for what is not the caller's, before anything about the query
+        if not prometheus.holds_namespace(tenant):
+            raise exceptions.NotFound("This tenant no longer holds a namespace, so it has no metrics.")
         upstream = prometheus.upstream_for(tenant.cluster.prometheus)
         if upstream is None:
             raise exceptions.NotFound("No Prometheus is set up for this tenant's cluster.")
@@ -82,10 +84,11 @@ class _PrometheusView(APIView):
         try:
             if name is not None and not prometheus.LABEL_NAME.fullmatch(name):
                 raise prometheus.QueryError(f"invalid label name {name!r}")
-            sent = prometheus.checked(self.endpoint, params, now=time.time())
-            answer = prometheus.forward(
-                upstream=upstream, endpoint=self.endpoint, label_name=name, namespace=tenant.namespace, params=sent
-            )
+            sent = prometheus.checked(self.endpoint, params, now=time.time(), since=tenant.created_at.timestamp())
+            with concurrency.slot("prometheus", request.user.pk):
+                answer = prometheus.forward(
+                    upstream=upstream, endpoint=self.endpoint, label_name=name, namespace=tenant.namespace, params=sent
+                )
         except prometheus.QueryError as error:
             return JsonResponse(error.body(), status=error.status)
         return HttpResponse(answer.body, status=answer.status, content_type="application/json")

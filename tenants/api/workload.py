@@ -42,7 +42,9 @@ class PodsSerializer(serializers.Serializer):
 
 
 class EventsSerializer(serializers.Serializer):
-    events = EventSerializer(many=True, help_text="At most 50, newest first.")
+    events = EventSerializer(
+        many=True, help_text="At most 50, newest first, of the first 500 the cluster lists (in name order)."
+    )
 
 
 class PodLogSerializer(serializers.Serializer):
@@ -95,7 +97,8 @@ class TenantPodsView(_WorkloadView):
 class TenantEventsView(_WorkloadView):
     @extend_schema(
         responses={200: EventsSerializer, **_REFUSALS},
-        description=f"The newest Events of the tenant's namespace (the cluster keeps them about an hour). {READS}",
+        description=f"The newest Events of the tenant's namespace, of the first 500 the cluster lists (in name order; "
+        f"it keeps them about an hour). {READS}",
     )
     def get(self, request: ApiRequest, id) -> Response:
         return Response(EventsSerializer(self.workload(id)).data)

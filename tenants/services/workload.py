@@ -10,7 +10,7 @@ import re
 
 from django.core.exceptions import ValidationError
 
-from tenants import hooks
+from tenants import concurrency, hooks
 from tenants.errors import InvalidTransition
 from tenants.hooks import LogQuery, PodLog, Workload
 from tenants.models import Tenant, User
@@ -59,7 +59,8 @@ def tenant_read_workload(*, tenant: Tenant, actor: User) -> Workload:
     """The namespace's pods and newest events, read as the tenant's viewer (any member of its team may look)."""
     kubeconfig_role(tenant=tenant, actor=actor)  # the team and platform admins only
     _require_readable(tenant=tenant)
-    return hooks.worker().read_workload(tenant, events=EVENTS_SHOWN)
+    with concurrency.slot("workload", actor.pk):
+        return hooks.worker().read_workload(tenant, events=EVENTS_SHOWN)
 
 
 def tenant_read_pod_log(
@@ -76,13 +77,13 @@ def tenant_read_pod_log(
     the team; with ``since_time``, only what came after (live follow)."""
     role = log_reader_role(tenant=tenant, actor=actor)
     errors = {}
-    if len(pod) > 253 or not POD_NAME.match(pod):
+    if len(pod) > 253 or not POD_NAME.fullmatch(pod):
         errors["pod"] = "Not a pod name."
-    if container and not CONTAINER_NAME.match(container):
+    if container and not CONTAINER_NAME.fullmatch(container):
         errors["container"] = "Not a container name."
     if not 1 <= tail_lines <= LOG_LINES_MAX:
         errors["tail_lines"] = f"Between 1 and {LOG_LINES_MAX} lines."
-    if since_time and not RFC3339.match(since_time):
+    if since_time and not RFC3339.fullmatch(since_time):
         errors["since_time"] = "An RFC 3339 time in UTC, such as 2026-01-31T12:00:00Z."
     if errors:
         raise ValidationError(errors)
@@ -95,4 +96,5 @@ def tenant_read_pod_log(
         limit_bytes=LOG_BYTES_MAX,
         since_time=since_time,
     )
-    return hooks.worker().read_pod_log(tenant, query, role=role)
+    with concurrency.slot("workload", actor.pk):
+        return hooks.worker().read_pod_log(tenant, query, role=role)

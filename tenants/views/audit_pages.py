@@ -60,11 +60,10 @@ def _filter_data(query: QueryDict) -> tuple[QueryDict, set[str]]:
             continue
         try:
             day = parse_iso_date(typed)
-        except ValueError:
+            data[key] = dt.datetime.combine(day + dt.timedelta(days=extra_days), dt.time(), dt.UTC).isoformat()
+        except (ValueError, OverflowError):  # not a date, or the last day there is (9999-12-31, plus one)
             not_dates.add(key)
             del data[key]
-            continue
-        data[key] = dt.datetime.combine(day + dt.timedelta(days=extra_days), dt.time(), dt.UTC).isoformat()
     return data, not_dates
 
 

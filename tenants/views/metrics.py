@@ -49,7 +49,7 @@ def _number(quota: dict, resource: str) -> float | None:
     return float(value) if value is not None else None
 
 
-def _lines(hard: dict, used: dict, *pairs: tuple[str, dict, str]) -> list[Line]:
+def _lines(*pairs: tuple[str, dict, str]) -> list[Line]:
     lines = []
     for label, source, resource in pairs:
         value = _number(source, resource)
@@ -71,8 +71,6 @@ def panels(tenant: Tenant, step: int) -> list[Panel]:
             "cores",
             [Series("used", f"sum(rate(container_cpu_usage_seconds_total{_CONTAINERS}[{window}]))")],
             _lines(
-                hard,
-                used,
                 ("requested by pods", used, "requests.cpu"),
                 ("requests quota", hard, "requests.cpu"),
                 ("limits quota", hard, "limits.cpu"),
@@ -84,8 +82,6 @@ def panels(tenant: Tenant, step: int) -> list[Panel]:
             "bytes",
             [Series("working set", f"sum(container_memory_working_set_bytes{_CONTAINERS})")],
             _lines(
-                hard,
-                used,
                 ("limited by pods", used, "limits.memory"),
                 ("limits quota", hard, "limits.memory"),
                 ("requests quota", hard, "requests.memory"),

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET
 
 from tenants import services
 from tenants.api.throttling import page_wait
-from tenants.errors import ClusterRefused, ClusterUnavailable, Forbidden, InvalidTransition
+from tenants.errors import Busy, ClusterRefused, ClusterUnavailable, Forbidden, InvalidTransition
 from tenants.models import Tenant
 from tenants.views.common import AuthedRequest, visible_tenant
 
@@ -38,7 +38,7 @@ def workload_context(request: AuthedRequest, tenant: Tenant) -> dict:
         return {"workload_error": unavailable}
     try:
         workload = services.tenant_read_workload(tenant=tenant, actor=request.user)
-    except (Forbidden, InvalidTransition, ClusterUnavailable, ClusterRefused) as exc:
+    except (Forbidden, InvalidTransition, ClusterUnavailable, ClusterRefused, Busy) as exc:
         return {"workload_error": str(exc)}
     return {"workload": workload, "events_max": services.EVENTS_SHOWN}
 
@@ -65,6 +65,8 @@ def _read_log(request: AuthedRequest, tenant: Tenant, pod: str, *, since_time: s
         log = services.tenant_read_pod_log(tenant=tenant, actor=request.user, pod=pod, since_time=since_time, **params)
     except Forbidden as exc:
         return {"log_error": str(exc)}, 403
+    except Busy as exc:
+        return {"log_error": str(exc)}, 429
     except ValidationError as exc:
         return {"log_error": " ".join(exc.messages)}, 400
     except ClusterRefused as exc:
@@ -107,6 +109,8 @@ def tenant_pod_log_follow(request: AuthedRequest, pk, pod: str) -> HttpResponse:
     try:
         polls = int(request.GET.get("polls") or 0) + 1
     except ValueError:
+        polls = FOLLOW_POLLS
+    if not 1 <= polls <= FOLLOW_POLLS:  # a count the page never sends (negative, too large): stop following
         polls = FOLLOW_POLLS
     context, _ = _read_log(request, tenant, pod, since_time=since)
     log = context.get("log")

@@ -658,6 +658,12 @@ def test_audit_page_reports_a_bad_date(as_user, dave):
     assert response.status_code == 200 and b"error-summary" in response.content
 
 
+def test_the_last_day_there_is_is_a_field_error_not_a_500(as_user, dave):
+    """The day after 9999-12-31 (where 'until' ends) does not exist."""
+    response = as_user(dave).get(reverse("audit"), {"until": "9999-12-31"})
+    assert response.status_code == 200 and b"error-summary" in response.content
+
+
 @pytest.mark.parametrize("since", ["03/04/2025", "2025-13-01", "2025-03-04T10:00"])
 def test_audit_page_takes_only_iso_dates_and_says_so_at_the_field(as_user, dave, since):
     client = as_user(dave)

@@ -115,3 +115,34 @@ def test_monitoring_links_lead_to_the_tenants_own_metrics_first(
     assert [link["name"] for link in alices.get(f"/api/v1/tenants/{tenant.pk}/").json()["monitoring_links"]] == [
         "Grafana"
     ]
+
+
+def test_a_tenant_that_no_longer_holds_its_namespace_has_no_metrics(ready_tenant_row, api_token, alice, settings):
+    """Its name may since be another team's tenant's: the namespace's series are not its own."""
+    tenant = ready_tenant_row("shop")
+    settings.BERTH_PROMETHEUS = {"p": "http://127.0.0.1:9"}
+    tenant.cluster.prometheus = "p"
+    tenant.cluster.save()
+    for status in ("cancelled", "rejected", "deleted"):
+        type(tenant).objects.filter(pk=tenant.pk).update(status=status)
+        answer = _client(api_token(alice)).get(_path(tenant.pk), {"query": "up"})
+        assert answer.status_code == 404, status
+        assert answer.json() == {"detail": "This tenant no longer holds a namespace, so it has no metrics."}
+        tenant.refresh_from_db()
+        from tenants import selectors
+
+        assert selectors.metrics_data_source(tenant=tenant) is None
+
+
+def test_one_person_has_at_most_two_queries_running_at_once(ready_tenant_row, api_token, alice, settings):
+    from tenants import concurrency
+
+    tenant = ready_tenant_row("shop")
+    settings.BERTH_PROMETHEUS = {"p": "http://127.0.0.1:9"}
+    settings.BERTH_READS_AT_ONCE = 1
+    tenant.cluster.prometheus = "p"
+    tenant.cluster.save()
+    with concurrency.slot("prometheus", alice.pk):
+        answer = _client(api_token(alice)).get(_path(tenant.pk), {"query": "up"})
+        assert answer.status_code == 429 and "At most 1 of these at once" in answer.json()["detail"]
+    assert _client(api_token(alice)).get(_path(tenant.pk), {"query": "up"}).status_code == 503  # nothing listens

@@ -98,3 +98,20 @@ def test_label_names_are_prometheus_names():
     assert prometheus.LABEL_NAME.fullmatch("__name__")
     assert not prometheus.LABEL_NAME.fullmatch("../../admin")
     assert not prometheus.LABEL_NAME.fullmatch("9lives")
+
+
+def test_nothing_before_the_tenant_existed_is_asked_for():
+    """Its namespace's earlier series were another tenant's: starts move to the tenant's start, on the same grid."""
+    since = NOW - 3600
+    sent = dict(
+        checked("query_range", params(query="up", start=str(NOW - DAY), end=str(NOW), step="600"), now=NOW, since=since)
+    )
+    assert float(sent["start"]) >= since and (float(sent["start"]) - (NOW - DAY)) % 600 == 0
+    for endpoint, values in (
+        ("query_range", {"query": "up", "start": str(NOW - DAY), "end": str(since - 1), "step": "60"}),
+        ("query", {"query": "up", "time": str(since - 1)}),
+        ("series", {"match": "up", "start": str(NOW - DAY), "end": str(since - 1)}),
+    ):
+        with pytest.raises(QueryError, match="before this tenant existed"):
+            checked(endpoint, params(**values), now=NOW, since=since)
+    assert dict(checked("labels", {}, now=NOW, since=since))["start"] == f"{since:.3f}"

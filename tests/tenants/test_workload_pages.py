@@ -203,3 +203,32 @@ def test_log_lines_never_reach_berths_own_logs(alice, shop, worker_hooks, caplog
     assert MARKER in client.get(f"/tenants/{shop.pk}/pods/web-1/log/follow/?polls=1").content.decode()
     assert caplog.records  # the request lines were captured
     assert not [r for r in caplog.records if MARKER in r.getMessage() or MARKER in str(r.__dict__)]
+
+
+def test_a_name_with_a_trailing_newline_is_not_a_pod_name(alice, shop, worker_hooks):
+    assert _client(alice).get(_log_url(shop, pod="web-1%0A")).status_code in (400, 404)
+    assert _client(alice).get(_log_url(shop, query="?since=2026-01-01T00:00:00Z%0A&follow=1")).status_code in (
+        200,
+        400,
+    )
+    follow = _client(alice).get(f"/tenants/{shop.pk}/pods/web-1/log/follow/?since=2026-01-01T00:00:00Z%0A")
+    assert "An RFC 3339 time" in follow.content.decode()
+    assert all(read[2] is None or "\n" not in read[2].since_time + read[2].pod for read in worker_hooks.reads)
+
+
+@pytest.mark.parametrize("polls", ["-100000", "100000"])
+def test_a_follow_count_the_page_never_sends_stops_the_follow(alice, shop, worker_hooks, polls):
+    fragment = _client(alice).get(f"/tenants/{shop.pk}/pods/web-1/log/follow/?polls={polls}").content.decode()
+    assert "hx-get" not in fragment
+
+
+def test_one_person_has_at_most_two_reads_running_at_once(alice, amir, shop, worker_hooks, settings):
+    from tenants import concurrency
+
+    settings.BERTH_READS_AT_ONCE = 1
+    with concurrency.slot("workload", alice.pk):  # a read of alice's still running elsewhere
+        refused = _client(alice).get(_log_url(shop))
+        assert refused.status_code == 429 and "At most 1 of these at once" in refused.content.decode()
+        assert "At most 1 of these at once" in _client(alice).get(f"/tenants/{shop.pk}/?tab=events").content.decode()
+        assert _client(amir).get(_log_url(shop)).status_code == 200  # another person's slots are their own
+    assert _client(alice).get(_log_url(shop)).status_code == 200  # the slot is given back

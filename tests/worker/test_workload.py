@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from worker.workload import parse_log, timestamp_key
 
 
@@ -36,3 +40,29 @@ def test_a_line_without_a_timestamp_is_the_kubelets_own_and_kept_whole():
     log = parse_log(b"unable to retrieve container logs for containerd://abc\n", limit_bytes=1024)
     assert log.lines == ("unable to retrieve container logs for containerd://abc",)
     assert log.last_timestamp == ""
+
+
+def test_berths_own_failure_to_mint_the_read_token_is_never_the_teams_refusal(monkeypatch):
+    """A 403 on the TokenRequest is Berth's RBAC, not the API server refusing the team: 503, not 403 or 404."""
+    from types import SimpleNamespace
+
+    from tenants.errors import ClusterUnavailable
+    from tenants.hooks import LogQuery
+    from worker import hooks, kube, workload
+
+    class Host:
+        def with_timeout(self, seconds):
+            return self
+
+        def request_token(self, **kwargs):
+            raise kube.KubePermanentError("serviceaccounts/token is forbidden", status=403)
+
+    monkeypatch.setattr(kube, "for_cluster", lambda cluster: Host())
+    tenant: Any = SimpleNamespace(cluster=None, namespace="t-shop")  # all a read looks at before the token
+    with pytest.raises(ClusterUnavailable, match="could not issue the team's read token"):
+        hooks.PortalHooks().read_workload(tenant, events=5)
+    with pytest.raises(ClusterUnavailable):
+        hooks.PortalHooks().read_pod_log(
+            tenant, LogQuery(pod="web-1", container="", previous=False, tail_lines=10, limit_bytes=1024), role="view"
+        )
+    assert issubclass(workload.TokenNotIssued, kube.KubeError)
