@@ -136,6 +136,7 @@ ACTION_LABELS = {
     "tenant.change_tier": "Tier changed",
     "tenant.credentials_renewed": "Credentials renewed",
     "tenant.decommission": "Decommissioning started",
+    "tenant.log_read_outside_team": "Pod log read from outside the team",
     "tenant.deleted": "Tenant deleted",
     "tenant.drift_repaired": "Drift repaired",
     "tenant.expiry_reminded": "Expiry reminder sent",

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from tenants import selectors, services
 from tenants.api.base import OneValueEach, actor_of, field_error, token_team_id
 from tenants.api.throttling import SharedRateThrottle
+from tenants.audit import AuditContext
 from tenants.hooks import Workload
 from tenants.models import Tenant
 
@@ -163,5 +164,6 @@ class TenantPodLogView(_WorkloadView):
             previous=previous in ("true", "1"),
             tail_lines=tail,
             since_time=params.get("since_time", ""),
+            ctx=AuditContext.from_http(request),
         )
         return Response(PodLogSerializer(log).data)

@@ -10,12 +10,13 @@ import re
 
 from django.core.exceptions import ValidationError
 
-from tenants import concurrency, hooks
+from tenants import audit, concurrency, hooks
+from tenants.audit import SYSTEM, AuditContext
 from tenants.errors import InvalidTransition
 from tenants.hooks import LogQuery, PodLog, Workload
 from tenants.models import Tenant, User
 from tenants.services.lifecycle import S
-from tenants.services.permissions import kubeconfig_role, log_reader_role
+from tenants.services.permissions import kubeconfig_role, log_reader_role, role_of
 
 EVENTS_SHOWN = 50
 LOG_LINES_MAX = 500
@@ -72,6 +73,7 @@ def tenant_read_pod_log(
     previous: bool = False,
     tail_lines: int = LOG_LINES_DEFAULT,
     since_time: str = "",
+    ctx: AuditContext = SYSTEM,
 ) -> PodLog:
     """At most ``tail_lines`` (up to 500) lines and 256 KiB of a container's log, read as the actor's own role in
     the team; with ``since_time``, only what came after (live follow)."""
@@ -96,5 +98,16 @@ def tenant_read_pod_log(
         limit_bytes=LOG_BYTES_MAX,
         since_time=since_time,
     )
+    if not since_time and role_of(user=actor, team=tenant.team) is None:
+        # A platform admin reading a team's logs is accountable for it, as for a kubeconfig (never the content;
+        # follow polls of the same read are not recorded again).
+        audit.record(
+            actor=actor,
+            action="tenant.log_read_outside_team",
+            obj=tenant,
+            team=tenant.team,
+            after={"pod": pod, "container": container, "previous": previous},
+            ctx=ctx,
+        )
     with concurrency.slot("workload", actor.pk):
         return hooks.worker().read_pod_log(tenant, query, role=role)

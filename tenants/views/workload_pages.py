@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET
 
 from tenants import services
 from tenants.api.throttling import page_wait
+from tenants.audit import AuditContext
 from tenants.errors import Busy, ClusterRefused, ClusterUnavailable, Forbidden, InvalidTransition
 from tenants.models import Tenant
 from tenants.views.common import AuthedRequest, visible_tenant
@@ -62,7 +63,14 @@ def _read_log(request: AuthedRequest, tenant: Tenant, pod: str, *, since_time: s
     if too_many:
         return {"log_error": too_many}, 429
     try:
-        log = services.tenant_read_pod_log(tenant=tenant, actor=request.user, pod=pod, since_time=since_time, **params)
+        log = services.tenant_read_pod_log(
+            tenant=tenant,
+            actor=request.user,
+            pod=pod,
+            since_time=since_time,
+            ctx=AuditContext.from_http(request),
+            **params,
+        )
     except Forbidden as exc:
         return {"log_error": str(exc)}, 403
     except Busy as exc:

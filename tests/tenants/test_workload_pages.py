@@ -232,3 +232,18 @@ def test_one_person_has_at_most_two_reads_running_at_once(alice, amir, shop, wor
         assert "At most 1 of these at once" in _client(alice).get(f"/tenants/{shop.pk}/?tab=events").content.decode()
         assert _client(amir).get(_log_url(shop)).status_code == 200  # another person's slots are their own
     assert _client(alice).get(_log_url(shop)).status_code == 200  # the slot is given back
+
+
+def test_a_platform_admins_log_read_of_a_team_is_audited_without_its_content(alice, dave, shop, worker_hooks):
+    from tenants.models import AuditEvent
+
+    worker_hooks.log = PodLog(lines=(MARKER,), truncated=False, last_timestamp="2026-01-01T00:00:05Z")
+    assert _client(alice).get(_log_url(shop)).status_code == 200  # the team's own reads are not recorded
+    assert not AuditEvent.objects.filter(action="tenant.log_read_outside_team").exists()
+    assert _client(dave).get(_log_url(shop, query="?container=app")).status_code == 200
+    _client(dave).get(f"/tenants/{shop.pk}/pods/web-1/log/follow/?since=2026-01-01T00:00:04Z&polls=1")
+    events = list(AuditEvent.objects.filter(action="tenant.log_read_outside_team"))
+    assert len(events) == 1  # the read, not each follow poll
+    assert events[0].actor == dave and events[0].object_id == str(shop.pk)
+    assert events[0].after == {"pod": "web-1", "container": "app", "previous": False}
+    assert MARKER not in str(events[0].after) + str(events[0].before)
