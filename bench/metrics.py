@@ -10,7 +10,8 @@ runs it, without the demo's own pods), provisions one namespace tenant in this p
 1. **Demo cluster.** After ``--settle`` seconds of scrapes: Prometheus's resident memory (VmRSS of its process),
    its head series, and ``scrape_duration_seconds`` of the kubelet jobs.
 2. **N tenants.** It copies one real pod's series as this kubelet reports them (``/metrics/cadvisor`` and
-   ``/metrics/resource``: CPU, memory, network, file system, start time …), renamed to ``--pods`` pods in each
+   ``/metrics/resource``: CPU, memory, pressure, tasks, start time …) with what a kubelet on a real node adds
+   (``completed``: the same per container, and the pod's network), renamed to ``--pods`` pods in each
    of N namespaces (the tenant's own among them), and serves them from a small exporter in this process, split
    into synthetic nodes of ``--pods-per-node`` pods, each one target of the dev Prometheus's ``synthetic`` job.
    The tenant's own CPU series also get the 24 hours before the run (promtool backfill), so the 24 h graph reads
@@ -106,9 +107,10 @@ def prometheus_figures(prometheus: Prometheus, jobs: tuple[str, ...], seconds: i
 # --- synthetic series --------------------------------------------------------------------------------------
 
 
-def template_pod(prometheus: Prometheus) -> tuple[str, list[dict]]:
+def template_pod(prometheus: Prometheus, *, only_reported: bool) -> tuple[str, list[dict]]:
     """A CoreDNS pod (an ordinary pod: one container, on the pod network) and its series from the kubelet's
-    cAdvisor and resource endpoints, as label sets."""
+    cAdvisor and resource endpoints, as label sets; unless ``only_reported``, with what a kubelet on a real node
+    reports besides (see ``completed``)."""
     rows = prometheus.query('count by (pod) ({namespace="kube-system", pod=~"coredns-.+", job=~"cadvisor|resource"})')
     pod = sorted(row["metric"]["pod"] for row in rows)[0]
     answer = requests.get(
@@ -116,7 +118,39 @@ def template_pod(prometheus: Prometheus) -> tuple[str, list[dict]]:
         params={"match[]": f'{{namespace="kube-system", pod="{pod}", job=~"cadvisor|resource"}}'},
         timeout=30,
     )
-    return pod, answer.json()["data"]
+    series = answer.json()["data"]
+    return pod, series if only_reported else completed(series)
+
+
+def completed(series: list[dict]) -> list[dict]:
+    """The dev nodes' cAdvisor sees each pod's cgroup but not its containers' (they run nested in the node's own
+    cgroup), and counts network traffic only for the whole node. A kubelet on a real node also reports every
+    cAdvisor series per container (``container``, ``image``, ``name`` labels) and each pod's network interface:
+    added here, for the one container the resource endpoint names."""
+    container = next(labels["container"] for labels in series if labels.get("container"))
+    pod_rows = [labels for labels in series if labels["job"] == "cadvisor" and not labels.get("container")]
+    pod_id = pod_rows[0]["id"]
+    per_container = [
+        {
+            **labels,
+            "container": container,
+            "image": f"registry.example/{container}:1",
+            "name": container,
+            "id": f"{labels['id']}/{container}",
+        }
+        for labels in pod_rows
+    ]
+    network = [
+        {
+            **{key: pod_rows[0][key] for key in ("job", "namespace", "pod", "instance", "node")},
+            "id": pod_id,
+            "interface": "eth0",
+            "__name__": f"container_network_{direction}_{what}_total",
+        }
+        for direction in ("receive", "transmit")
+        for what in ("bytes", "packets", "errors", "packets_dropped")
+    ]
+    return series + per_container + network
 
 
 def _line_prefix(labels: dict[str, str], namespace: str, pod: str, source_pod: str) -> str:
@@ -311,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pods-per-node", type=int, default=100, help="pods per synthetic node (scrape target)")
     parser.add_argument("--settle", type=int, default=90, help="seconds of scrapes before memory is read")
     parser.add_argument("--repetitions", type=int, default=30, help="of each query, each way")
+    parser.add_argument(
+        "--only-reported", action="store_true", help="copy only the series the dev kubelet reports for a pod"
+    )
     args = parser.parse_args(argv)
     # Stopped by a signal, the control plane and the servers are still stopped (the with blocks' exits).
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -352,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
             demo = prometheus_figures(prometheus, KUBELET_JOBS, args.settle)
             say(f"demo cluster: {demo}")
 
-            source_pod, template = template_pod(prometheus)
+            source_pod, template = template_pod(prometheus, only_reported=args.only_reported)
             namespaces = [tenant.namespace] + [f"bench-synthetic-{i:04d}" for i in range(1, args.tenants)]
             nodes = SyntheticNodes(template, source_pod, namespaces, args.pods, args.pods_per_node)
             say(
@@ -401,6 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         "tenants": n,
         "pods_per_tenant": args.pods,
         "series_per_pod": len(template),
+        "series_as_the_dev_kubelet_reports": args.only_reported,
         "prometheus_rss_mib_demo": demo["rss_mib"],
         "series_demo": demo["series"],
         "scrape_seconds_p95_demo": demo["scrape_p95_s"],
