@@ -22,7 +22,7 @@ runs it, without the demo's own pods), provisions one namespace tenant in this p
    each way, in an order that turns round from one repetition to the next. The queries are the tenant page's
    CPU graph (tenants/views/metrics.py): an instant query over 5 minutes, and the 1 h and 24 h range queries.
 
-Prints a table to stderr and a one-line JSON summary to stdout.
+Prints its progress and figures to stderr and a one-line JSON summary to stdout.
 """
 
 from __future__ import annotations
