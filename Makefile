@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 # Real nodes beside `make cluster`'s control plane: 2 = the shared pool and the dedicated pool, 0 = none.
 NODES ?= 2
 
-.PHONY: help deps system-deps python-deps devcluster e2e-build e2e-netpol e2e-network e2e-subset oidc-deps test test-fast demo cluster oidc keycloak bench bench-api bench-vcluster lint clean
+.PHONY: help deps system-deps python-deps devcluster e2e-build e2e-netpol e2e-network e2e-subset oidc-deps test test-fast demo cluster oidc keycloak bench bench-api bench-vcluster bench-metrics lint clean
 
 help:
 	@echo "make demo     start the portal with a dev cluster, OIDC provider, worker and demo data"
@@ -24,6 +24,7 @@ help:
 	@echo "make bench    provisioning and fleet benchmarks against the dev control plane (BENCH_ARGS=--quick)"
 	@echo "make bench-api  API load benchmark: gunicorn, PostgreSQL, Redis, locust (about 11 minutes)"
 	@echo "make bench-vcluster  real vclusters beside namespaces: approve -> ready, memory, how many fit (about 5 minutes)"
+	@echo "make bench-metrics  Prometheus memory and scrape time, a tenant's query direct/proxy/Berth (BENCH_ARGS=--tenants 1000)"
 	@echo "make lint     ruff (format check and lint) and mypy with django-stubs"
 	@echo "make e2e-build  the upstream Kubernetes e2e suite (e2e.test) and agnhost, at the cluster's pin"
 	@echo "make e2e-netpol   upstream [sig-network] Netpol tests against the dev cluster with nodes (about 15 minutes)"
@@ -126,6 +127,10 @@ bench: deps
 
 bench-vcluster: deps
 	$(PY) bench/vcluster.py $(BENCH_ARGS)
+
+# 50 tenants' worth of series by default (a few minutes); BENCH_ARGS=--tenants 1000 for the issue's figures.
+bench-metrics: deps
+	$(PY) bench/metrics.py $(BENCH_ARGS)
 
 bench-api: system-deps python-deps
 	$(PY) -m pip install -q -c constraints.txt -r <($(PY) -c "import tomllib;print('\n'.join(tomllib.load(open('pyproject.toml','rb'))['project']['optional-dependencies']['bench']))")

@@ -10,7 +10,9 @@ Jobs, as a kubeadm cluster's Prometheus scrapes them (kube-prometheus' ServiceMo
   ``/metrics/resource`` over TLS, verified against the cluster CA, as the user ``berth-dev-prometheus`` whose
   ClusterRole grants ``nodes/metrics`` and nothing else (the kubelet asks the API server, webhook authorization);
 - ``berth-web`` and ``berth-worker``: the portal's ``/metrics`` (bearer token, BERTH_METRICS_TOKEN) and the
-  worker's exporter (BERTH_WORKER_METRICS_PORT), named in file_sd files whoever starts them writes.
+  worker's exporter (BERTH_WORKER_METRICS_PORT), named in file_sd files whoever starts them writes;
+- ``synthetic``: empty unless a benchmark names targets (bench/metrics.py serves many tenants' worth of
+  kubelet-like series); their own labels are kept, as the kubelet jobs keep theirs.
 
 It listens on 127.0.0.1 on a free port with its own data directory, and it is one Component: stopped with the
 rest of the control plane.
@@ -36,7 +38,7 @@ SCRAPE_INTERVAL = "10s"
 QUERY_TIMEOUT = "20s"
 QUERY_MAX_SAMPLES = 5_000_000
 RETENTION = "8d"  # the tenant page's longest graph (7 days), and a little
-FILE_SD_JOBS = ("berth-web", "berth-worker")
+FILE_SD_JOBS = ("berth-web", "berth-worker", "synthetic")
 KUBELET_PATHS = {"kubelet": "/metrics", "cadvisor": "/metrics/cadvisor", "resource": "/metrics/resource"}
 
 
@@ -91,6 +93,8 @@ def config(*, nodes: Iterable[tuple[str, str]], kubelet_port: int, client: Clien
         entry: dict = {"job_name": job, "file_sd_configs": [{"files": [str(directory / f"{job}.json")]}]}
         if job == "berth-web":
             entry["authorization"] = {"credentials_file": str(directory / "berth-web.token")}
+        if job == "synthetic":
+            entry["honor_labels"] = True
         jobs.append(entry)
     return {
         "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
@@ -165,11 +169,15 @@ class Prometheus:
 
     def set_targets(self, job: str, targets: list[str], *, token: str | None = None) -> None:
         """Point a file_sd job (berth-web, berth-worker) at these host:port targets; Prometheus notices the file."""
-        if job not in FILE_SD_JOBS:
-            raise ValueError(f"no file_sd job {job!r}")
         if token is not None:
             write_private(self.directory / "berth-web.token", token + "\n")
-        groups = [{"targets": targets, "labels": {"service": job}}] if targets else []
+        self.set_target_groups(job, [{"targets": targets, "labels": {"service": job}}] if targets else [])
+
+    def set_target_groups(self, job: str, groups: list[dict]) -> None:
+        """Write a file_sd job's target groups as they are (``targets`` and ``labels``, such as
+        ``__metrics_path__``); Prometheus notices the file."""
+        if job not in FILE_SD_JOBS:
+            raise ValueError(f"no file_sd job {job!r}")
         path = self.directory / f"{job}.json"
         path.with_suffix(".tmp").write_text(json.dumps(groups))
         path.with_suffix(".tmp").replace(path)  # whole or not at all: Prometheus may read it at any moment

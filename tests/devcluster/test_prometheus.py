@@ -19,7 +19,7 @@ def test_the_config_scrapes_each_kubelet_three_ways_and_berth_from_files(tmp_pat
         nodes=[("a", "10.0.0.2"), ("b", "10.0.1.2")], kubelet_port=10250, client=client, directory=tmp_path
     )
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
-    assert set(jobs) == {"kubelet", "cadvisor", "resource", "berth-web", "berth-worker"}
+    assert set(jobs) == {"kubelet", "cadvisor", "resource", "berth-web", "berth-worker", "synthetic"}
     assert jobs["cadvisor"]["metrics_path"] == "/metrics/cadvisor"
     assert jobs["resource"]["static_configs"] == [
         {"targets": ["10.0.0.2:10250"], "labels": {"node": "a"}},
@@ -27,6 +27,7 @@ def test_the_config_scrapes_each_kubelet_three_ways_and_berth_from_files(tmp_pat
     ]
     assert jobs["kubelet"]["tls_config"]["ca_file"] == str(tmp_path / "ca.crt")
     assert jobs["berth-web"]["authorization"] == {"credentials_file": str(tmp_path / "berth-web.token")}
+    assert jobs["synthetic"]["honor_labels"] is True  # a benchmark's series keep their namespace
 
 
 @pytest.mark.nodes
