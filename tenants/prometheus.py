@@ -237,6 +237,18 @@ def checked(
 
 # --- Forwarding -------------------------------------------------------------------
 
+_connections = threading.local()
+
+
+def _session() -> requests.Session:
+    """This thread's connections to the label proxies, kept open between queries (a sync worker is one thread)."""
+    session = getattr(_connections, "session", None)
+    if session is None:
+        session = _connections.session = requests.Session()
+        session.trust_env = False  # never a proxy from the environment between Berth and its sidecar
+    return session
+
+
 _enforcing: dict[str, float] = {}  # upstream URL -> when it last proved to enforce the label
 _not_enforcing: dict[str, float] = {}  # upstream URL -> when it last answered an unlabelled request
 _enforcing_lock = threading.Lock()
@@ -251,7 +263,7 @@ def _proves_enforcing(upstream: str) -> bool:
         if time.monotonic() - _not_enforcing.get(upstream, -math.inf) < _RECHECK_SECONDS:
             return False
     try:
-        answer = requests.get(f"{upstream}/api/v1/labels", timeout=(_CONNECT_TIMEOUT, 10.0), allow_redirects=False)
+        answer = _session().get(f"{upstream}/api/v1/labels", timeout=(_CONNECT_TIMEOUT, 10.0), allow_redirects=False)
     except requests.RequestException as exc:
         raise QueryError("the cluster's Prometheus is not reachable", status=503, error_type="unavailable") from exc
     if answer.status_code == 400 and HEADER.lower() in answer.text.lower():
@@ -284,7 +296,7 @@ def forward(
     # Prometheus reads a form on every endpoint but label values, which is GET only.
     form = endpoint != "label_values"
     try:
-        with requests.request(
+        with _session().request(
             "POST" if form else "GET",
             f"{upstream}/api/v1/{path}",
             data=params if form else None,
