@@ -137,6 +137,7 @@ ACTION_LABELS = {
     "tenant.credentials_renewed": "Credentials renewed",
     "tenant.decommission": "Decommissioning started",
     "tenant.deleted": "Tenant deleted",
+    "tenant.diverged": "Diverged from the cluster",
     "tenant.drift_repaired": "Drift repaired",
     "tenant.expiry_reminded": "Expiry reminder sent",
     "tenant.extend": "Expiry extended",

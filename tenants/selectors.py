@@ -219,7 +219,9 @@ def tenants_sleep_unapplied(*, older_than) -> QuerySet[Tenant]:
 
 
 def tenants_ready_for_reconcile() -> QuerySet[Tenant]:
-    return Tenant.objects.filter(status=TenantStatus.READY)
+    """Tenants whose clusters get a reconcile pass: ready ones, and diverged ones (the pass keeps the cluster's
+    list of orphan namespaces current while an admin decides)."""
+    return Tenant.objects.filter(status__in=[TenantStatus.READY, TenantStatus.DIVERGED])
 
 
 def approver_emails() -> list[str]:

@@ -53,6 +53,7 @@ class Outcome(StrEnum):
     GONE = "gone"  # no such tenant
     RACED = "raced"  # someone moved the tenant first
     SKIPPED = "skipped"  # nothing to do in the tenant's status
+    DIVERGED = "diverged"  # its recorded namespace is gone or another object: left for an admin
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,9 @@ def _provision(tenant: Tenant, applied_generation: int | None = None) -> Progres
     try:
         backend = backend_for(tenant)
         k = kube.for_cluster(tenant.cluster)
+        if tenant.status == S.READY and (reason := _divergence(tenant, backend, k)):
+            services.tenant_mark_diverged(tenant=tenant, reason=reason)
+            return Progress(Outcome.DIVERGED, reason=reason)
         if tenant.status == S.PROVISIONING and applied_generation == generation and backend.applied_in_one_step:
             repaired: list[str] = []
         else:
@@ -184,6 +188,17 @@ def _provision(tenant: Tenant, applied_generation: int | None = None) -> Progres
     dispatch.enqueue(dispatch.ISOLATION_CHECK, str(tenant.pk))
     services.tenant_record_usage(tenant=tenant, usage=backend.usage(tenant, k))
     return Progress(Outcome.READY)
+
+
+def _divergence(tenant: Tenant, backend: Backend, k: kube.Kube) -> str:
+    """Why the ready tenant's recorded namespace is not on the cluster as recorded ('' when it is): checked before
+    anything is applied, so a namespace gone since (or replaced) is never recreated behind an admin's back."""
+    for top in backend.top_level(tenant):
+        if top.kind == "Namespace":
+            live = k.get(top.kind, top.name, namespace=top.namespace, fresh=True)
+            if reason := ownership.divergence(tenant, top, live):
+                return reason
+    return ""
 
 
 def _apply(tenant: Tenant, backend: Backend, k: kube.Kube) -> list[str]:

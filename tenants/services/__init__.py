@@ -13,6 +13,7 @@ One module per noun; callers import from here (``from tenants import services``)
 - ``prices`` (in tenants.costs): what each cluster's resources cost, for showback (never rewritten once in effect);
 - ``sleep``: sleep and wake (owners, schedules in the team's time zone, idle periods), and what the worker reports;
 - ``transfers``: moving a tenant to another team (ask, accept or decline, complete);
+- ``divergence``: what a restore of the database from an older dump leaves (diverged tenants, orphan namespaces);
 - ``webhooks``: endpoints platform admins register, and delivering events to them in order.
 """
 
@@ -34,6 +35,10 @@ from tenants.services.credentials import (
     credential_lifetime_default,
     tenant_issue_kubeconfig,
     user_issue_merged_kubeconfig,
+)
+from tenants.services.divergence import (
+    orphan_namespaces_record,
+    tenant_mark_diverged,
 )
 from tenants.services.lifecycle import (
     TRANSITIONS,
@@ -135,6 +140,7 @@ __all__ = [
     "is_owner_or_admin",
     "is_writer",
     "kubeconfig_role",
+    "orphan_namespaces_record",
     "request_approve",
     "request_cancel",
     "request_reject",
@@ -143,6 +149,7 @@ __all__ = [
     "tenant_expire",
     "tenant_issue_kubeconfig",
     "tenant_mark_deleted",
+    "tenant_mark_diverged",
     "tenant_mark_failed",
     "tenant_mark_provisioning",
     "tenant_mark_ready",
