@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import uuid
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,9 +26,9 @@ from django.utils import timezone
 
 from tenants import dispatch, services
 from tenants.errors import InvalidTransition
-from tenants.models import Tenant, TenantKind, TenantStatus
+from tenants.models import LIVE_STATUSES, OrphanNamespace, Tenant, TenantKind, TenantStatus
 from tenants.services.sleep import SLEEP_KINDS
-from worker import isolation, kube, ownership, sleep
+from worker import isolation, kube, manifests, ownership, sleep
 from worker.backends import backend_for, vcluster
 from worker.backends.base import Backend, NotReadyYet
 from worker.backends.namespace import NamespaceBackend
@@ -334,6 +335,36 @@ def enforce_sleep(tenant: Tenant, k: kube.Kube) -> Progress:
     services.tenant_record_sleep_applied(tenant=tenant, sleeping=tenant.sleeping, note=result.note())
     outcome = Outcome.REPAIRED if result.changed else Outcome.IN_SYNC
     return Progress(outcome, reason=", ".join(result.changed))
+
+
+def delete_orphan(orphan_id: int) -> str:
+    """Delete an orphan namespace an admin chose to decommission (tenants.services.orphan_decommission): only the
+    very namespace listed (its UID as the precondition), and only while it still carries Berth's labels, the same
+    tenant id, and no live tenant has that id (an admin may have re-attached it since); what was done."""
+    orphan = OrphanNamespace.objects.select_related("cluster").filter(pk=orphan_id).first()
+    if orphan is None or orphan.decommission_requested_at is None:
+        return "nothing asked"
+    k = kube.for_cluster(orphan.cluster)
+    live = k.get("Namespace", orphan.name, fresh=True)
+    if live is None:
+        return "gone"
+    meta = live["metadata"]
+    labels = meta.get("labels") or {}
+    berths = all(labels.get(key) == value for key, value in manifests.MANAGED_BY.items())
+    if str(meta.get("uid")) != orphan.uid or not berths or labels.get(manifests.TENANT_ID_LABEL) != orphan.tenant_id:
+        return "another namespace under that name now: left alone"
+    if Tenant.objects.filter(pk__in=_as_uuid(orphan.tenant_id), status__in=LIVE_STATUSES).exists():
+        return "a live tenant has it: left alone"
+    if not meta.get("deletionTimestamp"):
+        k.delete("Namespace", orphan.name, uid=orphan.uid)
+    return "deleting"
+
+
+def _as_uuid(value: str) -> list[str]:
+    try:
+        return [str(uuid.UUID(value))]
+    except ValueError:
+        return []
 
 
 def refresh_usage(tenant_id: str) -> None:

@@ -37,8 +37,12 @@ from tenants.services.credentials import (
     user_issue_merged_kubeconfig,
 )
 from tenants.services.divergence import (
+    orphan_decommission,
     orphan_namespaces_record,
+    orphan_reattach,
+    tenant_forget,
     tenant_mark_diverged,
+    tenant_recreate,
 )
 from tenants.services.lifecycle import (
     TRANSITIONS,
@@ -140,13 +144,16 @@ __all__ = [
     "is_owner_or_admin",
     "is_writer",
     "kubeconfig_role",
+    "orphan_decommission",
     "orphan_namespaces_record",
+    "orphan_reattach",
     "request_approve",
     "request_cancel",
     "request_reject",
     "request_submit",
     "tenant_decommission",
     "tenant_expire",
+    "tenant_forget",
     "tenant_issue_kubeconfig",
     "tenant_mark_deleted",
     "tenant_mark_diverged",
@@ -159,6 +166,7 @@ __all__ = [
     "tenant_record_isolation_report",
     "tenant_record_owned",
     "tenant_record_usage",
+    "tenant_recreate",
     "tenant_remind_expiry",
     "tenant_request_isolation_check",
     "tenant_retry",

@@ -6,7 +6,7 @@ Berth did not create are never changed. The same against the dev control plane: 
 
 from __future__ import annotations
 
-from tenants import dispatch
+from tenants import dispatch, services
 from tenants.models import AuditEvent, Cluster, OrphanNamespace, Tenant, TenantUsageDay
 from tests.worker.conftest import MakeTenant, provisioned_ready
 from tests.worker.fake_kube import FakeKube
@@ -268,3 +268,19 @@ def test_a_change_in_what_a_tenant_uses_restarts_its_idle_clock_but_a_first_read
     a.refresh_from_db()
     b.refresh_from_db()
     assert a.last_activity_at is not None and b.last_activity_at is None
+
+
+def test_an_orphan_is_deleted_only_while_it_is_the_namespace_the_admin_saw(make_tenant, host, cluster, dave):
+    labels = {**manifests.MANAGED_BY, manifests.TENANT_ID_LABEL: "0b1c2d3e-0000-4000-8000-000000000001"}
+    host.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dev-x", "uid": "u-1", "labels": labels}})
+    _pass(cluster, host)
+    orphan = OrphanNamespace.objects.get(name="dev-x")
+    services.orphan_decommission(orphan=orphan, actor=dave)
+    # Deleted and made again under the same name by someone else, Berth's labels copied: another UID.
+    host.objects[("Namespace", "", "dev-x")]["metadata"]["uid"] = "u-2"
+    before = len(host.writes)
+    assert provisioning.delete_orphan(orphan.pk) == "another namespace under that name now: left alone"
+    assert host.writes[before:] == []
+    host.objects[("Namespace", "", "dev-x")]["metadata"]["uid"] = "u-1"
+    assert provisioning.delete_orphan(orphan.pk) == "deleting"
+    assert host.writes[before:] == ["delete Namespace/dev-x"]

@@ -118,3 +118,54 @@ def test_a_restore_that_matches_the_cluster_changes_nothing(
     assert core.read_namespace(a.namespace).metadata.uid == uid
     assert not OrphanNamespace.objects.exists()
     assert AuditEvent.objects.count() == restored_events
+
+
+def test_after_a_restore_an_admin_reattaches_recreates_and_decommissions(
+    celery_worker, live_cluster, kube_admin, alice, bob, carol, dave, team_a, team_b, medium, tmp_path
+):
+    core = client.CoreV1Api(kube_admin)
+    a = provision(actor=alice, team=team_a, tier=medium, cluster=live_cluster, approver=carol, name="gone")
+    a_uid = str(core.read_namespace(a.namespace).metadata.uid)
+    dump = tmp_path / "berth.dump"
+    pg_dump(dump)
+    b = provision(actor=bob, team=team_b, tier=medium, cluster=live_cluster, approver=carol, name="keep")
+    c = provision(actor=bob, team=team_b, tier=medium, cluster=live_cluster, approver=carol, name="drop")
+    b_uid, c_uid = (str(core.read_namespace(t.namespace).metadata.uid) for t in (b, c))
+    services.tenant_decommission(tenant=a, actor=alice)
+    wait_status(a, "deleted")
+    pg_restore(dump, celery_worker.node_name)
+
+    found = reconcile.reconcile_cluster(live_cluster)
+    assert list(found.diverged) == [str(a.pk)] and found.orphans == sorted([b.namespace, c.namespace])
+    orphans = {o.name: o for o in OrphanNamespace.objects.filter(cluster=live_cluster)}
+
+    # B goes back to its team: the very namespace, its UID recorded, its tier applied again, and its
+    # ServiceAccounts made anew (tokens issued before the restore stop working).
+    old_account = str(core.read_namespaced_service_account("berth-tenant", b.namespace).metadata.uid)
+    reattached = services.orphan_reattach(orphan=orphans[b.namespace], team=team_b, tier=medium, actor=dave)
+    assert reattached.pk == b.pk
+    wait_status(reattached, "ready")
+    assert core.read_namespace(b.namespace).metadata.uid == b_uid
+    assert Tenant.objects.get(pk=b.pk).owned_uids[f"Namespace//{b.namespace}"] == b_uid
+    assert core.read_namespaced_service_account("berth-tenant", b.namespace).metadata.uid != old_account
+    assert AuditEvent.objects.filter(action="tenant.credentials_renewed", object_id=str(b.pk)).exists()
+
+    # A is provisioned anew, in a fresh namespace.
+    recreated = services.tenant_recreate(tenant=Tenant.objects.get(pk=a.pk), actor=dave)
+    wait_status(recreated, "ready")
+    new_uid = str(core.read_namespace(a.namespace).metadata.uid)
+    assert new_uid != a_uid and Tenant.objects.get(pk=a.pk).owned_uids[f"Namespace//{a.namespace}"] == new_uid
+
+    # C is deleted, by its UID; once it is gone the list is empty.
+    services.orphan_decommission(orphan=orphans[c.namespace], actor=dave)
+    wait_for(
+        lambda: (ns := _namespace(core, c.namespace)) is None or ns.metadata.deletion_timestamp is not None,
+        timeout=60,
+        what=f"{c.namespace} deleted",
+    )
+    last = reconcile.reconcile_cluster(live_cluster)
+    assert (last.orphans, last.diverged, last.in_sync) == ([], {}, 2)
+    assert not OrphanNamespace.objects.exists()
+    decisions = AuditEvent.objects.filter(actor=dave).values_list("action", flat=True).order_by("pk")
+    assert list(decisions) == ["orphan.reattach", "tenant.recreate", "orphan.decommission"]
+    assert AuditEvent.objects.get(action="orphan.decommission").object_id == c_uid
