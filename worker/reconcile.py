@@ -139,7 +139,7 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
     )
     for tenant in tenants.order_by("pk"):
         result.tenants += 1
-        if live is not None and _diverged(tenant, live, result):
+        if live is not None and _diverged(tenant, k, live, result):
             continue
         if live is None or tenant.kind != ns_backend.NamespaceBackend.kind:
             result.virtual += tenant.kind != ns_backend.NamespaceBackend.kind
@@ -167,10 +167,15 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
     return result
 
 
-def _diverged(tenant: Tenant, live: dict[Key, Manifest], result: PassResult) -> bool:
-    """Mark the tenant diverged when the Namespace Berth recorded for it is gone or is another object."""
+def _diverged(tenant: Tenant, k: Kube, live: dict[Key, Manifest], result: PassResult) -> bool:
+    """Mark the tenant diverged when the Namespace Berth recorded for it is gone or is another object.
+
+    The list may be older than the tenant (it became ready while the pass listed): what the list suggests is read
+    again before the tenant is marked, one request in the rare case."""
     top = ownership.TopLevel("Namespace", tenant.namespace)
-    reason = ownership.divergence(tenant, top, live.get(("Namespace", "", tenant.namespace)))
+    if not ownership.divergence(tenant, top, live.get(("Namespace", "", tenant.namespace))):
+        return False
+    reason = ownership.divergence(tenant, top, k.get("Namespace", tenant.namespace, fresh=True))
     if not reason:
         return False
     try:

@@ -284,3 +284,13 @@ def test_an_orphan_is_deleted_only_while_it_is_the_namespace_the_admin_saw(make_
     host.objects[("Namespace", "", "dev-x")]["metadata"]["uid"] = "u-1"
     assert provisioning.delete_orphan(orphan.pk) == "deleting"
     assert host.writes[before:] == ["delete Namespace/dev-x"]
+
+
+def test_a_tenant_that_became_ready_while_the_pass_listed_does_not_diverge(make_tenant, host, cluster, monkeypatch):
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    listed = reconcile.live_objects(host)
+    del listed[("Namespace", "", tenant.namespace)]  # listed just before its namespace was made
+    monkeypatch.setattr(reconcile, "live_objects", lambda k: listed)
+    result, _ = _pass(cluster, host)
+    tenant.refresh_from_db()
+    assert tenant.status == "ready" and result.diverged == {}
