@@ -30,6 +30,7 @@ from tenants.services.lifecycle import S, lock_tenant, start_decommission, trans
 from tenants.services.permissions import require_platform_admin
 from tenants.validation import tenant_name_errors
 
+# The labels worker.manifests puts on everything Berth creates (tenants never imports worker).
 MANAGED_BY = ("app.kubernetes.io/managed-by", "berth")
 TENANT_ID_LABEL = "berth.dev/tenant-id"
 

@@ -196,6 +196,7 @@ def test_a_diverged_tenants_page_offers_admins_the_decision(client, diverged, da
     client.force_login(alice)
     page = client.get(f"/tenants/{diverged.pk}/").content.decode()
     assert "is missing" in page and "/recreate/" not in page
+    assert "until a platform admin recreates or forgets it" in page
     assert client.post(f"/tenants/{diverged.pk}/recreate/").status_code == 403
     client.force_login(dave)
     page = client.get(f"/tenants/{diverged.pk}/").content.decode()
