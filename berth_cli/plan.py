@@ -24,7 +24,7 @@ from berth_cli.client import Api, object_path
 from berth_cli.errors import CliError, Exit
 from berth_cli.tenantsfile import API_VERSION, Entry, InvalidFile, TenantsFile
 
-LIVE = frozenset({"requested", "approved", "provisioning", "ready", "decommissioning", "failed"})
+LIVE = frozenset({"requested", "approved", "provisioning", "ready", "decommissioning", "failed", "diverged"})
 KEY_PREFIX = "berth-apply-"
 APPLY_PURPOSE = "berth apply"
 WRITER_ROLES = frozenset({"owner", "member"})
@@ -256,6 +256,7 @@ _WAITING = {
     "approved": "approved; the worker will provision it",
     "provisioning": "being provisioned",
     "decommissioning": "being decommissioned; run again once it is gone to create it anew",
+    "diverged": "its namespace is not the one Berth recorded (gone or replaced); a platform admin decides",
 }
 
 

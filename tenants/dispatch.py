@@ -25,6 +25,7 @@ REFRESH_USAGE = "worker.tasks.refresh_usage"
 # On the default ``celery`` queue: short periodic chores.
 SWEEP = "worker.tasks.sweep"
 RECHECK_IDENTITIES = "worker.tasks.recheck_identities"
+DELETE_ORPHAN = "worker.tasks.delete_orphan_namespace"  # an admin's decision on a namespace no tenant has
 # On the ``events`` queue (CELERY_TASK_ROUTES): a slow webhook receiver never waits in line with provisioning.
 DELIVER_WEBHOOK = "worker.events.deliver_webhook"
 SWEEP_WEBHOOKS = "worker.events.sweep_webhooks"

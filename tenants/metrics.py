@@ -33,7 +33,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import REGISTRY, Collector
 
-from tenants.models import Tenant, TenantRequest, TenantStatus
+from tenants.models import Cluster, Tenant, TenantRequest, TenantStatus
 from tenants.quantities import parse_quantity
 
 logger = logging.getLogger(__name__)
@@ -177,6 +177,10 @@ STATE_GAUGES: dict[str, tuple[str, list[str]]] = {
     "berth_tenant_quota_used": ("Quota used by a ready tenant, as read back from the cluster.", LABELS_QUOTA),
     "berth_tenant_quota_hard": ("Quota hard limit of a ready tenant.", LABELS_QUOTA),
     "berth_celery_queue_length": ("Messages waiting in a Celery queue (absent when the broker is down).", ["queue"]),
+    "berth_orphan_namespaces": (
+        "Namespaces with Berth's labels and a tenant id no live tenant has (after a restore), by cluster.",
+        ["cluster"],
+    ),
 }
 
 
@@ -196,6 +200,7 @@ class StateCollector(Collector):
         yield from self._requests()
         yield from self._oldest()
         yield from self._per_tenant()
+        yield from self._orphans()
         yield from self._queues()
 
     def _tenants(self) -> Iterable[Metric]:
@@ -224,6 +229,13 @@ class StateCollector(Collector):
         for status in WAITING_STATUSES:
             since = oldest.get(status)
             family.add_metric([status], max(0.0, (now - since).total_seconds()) if since else 0.0)
+        yield family
+
+    def _orphans(self) -> Iterable[Metric]:
+        family = _gauge("berth_orphan_namespaces")
+        counts = Cluster.objects.values_list("name").annotate(n=Count("orphan_namespaces")).order_by()
+        for cluster, n in counts:
+            family.add_metric([cluster], n)
         yield family
 
     def _per_tenant(self) -> Iterable[Metric]:

@@ -28,6 +28,7 @@ from tenants.models import (
     AuditEvent,
     Cluster,
     Membership,
+    OrphanNamespace,
     Team,
     Tenant,
     TenantRequest,
@@ -219,7 +220,14 @@ def tenants_sleep_unapplied(*, older_than) -> QuerySet[Tenant]:
 
 
 def tenants_ready_for_reconcile() -> QuerySet[Tenant]:
-    return Tenant.objects.filter(status=TenantStatus.READY)
+    """Tenants whose clusters get a reconcile pass: ready ones, and diverged ones (the pass keeps the cluster's
+    list of orphan namespaces current while an admin decides)."""
+    return Tenant.objects.filter(status__in=[TenantStatus.READY, TenantStatus.DIVERGED])
+
+
+def orphan_namespaces() -> QuerySet[OrphanNamespace]:
+    """Every cluster's orphan namespaces, for platform admins (the page checks who asks)."""
+    return OrphanNamespace.objects.select_related("cluster").order_by("cluster__name", "name")
 
 
 def approver_emails() -> list[str]:

@@ -98,3 +98,20 @@ def delete(k: Kube, tenant: Any, top: TopLevel) -> bool:
     if not live["metadata"].get("deletionTimestamp"):
         k.delete(top.kind, top.name, namespace=top.namespace, uid=uid)
     return False
+
+
+def divergence(tenant: Any, top: TopLevel, live: dict[str, Any] | None) -> str:
+    """Why the recorded ``top`` of a ready tenant is not on the cluster as Berth recorded it; '' when it is, or
+    when no UID was recorded. The database then holds a belief the cluster contradicts (typically: it was restored
+    from a dump older than the cluster's state), so Berth neither recreates nor deletes until an admin decides."""
+    recorded = (tenant.owned_uids or {}).get(top.key)
+    if not recorded:
+        return ""
+    decide = "Berth neither recreates nor deletes anything of it until a platform admin recreates or forgets it."
+    where = f"on cluster {tenant.cluster.name}"
+    if live is None:
+        return f"{top.describe()} (UID {recorded}) is missing {where}. {decide}"
+    uid = str(live["metadata"].get("uid", ""))
+    if uid != recorded:
+        return f"{top.describe()} {where} is another object (UID {uid}; Berth recorded {recorded}). {decide}"
+    return ""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import uuid
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,9 +26,9 @@ from django.utils import timezone
 
 from tenants import dispatch, services
 from tenants.errors import InvalidTransition
-from tenants.models import Tenant, TenantKind, TenantStatus
+from tenants.models import LIVE_STATUSES, OrphanNamespace, Tenant, TenantKind, TenantStatus
 from tenants.services.sleep import SLEEP_KINDS
-from worker import isolation, kube, ownership, sleep
+from worker import isolation, kube, manifests, ownership, sleep
 from worker.backends import backend_for, vcluster
 from worker.backends.base import Backend, NotReadyYet
 from worker.backends.namespace import NamespaceBackend
@@ -53,6 +54,7 @@ class Outcome(StrEnum):
     GONE = "gone"  # no such tenant
     RACED = "raced"  # someone moved the tenant first
     SKIPPED = "skipped"  # nothing to do in the tenant's status
+    DIVERGED = "diverged"  # its recorded namespace is gone or another object: left for an admin
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,9 @@ def _provision(tenant: Tenant, applied_generation: int | None = None) -> Progres
     try:
         backend = backend_for(tenant)
         k = kube.for_cluster(tenant.cluster)
+        if tenant.status == S.READY and (reason := _divergence(tenant, backend, k)):
+            services.tenant_mark_diverged(tenant=tenant, reason=reason)
+            return Progress(Outcome.DIVERGED, reason=reason)
         if tenant.status == S.PROVISIONING and applied_generation == generation and backend.applied_in_one_step:
             repaired: list[str] = []
         else:
@@ -184,6 +189,17 @@ def _provision(tenant: Tenant, applied_generation: int | None = None) -> Progres
     dispatch.enqueue(dispatch.ISOLATION_CHECK, str(tenant.pk))
     services.tenant_record_usage(tenant=tenant, usage=backend.usage(tenant, k))
     return Progress(Outcome.READY)
+
+
+def _divergence(tenant: Tenant, backend: Backend, k: kube.Kube) -> str:
+    """Why the ready tenant's recorded namespace is not on the cluster as recorded ('' when it is): checked before
+    anything is applied, so a namespace gone since (or replaced) is never recreated behind an admin's back."""
+    for top in backend.top_level(tenant):
+        if top.kind == "Namespace":
+            live = k.get(top.kind, top.name, namespace=top.namespace, fresh=True)
+            if reason := ownership.divergence(tenant, top, live):
+                return reason
+    return ""
 
 
 def _apply(tenant: Tenant, backend: Backend, k: kube.Kube) -> list[str]:
@@ -319,6 +335,36 @@ def enforce_sleep(tenant: Tenant, k: kube.Kube) -> Progress:
     services.tenant_record_sleep_applied(tenant=tenant, sleeping=tenant.sleeping, note=result.note())
     outcome = Outcome.REPAIRED if result.changed else Outcome.IN_SYNC
     return Progress(outcome, reason=", ".join(result.changed))
+
+
+def delete_orphan(orphan_id: int) -> str:
+    """Delete an orphan namespace an admin chose to decommission (tenants.services.orphan_decommission): only the
+    very namespace listed (its UID as the precondition), and only while it still carries Berth's labels, the same
+    tenant id, and no live tenant has that id (an admin may have re-attached it since); what was done."""
+    orphan = OrphanNamespace.objects.select_related("cluster").filter(pk=orphan_id).first()
+    if orphan is None or orphan.decommission_requested_at is None:
+        return "nothing asked"
+    k = kube.for_cluster(orphan.cluster)
+    live = k.get("Namespace", orphan.name, fresh=True)
+    if live is None:
+        return "gone"
+    meta = live["metadata"]
+    labels = meta.get("labels") or {}
+    berths = all(labels.get(key) == value for key, value in manifests.MANAGED_BY.items())
+    if str(meta.get("uid")) != orphan.uid or not berths or labels.get(manifests.TENANT_ID_LABEL) != orphan.tenant_id:
+        return "another namespace under that name now: left alone"
+    if Tenant.objects.filter(pk__in=_as_uuid(orphan.tenant_id), status__in=LIVE_STATUSES).exists():
+        return "a live tenant has it: left alone"
+    if not meta.get("deletionTimestamp"):
+        k.delete("Namespace", orphan.name, uid=orphan.uid)
+    return "deleting"
+
+
+def _as_uuid(value: str) -> list[str]:
+    try:
+        return [str(uuid.UUID(value))]
+    except ValueError:
+        return []
 
 
 def refresh_usage(tenant_id: str) -> None:

@@ -8,6 +8,11 @@ missing or differs, removes what a tenant's tier no longer wants, and records th
 ``tenants.services`` (audited, as before). An in-sync pass over any number of tenants therefore costs a few
 requests per kind; each repair costs one more.
 
+A ready tenant whose recorded Namespace is gone or is another object (another UID) is marked diverged
+(``tenants.services.divergence``) and left alone: the database and the cluster disagree, typically after a
+restore from an older dump, and an admin decides. Namespaces with Berth's labels and a tenant id no live tenant
+has are recorded as orphans for admins to see, never deleted.
+
 Berth never adopts: a top-level object (the Namespace, a FlowSchema) that is not the one recorded for the
 tenant is left alone and the tenant gets a note; objects are deleted only when they carry the tenant's id, and
 top-level ones with the recorded UID as a precondition. A tenant another worker is provisioning (its advisory
@@ -19,13 +24,17 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.db.models import Q
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from tenants import services
-from tenants.models import Cluster, Tenant, TenantStatus
+from tenants.errors import InvalidTransition
+from tenants.models import LIVE_STATUSES, Cluster, Tenant, TenantStatus
 from tenants.services.sleep import SLEEP_KINDS
 from worker import kube, manifests, ownership, provisioning
 from worker.backends import namespace as ns_backend
@@ -71,6 +80,8 @@ class PassResult:
     repaired: dict[str, list[str]] = field(default_factory=dict)  # tenant id → what was repaired
     foreign: dict[str, list[str]] = field(default_factory=dict)  # tenant id → someone else's objects left alone
     failed: dict[str, str] = field(default_factory=dict)  # tenant id → reason
+    diverged: dict[str, str] = field(default_factory=dict)  # tenant id → why its namespace is not Berth's record
+    orphans: list[str] = field(default_factory=list)  # Berth's namespaces no live tenant has (never deleted)
     usage: dict[str, dict[str, object]] = field(default_factory=dict)  # tenant id → quota usage that changed
     readings: dict[str, dict[str, object]] = field(default_factory=dict)  # tenant id → every usage read
     previous_used: dict[str, object] = field(default_factory=dict)  # tenant id → what it used at the last reading
@@ -90,6 +101,8 @@ class PassResult:
             "repaired_tenants": len(self.repaired),
             "foreign": sum(len(f) for f in self.foreign.values()),
             "failed": len(self.failed),
+            "diverged": len(self.diverged),
+            "orphans": len(self.orphans),
             "busy": self.busy,
             "virtual": self.virtual,
             "asleep": len(self.asleep),
@@ -126,6 +139,8 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
     )
     for tenant in tenants.order_by("pk"):
         result.tenants += 1
+        if live is not None and _diverged(tenant, k, live, result):
+            continue
         if live is None or tenant.kind != ns_backend.NamespaceBackend.kind:
             result.virtual += tenant.kind != ns_backend.NamespaceBackend.kind
             provisioning.provision(str(tenant.pk))
@@ -135,6 +150,8 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
             provisioning.provision(str(tenant.pk))
             continue
         _reconcile_tenant(tenant, k, live, prunable, result)
+    if live is not None:
+        result.orphans = _record_orphans(cluster, live)
     for tenant in tenants.filter(Q(sleeping=True) | Q(sleep_applied=False), kind__in=list(SLEEP_KINDS)):
         _keep_asleep(tenant, k, result)
     if result.readings:
@@ -148,6 +165,65 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
     result.seconds = time.monotonic() - started
     logger.info("reconcile pass: %s", result.summary())
     return result
+
+
+def _diverged(tenant: Tenant, k: Kube, live: dict[Key, Manifest], result: PassResult) -> bool:
+    """Mark the tenant diverged when the Namespace Berth recorded for it is gone or is another object.
+
+    The list may be older than the tenant (it became ready while the pass listed): what the list suggests is read
+    again before the tenant is marked, one request in the rare case."""
+    top = ownership.TopLevel("Namespace", tenant.namespace)
+    if not ownership.divergence(tenant, top, live.get(("Namespace", "", tenant.namespace))):
+        return False
+    reason = ownership.divergence(tenant, top, k.get("Namespace", tenant.namespace, fresh=True))
+    if not reason:
+        return False
+    try:
+        services.tenant_mark_diverged(tenant=tenant, reason=reason)
+    except InvalidTransition:  # it moved on since the pass read it: its own job looks again
+        result.busy += 1
+        return True
+    result.diverged[str(tenant.pk)] = reason
+    return True
+
+
+def _record_orphans(cluster: Cluster, live: dict[Key, Manifest]) -> list[str]:
+    """Record the cluster's namespaces that carry Berth's labels and a tenant id no live tenant has there (made
+    after the database's dump was taken, say); their names. Only under the cluster's namespace prefix: other
+    records of the same API server have their own. Namespaces being deleted are not listed."""
+    prefix = cluster.namespace_prefix or ""
+    labelled = {
+        name: obj
+        for (kind, _, name), obj in live.items()
+        if kind == "Namespace"
+        and name.startswith(prefix)
+        and _tenant_id(obj)
+        and not obj["metadata"].get("deletionTimestamp")
+    }
+    ids = {_tenant_id(obj) for obj in labelled.values()}
+    valid = [tid for tid in ids if _is_uuid(tid)]
+    held = set(Tenant.objects.filter(pk__in=valid, status__in=LIVE_STATUSES).values_list("namespace", "pk").order_by())
+    found = [
+        {
+            "name": name,
+            "uid": str(obj["metadata"].get("uid", "")),
+            "tenant_id": _tenant_id(obj),
+            "labels": obj["metadata"].get("labels") or {},
+            "created_at": parse_datetime(str(obj["metadata"].get("creationTimestamp") or "")),
+        }
+        for name, obj in sorted(labelled.items())
+        if not _is_uuid(_tenant_id(obj)) or (name, uuid.UUID(_tenant_id(obj))) not in held
+    ]
+    services.orphan_namespaces_record(cluster=cluster, found=found, at=timezone.now())
+    return [str(row["name"]) for row in found]
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _reconcile_tenant(

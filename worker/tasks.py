@@ -166,6 +166,16 @@ def reconcile_cluster(self: Task[[str], dict[str, object]], cluster_id: str) -> 
         raise _retry(self, exc) from None
 
 
+@shared_task(name=dispatch.DELETE_ORPHAN, bind=True, acks_late=True, max_retries=8)
+def delete_orphan_namespace(self: Task[[int], str], orphan_id: int) -> str:
+    """Delete an orphan namespace an admin decommissioned, UID-checked (provisioning.delete_orphan); the next
+    reconcile pass drops its row once it is gone."""
+    try:
+        return provisioning.delete_orphan(orphan_id)
+    except KubeTransientError as exc:
+        raise _retry(self, exc) from None
+
+
 @shared_task(name=dispatch.RECHECK_IDENTITIES, acks_late=True)
 def recheck_identities() -> dict[str, int]:
     """Ask the identity provider again about users not confirmed lately (see services.user_recheck)."""

@@ -17,7 +17,14 @@ from tenants.models.catalog import (
 from tenants.models.catalog import _platform_currency as _platform_currency  # named by migration 0009
 from tenants.models.people import Membership, Team, User
 from tenants.models.requests import TenantRequest
-from tenants.models.tenants import LIVE_STATUSES, Tenant, TenantSleepPeriod, TenantStatus, TenantUsageDay
+from tenants.models.tenants import (
+    LIVE_STATUSES,
+    OrphanNamespace,
+    Tenant,
+    TenantSleepPeriod,
+    TenantStatus,
+    TenantUsageDay,
+)
 from tenants.models.tokens import ApiToken
 from tenants.models.webhooks import EventType, WebhookDelivery, WebhookEndpoint
 
@@ -31,6 +38,7 @@ __all__ = [
     "KIND_NOTES",
     "LIVE_STATUSES",
     "Membership",
+    "OrphanNamespace",
     "SleepBudget",
     "Team",
     "Tenant",

@@ -21,6 +21,10 @@ class TenantStatus(models.TextChoices):
     REJECTED = "rejected", "Rejected"
     CANCELLED = "cancelled", "Cancelled"
     FAILED = "failed", "Failed"
+    # The database believes the tenant ready, but the namespace Berth recorded for it is gone from the cluster or
+    # is another object (another UID): typically after Berth's database was restored from an older dump. Nothing is
+    # recreated or deleted until a platform admin decides (tenants.services.divergence).
+    DIVERGED = "diverged", "Diverged"
 
 
 # A tenant in one of these holds its name on its cluster and counts against the team budget.
@@ -31,6 +35,7 @@ LIVE_STATUSES = (
     TenantStatus.READY,
     TenantStatus.DECOMMISSIONING,
     TenantStatus.FAILED,
+    TenantStatus.DIVERGED,
 )
 
 
@@ -201,3 +206,28 @@ class TenantUsageDay(models.Model):
         if not entry or self.seconds <= 0:
             return None
         return float(entry["used_seconds"]) / self.seconds
+
+
+class OrphanNamespace(models.Model):
+    """A namespace on a cluster that carries Berth's labels and a tenant id no live tenant has: what a restore of
+    Berth's database from an older dump leaves behind (tenants created since). The reconcile pass records what it
+    lists and never deletes one; a platform admin re-attaches it to a team or has it decommissioned
+    (tenants.services.divergence)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="orphan_namespaces")
+    name = models.CharField(max_length=63)
+    uid = models.CharField(max_length=64)
+    tenant_id = models.CharField(max_length=64, help_text="The berth.dev/tenant-id label.")
+    labels = models.JSONField(default=dict)
+    created_at = models.DateTimeField(null=True, blank=True, help_text="When the namespace was created.")
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField()
+    # Set once an admin asked for its deletion; the row goes when a pass no longer finds the namespace.
+    decommission_requested_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["cluster", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="orphan_namespace_one_per_name")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.cluster.name})"

@@ -13,6 +13,7 @@ One module per noun; callers import from here (``from tenants import services``)
 - ``prices`` (in tenants.costs): what each cluster's resources cost, for showback (never rewritten once in effect);
 - ``sleep``: sleep and wake (owners, schedules in the team's time zone, idle periods), and what the worker reports;
 - ``transfers``: moving a tenant to another team (ask, accept or decline, complete);
+- ``divergence``: what a restore of the database from an older dump leaves (diverged tenants, orphan namespaces);
 - ``webhooks``: endpoints platform admins register, and delivering events to them in order;
 - ``workload``: a team's pods, events and pod logs, read with the team's own identity and bounded.
 """
@@ -35,6 +36,14 @@ from tenants.services.credentials import (
     credential_lifetime_default,
     tenant_issue_kubeconfig,
     user_issue_merged_kubeconfig,
+)
+from tenants.services.divergence import (
+    orphan_decommission,
+    orphan_namespaces_record,
+    orphan_reattach,
+    tenant_forget,
+    tenant_mark_diverged,
+    tenant_recreate,
 )
 from tenants.services.lifecycle import (
     TRANSITIONS,
@@ -158,14 +167,19 @@ __all__ = [
     "is_owner_or_admin",
     "is_writer",
     "kubeconfig_role",
+    "orphan_decommission",
+    "orphan_namespaces_record",
+    "orphan_reattach",
     "request_approve",
     "request_cancel",
     "request_reject",
     "request_submit",
     "tenant_decommission",
     "tenant_expire",
+    "tenant_forget",
     "tenant_issue_kubeconfig",
     "tenant_mark_deleted",
+    "tenant_mark_diverged",
     "tenant_mark_failed",
     "tenant_mark_provisioning",
     "tenant_mark_ready",
@@ -175,6 +189,7 @@ __all__ = [
     "tenant_record_isolation_report",
     "tenant_record_owned",
     "tenant_record_usage",
+    "tenant_recreate",
     "tenant_remind_expiry",
     "tenant_request_isolation_check",
     "tenant_retry",

@@ -17,6 +17,7 @@ register = template.Library()
 _TENANT_TONES = {
     "ready": "ok",
     "failed": "bad",
+    "diverged": "bad",
     "rejected": "bad",
     "requested": "warn",
     "approved": "info busy",

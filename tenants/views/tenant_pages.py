@@ -42,6 +42,8 @@ def _permissions(request: AuthedRequest, tenant: Tenant, pending: TenantRequest 
         "can_decommission": owner and tenant.status in DECOMMISSIONABLE,
         "can_transfer": owner and tenant.status == S.READY and pending is None and tenant.kind in TRANSFERABLE_KINDS,
         "can_retry": owner and tenant.status == S.FAILED,
+        # A diverged tenant waits for a platform admin: recreate it or forget it (services.divergence).
+        "can_resolve_divergence": user.is_platform_admin and tenant.status == S.DIVERGED,
         "can_check_isolation": (role is not None or user.is_platform_admin) and tenant.status == S.READY,
         "can_get_kubeconfig": (role is not None or user.is_platform_admin) and tenant.status == S.READY,
     }

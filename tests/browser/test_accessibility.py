@@ -7,11 +7,14 @@ printed (run with -s to see them) but do not fail the test.
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
+from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from tenants import services
-from tenants.models import Cluster, Membership, Tenant, TenantRequest, Tier, User
+from tenants.models import Cluster, Membership, OrphanNamespace, Tenant, TenantRequest, Tier, User
 from tests.browser.support import Portal, axe_violations, blocking, describe_violations
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -87,6 +90,20 @@ class Audit:
             self.blocking[screen] = blocking(found)
 
 
+def _orphan(cluster: Cluster) -> OrphanNamespace:
+    """A namespace of a tenant the database does not know, as a restore from an older dump leaves one."""
+    labels = {
+        "app.kubernetes.io/managed-by": "berth",
+        "berth.dev/tenant-id": "0b1c2d3e-0000-4000-8000-000000000001",
+        "berth.dev/team": "team-payments",
+        "berth.dev/tier": "small",
+    }
+    return OrphanNamespace.objects.create(
+        cluster=cluster, name="newer", uid="3f0c", tenant_id=labels["berth.dev/tenant-id"], labels=labels,
+        created_at=timezone.now() - dt.timedelta(days=2), last_seen_at=timezone.now(),
+    )  # fmt: skip
+
+
 def test_main_screens_have_no_serious_or_critical_accessibility_violations(
     portal: Portal, cluster, dispatched, axe_installed
 ):
@@ -136,6 +153,11 @@ def test_main_screens_have_no_serious_or_critical_accessibility_violations(
     dave = portal.page_as("dave", bypass_csp=True)
     dave.goto(portal.at("/audit/"))
     audit.check(dave, "audit")
+    _orphan(cluster)
+    dave.goto(portal.at("/tenants/orphans/"))
+    dave.get_by_text("Re-attach to a team").click()
+    dave.get_by_text("Decommission", exact=True).click()
+    audit.check(dave, "orphan namespaces")
 
     assert not any(audit.blocking.values()), "serious or critical accessibility violations:\n" + "\n".join(
         describe_violations(screen, found) for screen, found in audit.blocking.items() if found

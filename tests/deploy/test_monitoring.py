@@ -28,6 +28,8 @@ ALERTS = {
     "BerthQueueBacklog",
     "BerthReconcileRepairsSpiking",
     "BerthIsolationReportFailing",
+    "BerthTenantsDiverged",
+    "BerthOrphanNamespaces",
 }
 
 
@@ -142,6 +144,7 @@ def test_dashboard_shows_what_each_alert_watches():
         "berth_celery_queue_length",
         "berth_reconcile_repairs_total",
         "berth_tenant_isolation_passed",
+        "berth_orphan_namespaces",
     ):
         assert re.search(rf"\b{metric}\b", queries), metric
 

@@ -92,9 +92,9 @@ def test_a_replaced_namespace_is_neither_reconciled_nor_deleted(
     # Reconcile: the name is Berth's tenant's, the labels say so, the UID does not.
     from worker import provisioning
 
-    assert provisioning.provision(str(tenant.pk)).outcome == "failed"
+    assert provisioning.provision(str(tenant.pk)).outcome == "diverged"
     tenant.refresh_from_db()
-    assert tenant.status == "failed" and "replaced by an object Berth did not create" in tenant.status_reason
+    assert tenant.status == "diverged" and f"is another object (UID {uid}; Berth recorded" in tenant.status_reason
     assert core.read_namespace(tenant.namespace).metadata.uid == uid
     assert read_or_none(lambda: core.read_namespaced_resource_quota("berth-quota", tenant.namespace)) is None
     services.tenant_decommission(tenant=tenant, actor=alice)

@@ -443,3 +443,31 @@ def test_a_namespace_someone_else_made_meanwhile_is_never_taken_over(
         assert not client.RbacAuthorizationV1Api(kube_admin).list_namespaced_role_binding(tenant.namespace).items
     finally:
         core.delete_namespace(tenant.namespace)
+
+
+def test_a_ready_tenants_deleted_namespace_is_not_recreated_by_the_confined_worker(
+    as_web, release, lp_cluster, every_rule_tier, kube_admin, alice, carol, team_a
+):
+    """As after a restore of the database from a dump older than a decommission. Without the cluster-wide lists the
+    pass reconciles tenant by tenant; the worker could once POST a bare namespace with Berth's labels back before
+    its apply failed on the recorded UID. Now the tenant diverges and the name stays free."""
+    request = services.request_submit(
+        actor=alice,
+        action=TenantRequest.Action.CREATE,
+        team=team_a,
+        tier=every_rule_tier,
+        cluster=lp_cluster,
+        name="gone",
+        purpose="least privilege",
+    )
+    tenant = request.tenant
+    services.request_approve(tenant_request=request, actor=carol, comment="ok")
+    wait_status(tenant, "ready", timeout=120)
+    core = client.CoreV1Api(kube_admin)
+    uid = str(core.read_namespace(tenant.namespace).metadata.uid)
+    core.delete_namespace(tenant.namespace)
+    wait_for(lambda: read_or_none(lambda: core.read_namespace(tenant.namespace)) is None, timeout=60, what="deletion")
+    app.send_task("worker.tasks.reconcile_cluster", args=[str(lp_cluster.pk)])
+    wait_status(tenant, "diverged", timeout=60)
+    assert f"(UID {uid}) is missing" in tenant.status_reason
+    assert read_or_none(lambda: core.read_namespace(tenant.namespace)) is None

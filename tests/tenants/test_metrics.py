@@ -14,7 +14,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tenants import metrics, services
-from tenants.models import Tenant, TenantRequest
+from tenants.models import OrphanNamespace, Tenant, TenantRequest
 
 pytestmark = pytest.mark.django_db
 
@@ -89,7 +89,7 @@ def test_the_collector_runs_the_same_few_queries_whatever_the_number_of_tenants(
         for i in range(300)
     )  # fmt: skip
     started = time.monotonic()
-    with django_assert_max_num_queries(4):
+    with django_assert_max_num_queries(5):
         got = state()
     elapsed = time.monotonic() - started
     assert sum(1 for name, _ in got if name == "berth_tenant_quota_used") == 300
@@ -210,3 +210,14 @@ def test_a_scrape_exports_exactly_the_declared_series(
         if name.startswith("berth_") and not name.endswith("_created"):
             scraped.setdefault(name, set()).update(label for label, _ in labels)
     assert scraped == metrics.exported_series()
+
+
+def test_orphan_namespaces_are_counted_per_cluster(cluster):
+    assert state()[("berth_orphan_namespaces", (("cluster", "dev"),))] == 0
+    labels = {"app.kubernetes.io/managed-by": "berth", "berth.dev/tenant-id": "0b1c2d3e-0000-4000-8000-000000000001"}
+    for name in ("newer", "newest"):
+        OrphanNamespace.objects.create(
+            cluster=cluster, name=name, uid=name, tenant_id=labels["berth.dev/tenant-id"], labels=labels,
+            last_seen_at=timezone.now(),
+        )  # fmt: skip
+    assert state()[("berth_orphan_namespaces", (("cluster", "dev"),))] == 2

@@ -6,8 +6,8 @@ Berth did not create are never changed. The same against the dev control plane: 
 
 from __future__ import annotations
 
-from tenants import dispatch
-from tenants.models import AuditEvent, Cluster, Tenant, TenantUsageDay, Tier
+from tenants import dispatch, services
+from tenants.models import AuditEvent, Cluster, OrphanNamespace, Tenant, TenantUsageDay, Tier
 from tests.worker.conftest import MakeTenant, provisioned_ready
 from tests.worker.fake_kube import FakeKube
 from worker import manifests, provisioning, reconcile, tasks
@@ -77,22 +77,68 @@ def test_server_defaults_are_not_drift(make_tenant, host, cluster):
     assert _pass(cluster, host)[0].repaired == {}
 
 
-def test_someone_elses_namespace_under_a_tenants_name_is_left_alone_and_noted(make_tenant, host, cluster):
+def test_someone_elses_namespace_under_a_tenants_name_is_left_alone_and_the_tenant_diverges(make_tenant, host, cluster):
     mine, replaced = _ready_tenants(make_tenant, host, 2)
+    recorded = host.objects[("Namespace", "", replaced.namespace)]["metadata"]["uid"]
     # Deleted and re-created by someone else, Berth's labels copied: another UID than the one Berth recorded.
     theirs = host.objects.pop(("Namespace", "", replaced.namespace))
     theirs["metadata"]["uid"] = "someone-elses"
     theirs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = "privileged"
     host.put(theirs)
     result, writes = _pass(cluster, host)
-    assert result.foreign == {str(replaced.pk): [f"Namespace/{replaced.namespace}"]}
-    assert f"apply Namespace/{replaced.namespace}" not in writes
+    assert list(result.diverged) == [str(replaced.pk)]
+    assert writes == []
     assert host.objects[("Namespace", "", replaced.namespace)]["metadata"]["labels"][
         "pod-security.kubernetes.io/enforce"
     ] == ("privileged")
     replaced.refresh_from_db()
-    assert "not Berth's" in replaced.status_reason
-    assert str(mine.pk) not in result.foreign
+    assert replaced.status == "diverged"
+    assert "another object (UID someone-elses; Berth recorded " + recorded in replaced.status_reason
+    assert AuditEvent.objects.filter(action="tenant.diverged", object_id=str(replaced.pk)).count() == 1
+    assert str(mine.pk) not in result.diverged and result.in_sync == 1
+    # Diverged, it is no longer the pass's to reconcile: the next pass writes nothing either.
+    again, writes = _pass(cluster, host)
+    assert (again.tenants, again.diverged, writes) == (1, {}, [])
+
+
+def test_a_ready_tenants_missing_namespace_is_not_recreated_and_the_tenant_diverges(make_tenant, host, cluster):
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    uid = host.objects.pop(("Namespace", "", tenant.namespace))["metadata"]["uid"]
+    result, writes = _pass(cluster, host)
+    assert writes == []
+    assert ("Namespace", "", tenant.namespace) not in host.objects
+    tenant.refresh_from_db()
+    assert tenant.status == "diverged" and f"(UID {uid}) is missing" in tenant.status_reason
+    assert result.diverged == {str(tenant.pk): tenant.status_reason}
+
+
+def test_the_tenants_own_job_does_not_recreate_a_missing_namespace_either(make_tenant, host, cluster):
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    host.objects.pop(("Namespace", "", tenant.namespace))
+    before = len(host.writes)
+    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.DIVERGED
+    assert host.writes[before:] == [] and ("Namespace", "", tenant.namespace) not in host.objects
+
+
+def test_berths_namespaces_no_live_tenant_has_are_listed_as_orphans_and_never_touched(make_tenant, host, cluster):
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    labels = {**manifests.MANAGED_BY, manifests.TENANT_ID_LABEL: "0b1c2d3e-0000-4000-8000-000000000001"}
+    meta = {"name": "dev-newer", "uid": "u-newer", "labels": labels, "creationTimestamp": "2026-11-01T10:00:00Z"}
+    host.put({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
+    garbage = {**manifests.MANAGED_BY, manifests.TENANT_ID_LABEL: "not-a-uuid"}
+    host.put(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dev-odd", "uid": "u-odd", "labels": garbage}}
+    )
+    result, writes = _pass(cluster, host)
+    assert result.orphans == ["dev-newer", "dev-odd"] and writes == []
+    newer = OrphanNamespace.objects.get(cluster=cluster, name="dev-newer")
+    assert (newer.uid, newer.tenant_id, newer.labels) == ("u-newer", labels[manifests.TENANT_ID_LABEL], labels)
+    assert newer.created_at is not None and newer.created_at.isoformat() == "2026-11-01T10:00:00+00:00"
+    # Gone from the cluster: gone from the list at the next pass.
+    del host.objects[("Namespace", "", "dev-odd")]
+    assert _pass(cluster, host)[0].orphans == ["dev-newer"]
+    assert list(OrphanNamespace.objects.values_list("name", flat=True)) == ["dev-newer"]
+    assert str(tenant.pk) not in result.orphans
 
 
 def test_objects_of_other_tenants_and_foreign_objects_are_never_deleted(make_tenant, host, cluster):
@@ -236,3 +282,29 @@ def test_a_change_in_what_a_tenant_uses_restarts_its_idle_clock_but_a_first_read
     a.refresh_from_db()
     b.refresh_from_db()
     assert a.last_activity_at is not None and b.last_activity_at is None
+
+
+def test_an_orphan_is_deleted_only_while_it_is_the_namespace_the_admin_saw(make_tenant, host, cluster, dave):
+    labels = {**manifests.MANAGED_BY, manifests.TENANT_ID_LABEL: "0b1c2d3e-0000-4000-8000-000000000001"}
+    host.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dev-x", "uid": "u-1", "labels": labels}})
+    _pass(cluster, host)
+    orphan = OrphanNamespace.objects.get(name="dev-x")
+    services.orphan_decommission(orphan=orphan, actor=dave)
+    # Deleted and made again under the same name by someone else, Berth's labels copied: another UID.
+    host.objects[("Namespace", "", "dev-x")]["metadata"]["uid"] = "u-2"
+    before = len(host.writes)
+    assert provisioning.delete_orphan(orphan.pk) == "another namespace under that name now: left alone"
+    assert host.writes[before:] == []
+    host.objects[("Namespace", "", "dev-x")]["metadata"]["uid"] = "u-1"
+    assert provisioning.delete_orphan(orphan.pk) == "deleting"
+    assert host.writes[before:] == ["delete Namespace/dev-x"]
+
+
+def test_a_tenant_that_became_ready_while_the_pass_listed_does_not_diverge(make_tenant, host, cluster, monkeypatch):
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    listed = reconcile.live_objects(host)
+    del listed[("Namespace", "", tenant.namespace)]  # listed just before its namespace was made
+    monkeypatch.setattr(reconcile, "live_objects", lambda k: listed)
+    result, _ = _pass(cluster, host)
+    tenant.refresh_from_db()
+    assert tenant.status == "ready" and result.diverged == {}

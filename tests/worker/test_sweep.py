@@ -79,6 +79,15 @@ def test_reconcile_sends_one_pass_per_cluster_with_ready_tenants_and_nothing_els
     assert dispatched == [(dispatch.RECONCILE_CLUSTER, (str(tenant.cluster_id),))]
 
 
+def test_a_cluster_whose_tenants_all_diverged_still_gets_its_pass(approved, dispatched):
+    """The pass keeps the cluster's orphan namespaces listed while an admin decides (after a restore)."""
+    tenant = services.tenant_mark_ready(tenant=services.tenant_mark_provisioning(tenant=approved), applied_generation=1)
+    services.tenant_mark_diverged(tenant=tenant, reason="Namespace gone.")
+    dispatched.clear()
+    assert reconcile() == 1
+    assert dispatched == [(dispatch.RECONCILE_CLUSTER, (str(tenant.cluster_id),))]
+
+
 def test_a_job_for_a_tenant_another_worker_holds_is_retried_not_dropped(approved, monkeypatch):
     from celery.exceptions import Retry
 

@@ -71,4 +71,29 @@ listed in docs/deployment.md (Monitoring).
         description: >-
           The tenant's page lists the failed checks. A guard (admission policy), quota or RBAC object may have been
           removed or changed on the cluster.
+    - alert: BerthTenantsDiverged
+      # Ready in the database, but the namespace Berth recorded is gone or another object: typically after the
+      # database was restored from an older dump. Berth changes nothing of it until an admin decides.
+      expr: sum by (cluster) (max without (instance, pod) (berth_tenants{status="diverged"})) > 0
+      for: 5m
+      labels:
+        severity: warning
+        {{- with $extra }}{{ toYaml . | nindent 8 }}{{ end }}
+      annotations:
+        summary: '{{ "{{ $value }}" }} tenants on cluster {{ "{{ $labels.cluster }}" }} diverged from the database.'
+        description: >-
+          Their namespace is gone or was replaced. A platform admin recreates or forgets each one on its page (All
+          tenants, quick filter Diverged); see docs/deployment.md, Backup and restore.
+    - alert: BerthOrphanNamespaces
+      # Berth's namespaces of tenants the database does not know: made after the dump it was restored from.
+      expr: max without (instance, pod) (berth_orphan_namespaces) > 0
+      for: 5m
+      labels:
+        severity: warning
+        {{- with $extra }}{{ toYaml . | nindent 8 }}{{ end }}
+      annotations:
+        summary: '{{ "{{ $value }}" }} orphan namespaces on cluster {{ "{{ $labels.cluster }}" }}.'
+        description: >-
+          Namespaces with Berth's labels that no live tenant has. Berth never deletes them; a platform admin
+          re-attaches or decommissions each one (All tenants, Orphan namespaces).
 {{- end -}}
