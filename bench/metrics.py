@@ -62,7 +62,7 @@ from bench.provision import (  # noqa: E402
 from devcluster import servers  # noqa: E402
 from devcluster.launcher import ControlPlane, find_bin_dir, free_port, promtool_binary  # noqa: E402
 from devcluster.process import wait_until  # noqa: E402
-from devcluster.prometheus import Prometheus, label_proxy  # noqa: E402
+from devcluster.prometheus import Prometheus, start_label_proxy  # noqa: E402
 
 KUBELET_JOBS = ("kubelet", "cadvisor", "resource")
 CPU = "container_cpu_usage_seconds_total"
@@ -471,7 +471,7 @@ def query_through_berth(args, db: dict, redis_url: str, prometheus: Prometheus, 
     from tenants.prometheus import HEADER, LABEL
 
     port = free_port()
-    proxy = label_proxy(
+    proxy = start_label_proxy(
         find_bin_dir("prom-label-proxy"),
         upstream=prometheus.url,
         port=port,
@@ -479,10 +479,8 @@ def query_through_berth(args, db: dict, redis_url: str, prometheus: Prometheus, 
         header=HEADER,
         log_path=work / "prom-label-proxy.log",
     )
-    proxy.start()
     proxy_url = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: _answers(proxy_url), timeout=30, watched=[proxy], what="prom-label-proxy")
         env = {
             **portal_env(db, redis_url),
             "DJANGO_SETTINGS_MODULE": "portal.settings",
@@ -506,14 +504,6 @@ def query_through_berth(args, db: dict, redis_url: str, prometheus: Prometheus, 
             server.stop(grace_seconds=10)
     finally:
         proxy.stop()
-
-
-def _answers(url: str) -> bool:
-    try:
-        requests.get(f"{url}/healthz", timeout=2)
-    except requests.RequestException:
-        return False
-    return True
 
 
 if __name__ == "__main__":

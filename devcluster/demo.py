@@ -32,7 +32,7 @@ from devcluster.launcher import ControlPlane, OIDCIssuer, find_bin_dir, free_por
 from devcluster.oidc import API_RESOURCE, DEMO_PORT, KUBECTL_CLIENT_ID, OidcProvider
 from devcluster.pki import CertificateAuthority
 from devcluster.process import Component, celery_worker
-from devcluster.prometheus import label_proxy
+from devcluster.prometheus import start_label_proxy
 
 ROOT = Path(__file__).resolve().parent.parent
 VCLUSTER_CHART = ROOT / "third_party" / "upstream" / "vcluster-chart-0.30.0"
@@ -157,7 +157,7 @@ def _start_monitoring(stack: ExitStack, plane: ControlPlane) -> dict[str, str]:
     from tenants.prometheus import HEADER, LABEL
 
     port = free_port()
-    proxy = label_proxy(
+    proxy = start_label_proxy(
         find_bin_dir("prom-label-proxy"),
         upstream=plane.prometheus.url,
         port=port,
@@ -165,7 +165,6 @@ def _start_monitoring(stack: ExitStack, plane: ControlPlane) -> dict[str, str]:
         header=HEADER,
         log_path=CACHE / "prom-label-proxy.log",
     )
-    proxy.start()
     stack.callback(proxy.stop)
     return {
         "BERTH_PROMETHEUS": json.dumps({PROMETHEUS_NAME: f"http://127.0.0.1:{port}"}),

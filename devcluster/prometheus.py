@@ -122,6 +122,31 @@ def label_proxy(
     )
 
 
+def start_label_proxy(
+    bin_dir: Path, *, upstream: str, port: int, label: str, header: str, log_path: Path | None
+) -> Component:
+    """``label_proxy(...)`` started, once it answers HTTP on its port; the caller stops it."""
+    proxy = label_proxy(bin_dir, upstream=upstream, port=port, label=label, header=header, log_path=log_path)
+    proxy.start()
+    try:
+        wait_until(lambda: _answers(f"http://127.0.0.1:{port}"), timeout=30.0, watched=[proxy], what="prom-label-proxy")
+    except BaseException:
+        proxy.stop()
+        raise
+    return proxy
+
+
+def _answers(url: str) -> bool:
+    """Whether anything answers HTTP at ``url`` (an error status is an answer)."""
+    try:
+        urllib.request.urlopen(f"{url}/healthz", timeout=2).close()
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
 class Prometheus:
     """One Prometheus server for one dev cluster (see the module's docstring)."""
 

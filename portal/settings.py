@@ -375,7 +375,7 @@ BERTH_WORKER_METRICS_ADDRESS = env.str("BERTH_WORKER_METRICS_ADDRESS", default="
 BERTH_PROMETHEUS = env.json("BERTH_PROMETHEUS", default={})
 # Slow reads one person may have running at once, per kind (metrics queries; events and logs): more get 429 at
 # once, so a few slow requests cannot hold every web worker (tenants/concurrency.py).
-BERTH_READS_AT_ONCE = env.int("BERTH_READS_AT_ONCE", default=2)
+BERTH_READS_AT_ONCE = env.int("BERTH_READS_AT_ONCE", default=4)
 if not isinstance(BERTH_PROMETHEUS, dict) or not all(
     isinstance(k, str) and isinstance(v, str) and v.startswith(("http://", "https://"))
     for k, v in BERTH_PROMETHEUS.items()
