@@ -162,3 +162,24 @@ def shown_text(field: Locator) -> str:
             yield from texts(nodes[child])
 
     return "".join(texts(start))
+
+
+def alices_ready_tenant(cluster):  # -> tenants.models.Tenant
+    """Alice's small-tier tenant "ledger" on ``cluster``, made ready by the services (nothing provisions it).
+
+    Alice exists once she has signed in (``portal.page_as("alice")``)."""
+    from tenants import services
+    from tenants.models import Membership, Tenant, TenantRequest, Tier, User
+
+    alice = User.objects.get(username="alice")
+    req = services.request_submit(
+        actor=alice,
+        action=TenantRequest.Action.CREATE,
+        team=Membership.objects.get(user=alice).team,
+        name="ledger",
+        tier=Tier.objects.get(name="small"),
+        cluster=cluster,
+        purpose="The payments ledger.",
+    )
+    tenant = services.tenant_mark_provisioning(tenant=Tenant.objects.get(pk=req.tenant_id))
+    return services.tenant_mark_ready(tenant=tenant, applied_generation=tenant.generation)

@@ -8,26 +8,9 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from tenants import services
-from tenants.models import Membership, Tenant, TenantRequest, Tier, User
-from tests.browser.support import Portal, axe_violations, blocking, describe_violations, screenshot
+from tests.browser.support import Portal, alices_ready_tenant, axe_violations, blocking, describe_violations, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _alices_ready_tenant(cluster) -> Tenant:
-    alice = User.objects.get(username="alice")
-    req = services.request_submit(
-        actor=alice,
-        action=TenantRequest.Action.CREATE,
-        team=Membership.objects.get(user=alice).team,
-        name="ledger",
-        tier=Tier.objects.get(name="small"),
-        cluster=cluster,
-        purpose="Payments ledger.",
-    )
-    tenant = services.tenant_mark_provisioning(tenant=Tenant.objects.get(pk=req.tenant_id))
-    return services.tenant_mark_ready(tenant=tenant, applied_generation=tenant.generation)
 
 
 def _events(page: Page):
@@ -36,7 +19,7 @@ def _events(page: Page):
 
 def test_the_audit_filter_takes_empty_dates_and_shows_names_and_readable_events(portal: Portal, cluster, dispatched):
     page = portal.page_as("alice")
-    tenant = _alices_ready_tenant(cluster)
+    tenant = alices_ready_tenant(cluster)
 
     page.goto(portal.at("/audit/"))
     page.get_by_role("button", name="Apply").click()  # every field left empty
@@ -67,7 +50,7 @@ def test_the_audit_filter_takes_empty_dates_and_shows_names_and_readable_events(
 
 def test_quick_filters_narrow_the_trail(portal: Portal, cluster, dispatched):
     page = portal.page_as("alice")
-    _alices_ready_tenant(cluster)
+    alices_ready_tenant(cluster)
     page.goto(portal.at("/audit/"))
     quick = page.get_by_role("navigation", name="Quick filters")
 
@@ -92,7 +75,7 @@ def test_quick_filters_narrow_the_trail(portal: Portal, cluster, dispatched):
 @pytest.mark.parametrize("width", [1440, 390])
 def test_the_audit_trail_is_whole_and_accessible(portal: Portal, cluster, dispatched, axe_installed, width):
     page = portal.page_as("alice", bypass_csp=True)
-    _alices_ready_tenant(cluster)
+    alices_ready_tenant(cluster)
     page.set_viewport_size({"width": width, "height": 900})
     page.goto(portal.at("/audit/"))
     row = _events(page).filter(has_text="Tenant ready")

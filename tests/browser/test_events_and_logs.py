@@ -12,27 +12,10 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from tenants import services
 from tenants.hooks import ClusterEvent, PodLog, PodSummary, Workload
-from tenants.models import Membership, Tenant, TenantRequest, Tier, User
-from tests.browser.support import Portal, axe_violations, blocking, describe_violations, screenshot
+from tests.browser.support import Portal, alices_ready_tenant, axe_violations, blocking, describe_violations, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _ready_tenant(cluster) -> Tenant:
-    alice = User.objects.get(username="alice")
-    req = services.request_submit(
-        actor=alice,
-        action=TenantRequest.Action.CREATE,
-        team=Membership.objects.get(user=alice).team,
-        name="ledger",
-        tier=Tier.objects.get(name="small"),
-        cluster=cluster,
-        purpose="The payments ledger.",
-    )
-    tenant = services.tenant_mark_provisioning(tenant=Tenant.objects.get(pk=req.tenant_id))
-    return services.tenant_mark_ready(tenant=tenant, applied_generation=tenant.generation)
 
 
 def _workload() -> Workload:
@@ -69,7 +52,7 @@ def test_the_events_tab_and_a_log_page_are_accessible(
         last_timestamp="2026-03-01T12:00:59Z",
     )
     page = portal.page_as("alice", bypass_csp=True)  # signs alice in: her user and team exist from here
-    tenant = _ready_tenant(cluster)
+    tenant = alices_ready_tenant(cluster)
     page.set_viewport_size({"width": width, "height": 900})
     page.goto(portal.at(f"/tenants/{tenant.pk}/?tab=events"))
     tabs = page.get_by_role("navigation", name="Tenant sections")
@@ -94,7 +77,7 @@ def test_the_events_tab_and_a_log_page_are_accessible(
 def test_following_a_log_appends_the_new_lines_in_place(portal: Portal, cluster, dispatched, worker_hooks):
     worker_hooks.log = PodLog(lines=("first line",), truncated=False, last_timestamp="2026-03-01T12:00:00Z")
     page = portal.page_as("alice")  # under the portal's CSP
-    tenant = _ready_tenant(cluster)
+    tenant = alices_ready_tenant(cluster)
     page.goto(portal.at(f"/tenants/{tenant.pk}/pods/web-1/log/?container=app"))
     log = page.get_by_role("log", name="Log of app")
     expect(log).to_contain_text("first line")

@@ -10,8 +10,8 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from tenants import services
-from tenants.models import Membership, Tenant, TenantRequest, Tier, User
-from tests.browser.support import Portal, axe_violations, blocking, describe_violations, screenshot
+from tenants.models import Tenant
+from tests.browser.support import Portal, alices_ready_tenant, axe_violations, blocking, describe_violations, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -67,18 +67,7 @@ ISOLATION = {
 
 
 def _ready_tenant(cluster) -> Tenant:
-    alice = User.objects.get(username="alice")
-    req = services.request_submit(
-        actor=alice,
-        action=TenantRequest.Action.CREATE,
-        team=Membership.objects.get(user=alice).team,
-        name="ledger",
-        tier=Tier.objects.get(name="small"),
-        cluster=cluster,
-        purpose="The payments ledger.",
-    )
-    tenant = services.tenant_mark_provisioning(tenant=Tenant.objects.get(pk=req.tenant_id))
-    tenant = services.tenant_mark_ready(tenant=tenant, applied_generation=tenant.generation)
+    tenant = alices_ready_tenant(cluster)
     services.tenant_record_usage(tenant=tenant, usage=USAGE)
     services.tenant_record_isolation_report(tenant=tenant, report=ISOLATION)
     return tenant
