@@ -137,7 +137,9 @@ def orphan_reattach(
     then provisioned (the worker applies the tier onto that very namespace, and refuses it if its UID changed). Its
     ServiceAccounts are made anew, so no token issued before the restore works any more."""
     require_platform_admin(actor=actor, doing="re-attach a namespace")
-    orphan = OrphanNamespace.objects.select_for_update().select_related("cluster").get(pk=orphan.pk)
+    orphan = (
+        OrphanNamespace.objects.select_for_update(of=("self",), no_key=True).select_related("cluster").get(pk=orphan.pk)
+    )
     _require_berths(orphan)
     cluster = orphan.cluster
     prefix = cluster.namespace_prefix or ""
@@ -189,7 +191,9 @@ def orphan_decommission(*, orphan: OrphanNamespace, actor: User, ctx: AuditConte
     """Have the orphan deleted: the worker deletes the namespace with its UID as a precondition, and only if it
     still carries Berth's labels and the same tenant id, so a namespace made under that name since stays."""
     require_platform_admin(actor=actor, doing="decommission a namespace")
-    orphan = OrphanNamespace.objects.select_for_update().select_related("cluster").get(pk=orphan.pk)
+    orphan = (
+        OrphanNamespace.objects.select_for_update(of=("self",), no_key=True).select_related("cluster").get(pk=orphan.pk)
+    )
     labels = orphan.labels or {}
     if labels.get(MANAGED_BY[0]) != MANAGED_BY[1] or not orphan.tenant_id:
         raise ValidationError("This namespace does not carry Berth's labels; Berth never deletes it.")

@@ -4,6 +4,7 @@ the kubelets, prom-label-proxy holds each query to the tenant's namespace, and u
 from __future__ import annotations
 
 import functools
+import json
 import re
 import time
 import uuid
@@ -88,10 +89,15 @@ def test_the_metrics_tab_draws_the_tenants_own_series(
     # The tenant's quota is a flat line beside what it uses, in the legend and the table's head.
     expect(cpu.locator(".u-legend")).to_contain_text("requests quota")
     expect(data.locator("thead")).to_have_text(re.compile("Time \\(UTC\\).*used.*requested by pods.*requests quota"))
-    # The newest row: what the busy pod uses (at most its 20m limit), what pods request (900m), the quota (4).
+    # The newest row: what the busy pod uses (at most its 20m limit), then the flat lines: what pods request and the
+    # quotas, as the tenant's recorded usage says when the page was drawn (the seeded reading, or a real one if a
+    # reconcile pass of the session's worker has read the cluster since).
     newest = data.locator("tbody tr").first.locator("td").all_inner_texts()
     assert re.fullmatch(r"\d+m", newest[0]) and 0 < int(newest[0][:-1]) <= 25, newest
-    assert newest[1:3] == ["900m", "4.00"], newest
+    config = json.loads(page.locator("#metrics-config").text_content() or "{}")
+    lines = next(panel for panel in config["panels"] if panel["id"] == "cpu")["lines"]
+    assert [line["label"] for line in lines] == ["requested by pods", "requests quota", "limits quota"]
+    assert newest[1:] == [f"{round(v * 1000)}m" if v < 1 else f"{v:.2f}" for v in (line["value"] for line in lines)]
     expect(page.locator("code", has_text=f"/api/v1/tenants/{tenant.pk}/prometheus")).to_be_visible()
     screenshot(page, "tenant-metrics")
 
