@@ -145,13 +145,18 @@ build_helm() {
   build gobuild-helm helm "$version" "$ldflags" helm.sh/helm/v3/cmd/helm
 }
 
+# prometheus_ldflags <version>: the version stamps the Prometheus projects' own builds set (prometheus/common).
+prometheus_ldflags() {
+  local pkg="github.com/prometheus/common/version"
+  echo "-s -w -X $pkg.Version=$1 -X $pkg.Branch=release -X $pkg.BuildDate=19700101-00:00:00"
+}
+
 build_promtool() {
   # remove_all_sd: Prometheus's own build tag for leaving out service discovery, which rule tests never use
   # (and some of whose client libraries the module proxy no longer serves).
-  local version ldflags pkg="github.com/prometheus/common/version"
+  local version
   version="$(pinned gobuild-prometheus github.com/prometheus/prometheus)"
-  ldflags="-s -w -X $pkg.Version=$version -X $pkg.Branch=release -X $pkg.BuildDate=19700101-00:00:00"
-  build gobuild-prometheus promtool "$version" "$ldflags" -tags remove_all_sd \
+  build gobuild-prometheus promtool "$version" "$(prometheus_ldflags "$version")" -tags remove_all_sd \
     github.com/prometheus/prometheus/cmd/promtool
 }
 
@@ -159,18 +164,16 @@ build_prometheus() {
   # The server, from the same module and pin as promtool, without service discovery (remove_all_sd): the dev
   # cluster names its scrape targets in files (file_sd), as the chart's Prometheus finds them by its own means.
   # Without the builtinassets tag the web UI is left out; the HTTP API, which is all Berth uses, is whole.
-  local version ldflags pkg="github.com/prometheus/common/version"
+  local version
   version="$(pinned gobuild-prometheus github.com/prometheus/prometheus)"
-  ldflags="-s -w -X $pkg.Version=${version#v} -X $pkg.Branch=release -X $pkg.BuildDate=19700101-00:00:00"
-  build gobuild-prometheus prometheus "$version" "$ldflags" -tags remove_all_sd \
+  build gobuild-prometheus prometheus "$version" "$(prometheus_ldflags "${version#v}")" -tags remove_all_sd \
     github.com/prometheus/prometheus/cmd/prometheus
 }
 
 build_prom_label_proxy() {
-  local version ldflags pkg="github.com/prometheus/common/version"
+  local version
   version="$(pinned gobuild-prom-label-proxy github.com/prometheus-community/prom-label-proxy)"
-  ldflags="-s -w -X $pkg.Version=${version#v} -X $pkg.Branch=release -X $pkg.BuildDate=19700101-00:00:00"
-  build gobuild-prom-label-proxy prom-label-proxy "$version" "$ldflags" \
+  build gobuild-prom-label-proxy prom-label-proxy "$version" "$(prometheus_ldflags "${version#v}")" \
     github.com/prometheus-community/prom-label-proxy
 }
 
