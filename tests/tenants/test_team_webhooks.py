@@ -422,9 +422,9 @@ def test_the_page_shows_members_the_endpoints_and_owners_the_forms(client, alice
     assert client.get("/teams/team-a/").status_code == 200 and "notifications-title" not in html
     client.force_login(alice)
     html = client.get("/teams/team-a/").content.decode()
-    for action in ("test", "rotate", "delete"):
-        assert f'action="/teams/team-a/webhooks/{alices_endpoint.pk}/{action}/"' in html
-    assert 'action="/teams/team-a/webhooks/"' in html and "PATHSECRET" not in html
+    for action in ("test/", "rotate/#notifications", "delete/", "#notifications"):
+        assert f'action="/teams/team-a/webhooks/{alices_endpoint.pk}/{action}"' in html
+    assert 'action="/teams/team-a/webhooks/#notifications"' in html and "PATHSECRET" not in html
 
 
 def test_an_owner_adds_an_endpoint_on_the_page_and_sees_its_secret_once(client, alice, hook_url, dispatched):
