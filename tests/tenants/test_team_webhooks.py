@@ -287,6 +287,9 @@ def test_members_and_viewers_cannot_write_through_the_api(api, request, who, ali
         ({"url": 5}, "url"),
         ({"url": "http://[::1]/" + "a" * 2000}, "url"),
         ({"url": "http://a\x00b/"}, "url"),
+        ({"url": "http://[::1/"}, "url"),  # brackets that hold no IPv6 address
+        ({"url": "http://[zz]/"}, "url"),
+        ({"url": "http://a]/"}, "url"),
         ({"name": ""}, "name"),
         ({"name": ["x"]}, "name"),
         ({"events": []}, "events"),
