@@ -24,7 +24,7 @@ from tests.fixtures import TokenFactory
 from tests.plugins.kube import wait_for
 from tests.plugins.portal import LivePortal
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker, pytest.mark.usefixtures("celery_worker")]
 
 
 def world() -> tuple[list, list, list]:
@@ -62,7 +62,9 @@ def test_another_teams_owner_finds_nothing_to_read_or_change(
     live_portal: LivePortal, api_token: TokenFactory, bob, team_b, team_a_hooks, receiver
 ):
     endpoint, hooks = team_a_hooks
-    services.webhook_endpoint_test(endpoint=endpoint, actor=endpoint.created_by)
+    ping = services.webhook_endpoint_test(endpoint=endpoint, actor=endpoint.created_by)  # a delivery log to reach for
+    # The run's worker may be sending the ping meanwhile (not the attacker's doing): wait until it is sent.
+    wait_for(lambda: WebhookDelivery.objects.filter(pk=ping.pk, status="delivered").exists(), timeout=30, what="ping")
     before = world()
     one = f"/team-a/webhooks/{endpoint.pk}/"
     for token in (api_token(bob), api_token(bob, team=team_b)):

@@ -15,6 +15,7 @@ import yaml
 from django.core.exceptions import ValidationError
 
 from tenants import services
+from tenants.api.throttling import SharedRateThrottle
 from tenants.errors import Forbidden
 from tenants.models import AuditEvent, WebhookDelivery, WebhookEndpoint
 from tenants.sealing import unseal
@@ -496,3 +497,13 @@ def test_the_pages_forms_refuse_members_and_other_teams(client, amir, bob, carol
         for action in ("rotate/", "test/", "delete/"):
             assert client.post(f"/teams/team-a/webhooks/{pk}/{action}").status_code == status
     assert world() == before
+
+
+def test_writes_count_against_the_write_throttle_and_reads_do_not(api, monkeypatch, alice, alices_endpoint):
+    monkeypatch.setattr(SharedRateThrottle, "THROTTLE_RATES", {"writes": "3/min"})
+    client = api(alice)
+    one = f"{API}/team-a/webhooks/{alices_endpoint.pk}/"
+    answers = [client.patch(one, {"name": f"n{i}"}, format="json").status_code for i in range(3)]
+    answers.append(client.post(f"{one}rotate-secret/").status_code)
+    assert answers == [200, 200, 200, 429]
+    assert client.get(one).status_code == 200 and client.get(f"{one}deliveries/").status_code == 200
