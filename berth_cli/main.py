@@ -667,6 +667,90 @@ def wake(session: Session, tenant_ref: str, team: str | None, fmt: str) -> None:
     _sleep_action(session, tenant_ref, team, "wake", fmt)
 
 
+# --- Webhooks ----------------------------------------------------------------------------------------------
+
+WEBHOOK_COLUMNS: list[Column] = [
+    ("ID", field("id")),
+    ("NAME", field("name")),
+    ("FORMAT", field("format")),
+    ("GOES TO", field("url_origin")),
+    ("EVENTS", lambda row: ",".join(row.get("events") or [])),
+    ("ACTIVE", lambda row: "yes" if row.get("is_active") else "no"),
+    ("LAST DELIVERY", lambda row: row.get("last_delivery_status") or "-"),
+]
+
+
+def _team_webhooks(team: str, *rest: str) -> str:
+    return "/".join(["/api/v1/teams", quote(team, safe=""), "webhooks", *(quote(r, safe="") for r in rest)]) + "/"
+
+
+def _webhook_id(api: Api, team: str, ref: str) -> str:
+    """The id of the team's endpoint named or numbered ``ref``."""
+    if ref.isascii() and ref.isdigit():
+        return ref
+    found = [row for row in api.all(_team_webhooks(team)) if row["name"] == ref]
+    if len(found) != 1:
+        raise CliError(f"{team} has {'no' if not found else 'more than one'} webhook named {ref!r}; give its ID")
+    return str(found[0]["id"])
+
+
+@cli.group(cls=BerthGroup)
+def webhooks() -> None:
+    """A team's webhook endpoints (docs/webhooks.md): members list them, owners create and delete them."""
+
+
+@webhooks.command("list")
+@click.option("--team", required=True, help="The team (its slug).")
+@output_option
+@pass_session
+def webhooks_list(session: Session, team: str, fmt: str) -> None:
+    """The team's endpoints: where they post (the URL's origin only), which events, how the last delivery went."""
+    show(session.api.all(_team_webhooks(team)), fmt, WEBHOOK_COLUMNS, empty=f"{team} has no webhook endpoints.")
+
+
+@webhooks.command("create")
+@click.option("--team", required=True, help="The team (its slug).")
+@click.option("--name", required=True, help="Say where it goes, e.g. #payments-alerts.")
+@click.option("--url-stdin", is_flag=True, help="Read the URL from stdin (a Slack webhook's URL is a credential).")
+@click.option("--url", help="https://… of the receiver; prefer --url-stdin, which keeps it out of shell history.")
+@click.option("--event", "events", multiple=True, required=True, help="An event to send (repeatable).")
+@click.option("--format", "format_", type=click.Choice(["json", "slack"]), default="json", show_default=True)
+@output_option
+@pass_session
+def webhooks_create(
+    session: Session,
+    team: str,
+    name: str,
+    url_stdin: bool,
+    url: str | None,
+    events: tuple[str, ...],
+    format_: str,
+    fmt: str,
+) -> None:
+    """Register an endpoint for the team's events (owners); prints its signing secret, this once."""
+    if url_stdin == (url is not None):
+        raise CliError("give --url or --url-stdin", Exit.USAGE)
+    target = sys.stdin.readline().strip() if url_stdin else (url or "")
+    body = {"name": name, "url": target, "events": list(events), "format": format_}
+    created = session.api.post(_team_webhooks(team), body)
+    if fmt != "table":
+        dump(created, fmt)
+        return
+    table([created], WEBHOOK_COLUMNS)
+    click.echo(f"Signing secret (shown once; the receiver checks every delivery with it): {created['secret']}")
+
+
+@webhooks.command("delete")
+@click.argument("endpoint_ref", metavar="ENDPOINT")
+@click.option("--team", required=True, help="The team (its slug).")
+@pass_session
+def webhooks_delete(session: Session, endpoint_ref: str, team: str) -> None:
+    """Remove ENDPOINT (its id or name) and its delivery log (owners)."""
+    endpoint_id = _webhook_id(session.api, team, endpoint_ref)
+    session.api.call("DELETE", _team_webhooks(team, endpoint_id))
+    click.echo(f"Removed webhook {endpoint_id} of {team}.", err=True)
+
+
 # --- Tenants as code --------------------------------------------------------------------------------------
 
 

@@ -231,7 +231,10 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # Requests' actions keep their name; what POST /requests/ takes (no transfers: those are asked for on the
     # tenant) is its own enum.
-    "ENUM_NAME_OVERRIDES": {"ActionEnum": "tenants.models.TenantRequest.Action"},
+    "ENUM_NAME_OVERRIDES": {
+        "ActionEnum": "tenants.models.TenantRequest.Action",
+        "DeliveryStatusEnum": "tenants.models.WebhookDelivery.Status",
+    },
     # Every error status each operation can answer, with its body, and links between operations.
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
@@ -344,10 +347,11 @@ BERTH_NAMESPACE_GRANTS = env.list("BERTH_NAMESPACE_GRANTS", default=[])
 BERTH_ISOLATION_PROBE_IMAGE = env.str("BERTH_ISOLATION_PROBE_IMAGE", default="berth.local/busybox:1")
 
 # --- Webhooks ---------------------------------------------------------------
-# Platform admins register endpoints in the admin (docs/webhooks.md). One attempt may take this long in all
-# (connect, TLS, request, answer); a failed one is retried after BERTH_WEBHOOK_RETRY_SECONDS, doubling up to
-# BERTH_WEBHOOK_RETRY_MAX_SECONDS, BERTH_WEBHOOK_MAX_ATTEMPTS times in all; at most BERTH_WEBHOOK_MAX_IN_FLIGHT
-# attempts run at once across every worker.
+# Platform admins register endpoints in the admin, team owners their team's on the team page and the API
+# (docs/webhooks.md); a team's owners may have at most BERTH_TEAM_WEBHOOK_LIMIT of them. One attempt may take
+# this long in all (connect, TLS, request, answer); a failed one is retried after BERTH_WEBHOOK_RETRY_SECONDS,
+# doubling up to BERTH_WEBHOOK_RETRY_MAX_SECONDS, BERTH_WEBHOOK_MAX_ATTEMPTS times in all; at most
+# BERTH_WEBHOOK_MAX_IN_FLIGHT attempts run at once across every worker.
 BERTH_WEBHOOK_TIMEOUT_SECONDS = env.float("BERTH_WEBHOOK_TIMEOUT_SECONDS", default=15.0)
 BERTH_WEBHOOK_RETRY_SECONDS = env.float("BERTH_WEBHOOK_RETRY_SECONDS", default=5.0)
 BERTH_WEBHOOK_RETRY_MAX_SECONDS = env.float("BERTH_WEBHOOK_RETRY_MAX_SECONDS", default=3600.0)
@@ -360,6 +364,7 @@ BERTH_WEBHOOK_ALLOWED_NETWORKS = env.list("BERTH_WEBHOOK_ALLOWED_NETWORKS", defa
 BERTH_WEBHOOK_CA_BUNDLE = env.str("BERTH_WEBHOOK_CA_BUNDLE", default="")
 # Delivered and given-up deliveries are kept this many days in the delivery log.
 BERTH_WEBHOOK_LOG_DAYS = env.int("BERTH_WEBHOOK_LOG_DAYS", default=30)
+BERTH_TEAM_WEBHOOK_LIMIT = env.int("BERTH_TEAM_WEBHOOK_LIMIT", default=10)
 
 # --- Metrics ----------------------------------------------------------------
 # GET /metrics on the web port answers Prometheus with this bearer token; unset (the default), /metrics is 404.

@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
 from tenants import services
-from tenants.models import Cluster, Team, TenantKind, TenantRequest, Tier
+from tenants.models import Cluster, EventType, Team, TenantKind, TenantRequest, Tier, WebhookEndpoint
 
 ISO_DATE_FORMAT = "YYYY-MM-DD"
 ISO_DATE_MESSAGE = f"Enter a date as {ISO_DATE_FORMAT}."
@@ -310,3 +310,52 @@ class DeclineForm(BerthForm):
     reason = forms.CharField(
         label="Reason", required=False, max_length=2000, widget=forms.TextInput(attrs={"placeholder": "Optional"})
     )
+
+
+WEBHOOK_EVENT_CHOICES = [(e.value, f"{e.label} ({e.value})") for e in EventType if e != EventType.PING]
+
+
+class WebhookEndpointForm(BerthForm):
+    """A team's webhook endpoint on its page. The URL and the secret are written, never read back: both are
+    sealed, and a URL's path may be a credential (a Slack webhook's is). The services check the rest."""
+
+    name = forms.CharField(max_length=100, help_text="Say where it goes, e.g. “#payments-alerts”.")
+    url = forms.CharField(
+        max_length=2000,
+        label="URL",
+        help_text="https://… of the receiver (for Slack, the incoming webhook's URL). Public addresses only: it is "
+        "checked now and before every delivery.",
+        widget=forms.URLInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+    )
+    format = forms.ChoiceField(choices=WebhookEndpoint.Format.choices, initial=WebhookEndpoint.Format.JSON)
+    events = forms.MultipleChoiceField(choices=WEBHOOK_EVENT_CHOICES, widget=forms.CheckboxSelectMultiple)
+    secret = forms.CharField(
+        required=False,
+        label="Signing secret",
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="whsec_ and base64 of 24 to 64 bytes, if the receiver dictates one; leave empty to have one "
+        "generated. It is shown once, after saving.",
+    )
+    is_active = forms.BooleanField(required=False, label="Active", initial=True)
+
+    def __init__(self, *args, endpoint: WebhookEndpoint | None = None, **kwargs) -> None:
+        if endpoint is not None:
+            kwargs.setdefault("prefix", f"hook-{endpoint.pk}")
+            kwargs.setdefault(
+                "initial",
+                {
+                    "name": endpoint.name,
+                    "format": endpoint.format,
+                    "events": endpoint.events,
+                    "is_active": endpoint.is_active,
+                },
+            )
+        super().__init__(*args, **kwargs)
+        self.endpoint = endpoint
+        if endpoint is not None:
+            del self.fields["secret"]  # rotated, never typed over
+            url = self.fields["url"]
+            url.required = False
+            url.help_text = f"Now {endpoint.url_origin}/… (the path is not shown). Leave empty to keep it."
+        else:
+            del self.fields["is_active"]  # a new endpoint starts active

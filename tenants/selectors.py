@@ -35,6 +35,8 @@ from tenants.models import (
     TenantStatus,
     Tier,
     User,
+    WebhookDelivery,
+    WebhookEndpoint,
 )
 
 
@@ -328,3 +330,31 @@ def tenants_expired(*, now) -> QuerySet[Tenant]:
     return Tenant.objects.filter(
         status__in=[TenantStatus.READY, TenantStatus.FAILED], expires_at__lt=now
     ).select_related("team", "tier", "cluster")
+
+
+# --- Team webhooks ------------------------------------------------------------------------------
+
+
+def webhook_teams_of(*, user: User) -> QuerySet[Team]:
+    """Teams whose webhook endpoints the user may see: their own (any role), every team for platform admins.
+    Approvers read every team's tenants, but not where another team's notifications go."""
+    return Team.objects.all() if user.is_platform_admin else Team.objects.filter(memberships__user=user)
+
+
+def webhook_endpoints_of(*, team: Team) -> QuerySet[WebhookEndpoint]:
+    """A team's own endpoints (never the global ones), with how their latest delivery went."""
+    latest = WebhookDelivery.objects.filter(endpoint=OuterRef("pk")).order_by("-created_at")
+    return (
+        WebhookEndpoint.objects.filter(team=team)
+        .select_related("team", "created_by")
+        .annotate(
+            last_delivery_status=Subquery(latest.values("status")[:1]),
+            last_delivery_at=Subquery(latest.values("created_at")[:1]),
+        )
+        .order_by("name", "pk")
+    )
+
+
+def webhook_deliveries_of(*, endpoint: WebhookEndpoint) -> QuerySet[WebhookDelivery]:
+    """An endpoint's deliveries, newest first; never their bodies (``payload`` is deferred and never shown)."""
+    return WebhookDelivery.objects.filter(endpoint=endpoint).defer("payload").order_by("-created_at", "-pk")

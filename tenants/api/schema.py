@@ -124,9 +124,10 @@ def error_statuses(*, operation_id: str, method: str, path: str, has_body: bool)
     statuses = {"400", "401", "429"} | _EXTRA_STATUSES.get(operation_id, set())
     if "{id}" in path or "{slug}" in path:
         statuses.add("404")
-    if method == "post":
+    if method in ("post", "patch", "delete"):
         statuses.add("403")
-        if "{id}" in path and "/prometheus/" not in path:  # a metrics query changes nothing
+        # A metrics query changes nothing; a webhook endpoint has no state to move from.
+        if method == "post" and "{id}" in path and "/prometheus/" not in path and "/webhooks/" not in path:
             statuses.add("409")
     if has_body:
         statuses.add("415")

@@ -1,7 +1,18 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from tenants.api import audit, catalog, me, prometheus, requests, schema, tenants, tokens, workload  # noqa: F401  (schema: registers the auth extensions)
+from tenants.api import (  # noqa: F401  (schema: registers the auth extensions)
+    audit,
+    catalog,
+    me,
+    prometheus,
+    requests,
+    schema,
+    tenants,
+    tokens,
+    webhooks,
+    workload,
+)
 from tenants.costs import api as costs
 
 # SimpleRouter, not DefaultRouter: that one also serves a browsable index at the API's root and every route again
@@ -15,6 +26,14 @@ router.register("tenants", tenants.TenantViewSet, basename="api-tenant")
 router.register("tenants", tenants.TenantRightsizingViewSet, basename="api-tenant-rightsizing")
 router.register("audit-events", audit.AuditEventViewSet, basename="api-audit-event")
 router.register("tokens", tokens.ApiTokenViewSet, basename="api-token")
+# A team's own webhook endpoints and their deliveries (tenants/api/webhooks.py).
+TEAM = r"teams/(?P<slug>[-a-zA-Z0-9_]{1,50})"
+router.register(f"{TEAM}/webhooks", webhooks.TeamWebhookViewSet, basename="api-team-webhook")
+router.register(
+    rf"{TEAM}/webhooks/(?P<webhook_id>[0-9]{{1,18}})/deliveries",
+    webhooks.TeamWebhookDeliveryViewSet,
+    basename="api-team-webhook-delivery",
+)
 
 urlpatterns = [
     path("me/", me.MeView.as_view(), name="api-me"),

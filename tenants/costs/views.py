@@ -1,4 +1,5 @@
-"""Showback on the pages: a team's page (its tenants, budget and costs) and the costs section of a tenant's page.
+"""Showback on the pages: a team's page (its tenants, budget, costs and notifications) and the costs section
+of a tenant's page.
 
 The figures are the API's (tenants.team_costs / tenant_costs): the selected month in full, and the
 totals of the months before it, each a link to its own month.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest
@@ -20,9 +22,10 @@ from django.views.decorators.http import require_GET
 from tenants import selectors
 from tenants.costs import showback
 from tenants.costs.selectors import CostReport, team_costs, tenant_costs
-from tenants.models import LIVE_STATUSES
+from tenants.models import LIVE_STATUSES, Team
 from tenants.views.common import AuthedRequest
 from tenants.views.quota import budget_rows
+from tenants.views.team_webhooks import notifications_context
 
 MONTHS_SHOWN = 6
 Reports = Callable[[list[dt.date]], dict[dt.date, CostReport]]
@@ -62,12 +65,9 @@ def tenant_costs_context(request: AuthedRequest, tenant) -> dict:
     )
 
 
-@login_required
-@require_GET
-def team_detail(request: AuthedRequest, slug: str) -> HttpResponse:
-    """A team's tenants, budget and costs: for its members, approvers and platform admins (404 for others)."""
+def team_page(request: AuthedRequest, team: Team, **notifications: Any) -> HttpResponse:
+    """The team's page; ``notifications``: what a webhook form just did (tenants.views.team_webhook_pages)."""
     user = request.user
-    team = get_object_or_404(selectors.with_allocation(selectors.teams_visible_to(user=user)), slug=slug)
     tenants = selectors.tenants_visible_to(user=user).filter(team=team, status__in=LIVE_STATUSES).order_by("name")
     costs = costs_context(
         request,
@@ -84,5 +84,19 @@ def team_detail(request: AuthedRequest, slug: str) -> HttpResponse:
             "budget_rows": budget_rows(selectors.team_budget(team=team)),
             "costs": costs,
             "members": selectors.team_members(team=team),
+            "notifications": notifications_context(request, team, **notifications),
         },
     )
+
+
+def visible_team(request: AuthedRequest, slug: str) -> Team:
+    """The team if the signed-in user may see its page (members, approvers, platform admins); 404 otherwise."""
+    return get_object_or_404(selectors.with_allocation(selectors.teams_visible_to(user=request.user)), slug=slug)
+
+
+@login_required
+@require_GET
+def team_detail(request: AuthedRequest, slug: str) -> HttpResponse:
+    """A team's tenants, budget, costs and notifications: for its members, approvers and platform admins (404 for
+    others)."""
+    return team_page(request, visible_team(request, slug))

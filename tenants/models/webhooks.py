@@ -27,7 +27,7 @@ class EventType(models.TextChoices):
     TENANT_WOKE = "tenant.woke", "A tenant was woken"
     TRANSFER_ASKED = "transfer.asked", "A tenant is offered to another team"
     TENANT_TRANSFERRED = "tenant.transferred", "A tenant moved to another team"
-    PING = "ping", "A test event sent by a platform admin"
+    PING = "ping", "A test event sent by a platform admin or a team owner"
 
 
 class WebhookEndpoint(models.Model):
@@ -111,6 +111,8 @@ class WebhookDelivery(models.Model):
         indexes = [
             models.Index(fields=["endpoint", "tenant", "status", "sequence"], name="webhook_delivery_queue"),
             models.Index(fields=["status", "next_attempt_at"], name="webhook_delivery_due"),
+            # An endpoint's latest deliveries (the team page, GET …/webhooks/{id}/deliveries/).
+            models.Index(fields=["endpoint", "-created_at"], name="webhook_delivery_recent"),
         ]
 
     def __str__(self) -> str:

@@ -14,7 +14,7 @@ One module per noun; callers import from here (``from tenants import services``)
 - ``sleep``: sleep and wake (owners, schedules in the team's time zone, idle periods), and what the worker reports;
 - ``transfers``: moving a tenant to another team (ask, accept or decline, complete);
 - ``divergence``: what a restore of the database from an older dump leaves (diverged tenants, orphan namespaces);
-- ``webhooks``: endpoints platform admins register, and delivering events to them in order;
+- ``webhooks``: endpoints platform admins and team owners register, and delivering events to them in order;
 - ``workload``: a team's pods, events and pod logs, read with the team's own identity and bounded.
 """
 

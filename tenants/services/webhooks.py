@@ -1,11 +1,18 @@
-"""Webhooks: platform admins register endpoints; the worker delivers each event to them, in order, with retries.
+"""Webhooks: platform admins register endpoints for every team or for one; team owners manage their own team's;
+the worker delivers each event to them, in order, with retries.
 
 Endpoints are changed only here, each change audited without its secret or its URL's path (a Slack
-webhook's path is a credential): the audit trail shows the URL's origin. Deliveries move only through
-``webhook_deliver``: one attempt at the oldest pending delivery of an endpoint and tenant, under a lock
-for that pair, so a receiver sees one tenant's events in the order they happened; a failed attempt is
-retried with exponential backoff and jitter, and the next delivery of the pair waits until this one is
-delivered or given up. At most ``BERTH_WEBHOOK_MAX_IN_FLIGHT`` attempts run at once in the whole
+webhook's path is a credential): the audit trail shows the URL's origin. Who may change one is decided in
+one place (``_require_manager``): platform admins any endpoint, a team's owners their team's endpoints only.
+Team owners never make a global endpoint, never move one to another team, never allow private addresses
+(a platform admin's call: ``allow_private_network``), and have at most ``BERTH_TEAM_WEBHOOK_LIMIT`` endpoints
+per team. Every URL goes through the same checks (``webhook_endpoint_validate``) whoever saves it, and the
+worker checks its addresses again before each attempt.
+
+Deliveries move only through ``webhook_deliver``: one attempt at the oldest pending delivery of an endpoint
+and tenant, under a lock for that pair, so a receiver sees one tenant's events in the order they happened; a
+failed attempt is retried with exponential backoff and jitter, and the next delivery of the pair waits until
+this one is delivered or given up. At most ``BERTH_WEBHOOK_MAX_IN_FLIGHT`` attempts run at once in the whole
 installation, so slow receivers can never occupy every worker process.
 """
 
@@ -31,7 +38,7 @@ from tenants import audit, dispatch
 from tenants.audit import SYSTEM, AuditContext
 from tenants.models import EventType, Team, User, WebhookDelivery, WebhookEndpoint
 from tenants.sealing import seal, unseal
-from tenants.services.permissions import require_platform_admin
+from tenants.services.permissions import require_owner_or_admin, require_platform_admin
 from tenants.webhooks import outbox, payloads, sender, signing, targets
 from tenants.webhooks.targets import TargetRefused
 
@@ -42,9 +49,18 @@ PAIR_LOCK, SLOT_LOCK = 0x4254_0001, 0x4254_0002
 # A pending delivery due this long ago whose task was lost (broker restart) is sent again by the sweep.
 SWEEP_GRACE = dt.timedelta(seconds=60)
 SUBSCRIBABLE = [e for e in EventType.values if e != EventType.PING]
+PRIVATE_ADMIN_ONLY = "Only platform admins can allow private addresses for a webhook."
 
 
-# --- Endpoints (platform admins) ----------------------------------------------------------------
+# --- Endpoints (platform admins, and team owners for their team's) ------------------------------
+
+
+def _require_manager(*, actor: User, team: Team | None, doing: str) -> None:
+    """Global endpoints are platform admins'; a team's endpoints are also its owners'."""
+    if team is None:
+        require_platform_admin(actor=actor, doing=f"{doing} for every team")
+    else:
+        require_owner_or_admin(actor=actor, team=team, doing=doing)
 
 
 def webhook_endpoint_validate(
@@ -88,6 +104,17 @@ def _snapshot(endpoint: WebhookEndpoint) -> dict[str, Any]:
     }
 
 
+def _check_team_room(*, actor: User, team: Team) -> None:
+    """A team owner adds an endpoint only while the team has fewer than BERTH_TEAM_WEBHOOK_LIMIT; the team row's
+    lock makes two owners adding at once count one after the other. Platform admins are not held to it."""
+    if actor.is_platform_admin:
+        return
+    Team.objects.select_for_update(no_key=True).filter(pk=team.pk).first()
+    limit = settings.BERTH_TEAM_WEBHOOK_LIMIT
+    if WebhookEndpoint.objects.filter(team=team).count() >= limit:
+        raise ValidationError(f"{team.slug} has {limit} webhook endpoints, the most a team may have; remove one first.")
+
+
 @transaction.atomic
 def webhook_endpoint_create(
     *,
@@ -103,10 +130,14 @@ def webhook_endpoint_create(
     ctx: AuditContext = SYSTEM,
 ) -> tuple[WebhookEndpoint, str]:
     """A new endpoint and its signing secret (generated unless given), which is shown only now."""
-    require_platform_admin(actor=actor, doing="register webhooks")
+    _require_manager(actor=actor, team=team, doing="register webhooks")
+    if allow_private_network and not actor.is_platform_admin:
+        raise ValidationError({"allow_private_network": PRIVATE_ADMIN_ONLY})
     origin = webhook_endpoint_validate(
         name=name, url=url, events=events, format=format, allow_private_network=allow_private_network, secret=secret
     )
+    if team is not None:
+        _check_team_room(actor=actor, team=team)
     secret = secret or signing.new_secret()
     endpoint = WebhookEndpoint.objects.create(
         name=name.strip()[:100],
@@ -124,32 +155,54 @@ def webhook_endpoint_create(
     return endpoint, secret
 
 
+def _private_allowance(*, endpoint: WebhookEndpoint, actor: User, asked: bool | None, new_url: bool) -> bool:
+    """Whether the endpoint may reach private addresses after a change. A platform admin decides; anyone else
+    keeps the allowance an admin gave for the stored URL (None: as it is), loses it with a new URL, and may
+    never turn it on."""
+    if actor.is_platform_admin:
+        return endpoint.allow_private_network if asked is None else asked
+    kept = endpoint.allow_private_network and not new_url
+    if asked and not kept:
+        raise ValidationError({"allow_private_network": PRIVATE_ADMIN_ONLY})
+    return kept if asked is None else asked
+
+
 @transaction.atomic
 def webhook_endpoint_update(
     *,
     endpoint: WebhookEndpoint,
     actor: User,
-    name: str,
-    events: list[str],
     team: Team | None,
-    format: str,
-    allow_private_network: bool,
-    is_active: bool,
+    name: str | None = None,
+    events: list[str] | None = None,
+    format: str | None = None,
+    allow_private_network: bool | None = None,
+    is_active: bool | None = None,
     url: str = "",
     ctx: AuditContext = SYSTEM,
 ) -> WebhookEndpoint:
-    """Change an endpoint; ``url`` empty keeps the current one (which is checked again against the allowance)."""
-    require_platform_admin(actor=actor, doing="change webhooks")
+    """Change an endpoint: what is None (``url`` empty) stays as it is; the URL kept is checked again against the
+    allowance. ``team`` is where the endpoint belongs after the change: only platform admins move one."""
+    _require_manager(actor=actor, team=endpoint.team, doing="change webhooks")
+    if team != endpoint.team:
+        if not actor.is_platform_admin:
+            raise ValidationError({"team": "Only platform admins can move a webhook to another team."})
+        _require_manager(actor=actor, team=team, doing="change webhooks")
     before = _snapshot(endpoint)
+    allow_private = _private_allowance(endpoint=endpoint, actor=actor, asked=allow_private_network, new_url=bool(url))
     checked_url = url or unseal(endpoint.url_sealed)
     if checked_url is None:
         raise ValidationError({"url": "The stored URL cannot be opened (the secrets key changed); enter it again."})
+    name = endpoint.name if name is None else name
+    events = list(endpoint.events) if events is None else events
+    format = endpoint.format if format is None else format
     origin = webhook_endpoint_validate(
-        name=name, url=checked_url, events=events, format=format, allow_private_network=allow_private_network
+        name=name, url=checked_url, events=events, format=format, allow_private_network=allow_private
     )
     endpoint.name, endpoint.team, endpoint.format = name.strip()[:100], team, format
     endpoint.events = sorted(set(events))
-    endpoint.allow_private_network, endpoint.is_active = allow_private_network, is_active
+    endpoint.allow_private_network = allow_private
+    endpoint.is_active = endpoint.is_active if is_active is None else is_active
     endpoint.url_origin = origin
     if url:
         endpoint.url_sealed = seal(url)
@@ -166,7 +219,7 @@ def webhook_endpoint_update(
 @transaction.atomic
 def webhook_endpoint_rotate_secret(*, endpoint: WebhookEndpoint, actor: User, ctx: AuditContext = SYSTEM) -> str:
     """A new signing secret, shown only now; deliveries signed from now on use it."""
-    require_platform_admin(actor=actor, doing="rotate webhook secrets")
+    _require_manager(actor=actor, team=endpoint.team, doing="rotate webhook secrets")
     secret = signing.new_secret()
     WebhookEndpoint.objects.filter(pk=endpoint.pk).update(secret_sealed=seal(secret), updated_at=timezone.now())
     audit.record(actor=actor, action="webhook.rotate_secret", obj=endpoint, team=endpoint.team, ctx=ctx)
@@ -176,7 +229,7 @@ def webhook_endpoint_rotate_secret(*, endpoint: WebhookEndpoint, actor: User, ct
 @transaction.atomic
 def webhook_endpoint_delete(*, endpoint: WebhookEndpoint, actor: User, ctx: AuditContext = SYSTEM) -> None:
     """Remove an endpoint and its delivery log (disable it instead to keep the log)."""
-    require_platform_admin(actor=actor, doing="delete webhooks")
+    _require_manager(actor=actor, team=endpoint.team, doing="delete webhooks")
     audit.record(
         actor=actor, action="webhook.delete", obj=endpoint, team=endpoint.team, before=_snapshot(endpoint), ctx=ctx
     )
@@ -186,7 +239,7 @@ def webhook_endpoint_delete(*, endpoint: WebhookEndpoint, actor: User, ctx: Audi
 @transaction.atomic
 def webhook_endpoint_test(*, endpoint: WebhookEndpoint, actor: User, ctx: AuditContext = SYSTEM) -> WebhookDelivery:
     """Send a ``ping`` event to one endpoint, to check the URL, the secret and the receiver."""
-    require_platform_admin(actor=actor, doing="send test webhooks")
+    _require_manager(actor=actor, team=endpoint.team, doing="send test webhooks")
     event = payloads.Event(
         type=EventType.PING,
         team=endpoint.team,

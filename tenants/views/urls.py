@@ -13,6 +13,7 @@ from tenants.views import (
     request_pages,
     rightsizing_pages,
     sleep_pages,
+    team_webhook_pages,
     tenant_pages,
     token_pages,
     transfer_pages,
@@ -73,4 +74,17 @@ urlpatterns = [
     path("tokens/", token_pages.tokens, name="tokens"),
     path("tokens/<int:pk>/revoke/", token_pages.token_revoke, name="token-revoke"),
     path("teams/<slug:slug>/", costs.team_detail, name="team-detail"),
+    path("teams/<slug:slug>/webhooks/", team_webhook_pages.team_webhook_add, name="team-webhook-add"),
+    path("teams/<slug:slug>/webhooks/<int:pk>/", team_webhook_pages.team_webhook_edit, name="team-webhook-edit"),
+    path(
+        "teams/<slug:slug>/webhooks/<int:pk>/delete/",
+        team_webhook_pages.team_webhook_delete,
+        name="team-webhook-delete",
+    ),
+    path(
+        "teams/<slug:slug>/webhooks/<int:pk>/rotate/",
+        team_webhook_pages.team_webhook_rotate,
+        name="team-webhook-rotate",
+    ),
+    path("teams/<slug:slug>/webhooks/<int:pk>/test/", team_webhook_pages.team_webhook_test, name="team-webhook-test"),
 ]

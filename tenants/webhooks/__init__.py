@@ -1,4 +1,4 @@
-"""Outbound webhooks: signed events for the endpoints platform admins register.
+"""Outbound webhooks: signed events for the endpoints platform admins and team owners register.
 
 - ``payloads``: what an event says, as Berth's versioned JSON or as a Slack message;
 - ``signing``: Standard Webhooks signatures (HMAC-SHA256 over id, timestamp and body);

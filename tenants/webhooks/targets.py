@@ -56,7 +56,10 @@ def parse(url: str) -> Target:
         raise TargetRefused(f"A webhook URL has at most {MAX_URL_LENGTH} characters.")
     if any(ord(ch) <= 0x20 or ord(ch) == 0x7F for ch in url):
         raise TargetRefused("A webhook URL cannot contain spaces or control characters.")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)  # ValueError for brackets that hold no IPv6 address: http://[::1/, http://[zz]/
+    except ValueError:
+        raise TargetRefused("The host of this URL is not valid.") from None
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
         raise TargetRefused("A webhook URL starts with https:// (or http://).")

@@ -65,6 +65,7 @@ def test_an_admin_can_give_the_receivers_own_secret(admin_client, receiver):
         ({"url": "http://127.0.0.2:8080/"}, "url", "loopback"),
         ({"url": "gopher://127.0.0.1:6379/"}, "url", "https://"),
         ({"url": "https://a:b@hooks.example.test/"}, "url", "password"),
+        ({"url": "http://[::1/"}, "url", "not valid"),  # urlsplit's ValueError, not a 500
         ({"url": ""}, "url", "required"),
         ({"events": []}, "events", "required"),
         ({"events": ["tenant.exploded"]}, "events", "valid choice"),
