@@ -31,6 +31,7 @@ from tenants.models import (
     OrphanNamespace,
     Team,
     Tenant,
+    TenantAlert,
     TenantRequest,
     TenantStatus,
     Tier,
@@ -328,3 +329,21 @@ def tenants_expired(*, now) -> QuerySet[Tenant]:
     return Tenant.objects.filter(
         status__in=[TenantStatus.READY, TenantStatus.FAILED], expires_at__lt=now
     ).select_related("team", "tier", "cluster")
+
+
+# At most this many alerts of each kind on a tenant's page and in its API.
+ALERTS_FIRING_SHOWN = 100
+ALERTS_RESOLVED_SHOWN = 20
+
+
+def tenant_alerts(*, tenant: Tenant) -> dict[str, list[TenantAlert]]:
+    """A tenant's firing alerts (newest first) and its most recently resolved ones; the caller already may see it."""
+    rows = TenantAlert.objects.filter(tenant=tenant)
+    return {
+        "firing": list(
+            rows.filter(status=TenantAlert.Status.FIRING).order_by("-starts_at", "-id")[:ALERTS_FIRING_SHOWN]
+        ),
+        "resolved": list(
+            rows.filter(status=TenantAlert.Status.RESOLVED).order_by("-ends_at", "-id")[:ALERTS_RESOLVED_SHOWN]
+        ),
+    }

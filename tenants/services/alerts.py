@@ -27,6 +27,7 @@ from tenants.audit import SYSTEM, AuditContext
 from tenants.models import Tenant, TenantAlert, TenantStatus
 
 ACTOR_NAME = "alertmanager"
+CLUSTER_LABEL = "berth_cluster"
 # Where an alert's namespace can belong to a tenant: a deleted tenant's namespace may be anyone's next.
 _ALERTABLE = (TenantStatus.READY, TenantStatus.PROVISIONING, TenantStatus.FAILED, TenantStatus.DECOMMISSIONING)
 Status = TenantAlert.Status
@@ -35,7 +36,7 @@ Status = TenantAlert.Status
 @dataclass(frozen=True)
 class Received:
     """What one webhook post did, by outcome: ``fired``, ``resolved``, ``suppressed``, ``repeated``,
-    ``unknown_namespace`` (no tenant of Berth's, or more than one cluster's and no ``cluster`` label to tell)."""
+    ``unknown_namespace`` (no tenant of Berth's, or more than one cluster's and no ``berth_cluster`` label to tell)."""
 
     counts: dict[str, int]
 
@@ -71,11 +72,13 @@ def _tenants_by_namespace(namespaces: set[str]) -> dict[str, list[Tenant]]:
 
 
 def _tenant_of(alert: Alert, tenants: dict[str, list[Tenant]]) -> Tenant | None:
-    """The one tenant the alert's namespace names; a ``cluster`` label (a Prometheus external label) picks among
-    clusters that reuse a namespace name, and without it such an alert belongs to no one."""
+    """The one tenant the alert's namespace names. A ``berth_cluster`` label (an external label of each cluster's
+    Prometheus, naming the cluster as Berth does) picks among clusters that reuse a namespace name; without it
+    such an alert belongs to no one, and with a name that is not the tenant's cluster neither. (Not ``cluster``:
+    external labels by that name often name clusters otherwise.)"""
     candidates = tenants.get(alert.namespace, [])
-    if "cluster" in alert.labels:
-        candidates = [t for t in candidates if t.cluster.name == alert.labels["cluster"]]
+    if CLUSTER_LABEL in alert.labels:
+        candidates = [t for t in candidates if t.cluster.name == alert.labels[CLUSTER_LABEL]]
     return candidates[0] if len(candidates) == 1 else None
 
 

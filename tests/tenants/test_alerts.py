@@ -200,3 +200,68 @@ def test_the_receiver_is_404_until_a_token_is_set(client, settings):
     settings.BERTH_ALERTMANAGER_TOKEN = ""
     answer = client.post(URL, data="{}", content_type="application/json", HTTP_AUTHORIZATION="Bearer ")
     assert answer.status_code == 404
+
+
+# --- Reading them: the API and the tenant page ------------------------------------------------------------------
+
+
+def _fired_and_resolved(post, tenant_name: str) -> None:
+    post(webhook(alert(tenant_name, fingerprint="aa", pod="web-1")))
+    post(webhook(alert(tenant_name, fingerprint="bb", pod="web-2")))
+    post(webhook(alert(tenant_name, fingerprint="bb", status="resolved", pod="web-2")))
+
+
+def test_the_api_lists_firing_and_resolved_alerts_exactly(post, ready_tenant_row, alice, api_token, client):
+    tenant = ready_tenant_row("team-a-web")
+    _fired_and_resolved(post, "team-a-web")
+    answer = client.get(f"/api/v1/tenants/{tenant.pk}/alerts/", HTTP_AUTHORIZATION=f"Token {api_token(alice)}")
+    assert answer.status_code == 200, answer.content
+    body = answer.json()
+    firing = TenantAlert.objects.get(fingerprint="aa")
+    assert body["firing"] == [
+        {
+            "id": firing.pk,
+            "name": "BerthTenantCrashLooping",
+            "status": "firing",
+            "severity": "warning",
+            "summary": "A container restarts over and over in team-a-web.",
+            "labels": {
+                "alertname": "BerthTenantCrashLooping",
+                "namespace": "team-a-web",
+                "severity": "warning",
+                "pod": "web-1",
+            },
+            "starts_at": "2026-11-28T21:00:00.123456Z",
+            "ends_at": None,
+            "notified": True,
+            "suppressed_reason": "",
+        }
+    ]
+    assert [(a["status"], a["labels"]["pod"], a["ends_at"]) for a in body["resolved"]] == [
+        ("resolved", "web-2", "2026-11-28T21:30:00Z")
+    ]
+
+
+def test_bob_cannot_see_alices_tenants_alerts(post, ready_tenant_row, bob, api_token, client):
+    tenant = ready_tenant_row("team-a-web")
+    _fired_and_resolved(post, "team-a-web")
+    answer = client.get(f"/api/v1/tenants/{tenant.pk}/alerts/", HTTP_AUTHORIZATION=f"Token {api_token(bob)}")
+    assert answer.status_code == 404
+
+
+def test_the_tenant_page_shows_firing_and_recent_alerts_or_says_there_are_none(
+    post, ready_tenant_row, alice, client, django_assert_max_num_queries
+):
+    tenant = ready_tenant_row("team-a-web")
+    client.force_login(alice)
+    empty = client.get(f"/tenants/{tenant.pk}/").content.decode()
+    assert "No alert is firing." in empty
+    _fired_and_resolved(post, "team-a-web")
+    page = client.get(f"/tenants/{tenant.pk}/").content.decode()
+    assert "No alert is firing." not in page
+    assert "A container restarts over and over in team-a-web." in page
+    assert "firing since" in page and "Recently resolved" in page
+    for _ in range(3):  # more alerts, no more queries
+        post(webhook(alert("team-a-web", fingerprint=f"c{_}")))
+    with django_assert_max_num_queries(40):
+        client.get(f"/tenants/{tenant.pk}/")
