@@ -24,6 +24,7 @@ from django.utils import timezone
 from tenants import audit, notifications
 from tenants.alerts import Alert
 from tenants.audit import SYSTEM, AuditContext
+from tenants.errors import InvalidTransition
 from tenants.models import Tenant, TenantAlert, TenantStatus
 
 ACTOR_NAME = "alertmanager"
@@ -104,6 +105,9 @@ def alert_record(*, tenant: Tenant, alert: Alert, ctx: AuditContext = SYSTEM) ->
 def _row(*, tenant: Tenant, alert: Alert) -> tuple[TenantAlert, bool]:
     """The alert's row, locked; made (with nothing told yet) when this is the first post about it."""
     key = {"tenant": tenant, "fingerprint": alert.fingerprint, "starts_at": alert.starts_at}
+    existing = TenantAlert.objects.select_for_update(no_key=True).filter(**key).first()
+    if existing is not None:  # the common case: Alertmanager repeats what it sent
+        return existing, False
     try:
         with transaction.atomic():
             row = TenantAlert.objects.create(
@@ -115,7 +119,7 @@ def _row(*, tenant: Tenant, alert: Alert) -> tuple[TenantAlert, bool]:
                 status=Status.FIRING,
             )
         return row, True
-    except IntegrityError:  # a concurrent post (Alertmanager's retry) made it first
+    except IntegrityError:  # a concurrent post (Alertmanager's retry, its HA peer) made it first
         return TenantAlert.objects.select_for_update(no_key=True).get(**key), False
 
 
@@ -138,7 +142,9 @@ def _transition(
         fields["ends_at"] = ends_at or now
     if tell:
         fields["notified_at"] = now
-    TenantAlert.objects.filter(pk=row.pk).update(**fields, updated_at=now)
+    updated = TenantAlert.objects.filter(pk=row.pk, status=row.status).update(**fields, updated_at=now)
+    if updated != 1:  # the row is locked, so only a bug gets here
+        raise InvalidTransition(f"Alert {row.pk} is no longer {row.status}.")
     row.refresh_from_db()
     audit.record(
         actor=None,
