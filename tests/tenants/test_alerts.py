@@ -265,3 +265,12 @@ def test_the_tenant_page_shows_firing_and_recent_alerts_or_says_there_are_none(
         post(webhook(alert("team-a-web", fingerprint=f"c{_}")))
     with django_assert_max_num_queries(40):
         client.get(f"/tenants/{tenant.pk}/")
+
+
+def test_platform_admins_read_alerts_in_the_admin_and_cannot_edit_them(post, ready_tenant_row, dave, client):
+    ready_tenant_row("team-a-web")
+    post(webhook(alert("team-a-web")))
+    client.force_login(dave)
+    listing = client.get("/admin/tenants/tenantalert/")
+    assert listing.status_code == 200 and "BerthTenantCrashLooping" in listing.content.decode()
+    assert client.get("/admin/tenants/tenantalert/add/").status_code == 403
