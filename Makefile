@@ -58,6 +58,7 @@ devcluster:
 	@./devcluster/build.sh promtool >/dev/null
 	@./devcluster/build.sh prometheus >/dev/null
 	@./devcluster/build.sh prom-label-proxy >/dev/null
+	@./devcluster/build.sh alertmanager >/dev/null
 	@./devcluster/build.sh metrics-server >/dev/null
 	@./devcluster/build.sh crds >/dev/null
 	@./devcluster/build.sh coredns >/dev/null

@@ -7,6 +7,7 @@
 #   build.sh promtool       promtool, which tests the chart's alert rules           (gobuild-prometheus/)
 #   build.sh prometheus     Prometheus, which scrapes the dev nodes' kubelets and Berth  (gobuild-prometheus/)
 #   build.sh prom-label-proxy  prom-label-proxy, which holds a query to one namespace  (gobuild-prom-label-proxy/)
+#   build.sh alertmanager   Alertmanager, which routes the tenant alerts Prometheus fires to Berth  (gobuild-alertmanager/)
 #   build.sh metrics-server  metrics-server, which serves `kubectl top` (metrics.k8s.io)  (gobuild-metrics-server/)
 #   build.sh crds           the CRDs of the chart's optional monitoring objects (PrometheusRule, ServiceMonitor)
 #   build.sh coredns        coredns, the cluster DNS, with only the plugins a cluster needs  (gobuild-coredns/)
@@ -177,6 +178,34 @@ build_prom_label_proxy() {
     github.com/prometheus-community/prom-label-proxy
 }
 
+build_alertmanager() {
+  # As Alertmanager's release build (promu) builds cmd/alertmanager: its own go.mod and go.sum (its pins, among
+  # them automemlimit, differ from Prometheus's), CGO off, the version stamps of prometheus/common. The module
+  # proxy's copy has no web UI (ui/app/dist is built with npm and not in the module), which the binary embeds:
+  # a placeholder page stands in for it; the API Prometheus posts alerts to is whole.
+  local version want out src dir ui
+  version="$(pinned gobuild-alertmanager github.com/prometheus/alertmanager)"
+  want="$(inputs_hash gobuild-alertmanager)"
+  out="$cache/devcluster/alertmanager-$version-${want:0:12}/bin"
+  if ! fresh "$out" "$want"; then
+    require_go
+    src="$cache/devcluster/alertmanager-$version-${want:0:12}/src"
+    rm -rf "$src"
+    mkdir -p "$(dirname "$src")"
+    dir="$(module_dir "github.com/prometheus/alertmanager@$version")"
+    cp -R "$dir" "$src"
+    chmod -R u+w "$src"
+    for ui in elm mantine; do
+      mkdir -p "$src/ui/app/dist/$ui"
+      echo "<!doctype html><title>Alertmanager</title><p>No web UI in this build (Berth's dev cluster)." \
+        > "$src/ui/app/dist/$ui/index.html"
+    done
+    compile "$out" "$want" alertmanager "$version" go_in "$src" build -trimpath \
+      -ldflags "$(prometheus_ldflags "${version#v}")" -o "$out/alertmanager" ./cmd/alertmanager
+  fi
+  echo "$out"
+}
+
 build_metrics_server() {
   # As metrics-server's Makefile builds it (CGO off, -trimpath), with its version stamps on client-go's version
   # package (what `metrics-server --version` and its User-Agent show); stripped like the other tools.
@@ -285,6 +314,7 @@ case "$target" in
   promtool) build_promtool ;;
   prometheus) build_prometheus ;;
   prom-label-proxy) build_prom_label_proxy ;;
+  alertmanager) build_alertmanager ;;
   metrics-server) build_metrics_server ;;
   crds) build_crds ;;
   coredns) build_coredns ;;
@@ -293,5 +323,5 @@ case "$target" in
   e2e) build_e2e ;;
   vcluster) build_vcluster ;;
   kine) build_kine ;;
-  *) echo "usage: $0 [kubernetes|helm|promtool|prometheus|prom-label-proxy|metrics-server|crds|coredns|local-path|netpol|e2e|vcluster|kine]" >&2; exit 2 ;;
+  *) echo "usage: $0 [kubernetes|helm|promtool|prometheus|prom-label-proxy|alertmanager|metrics-server|crds|coredns|local-path|netpol|e2e|vcluster|kine]" >&2; exit 2 ;;
 esac

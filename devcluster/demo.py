@@ -170,6 +170,8 @@ def _start_monitoring(stack: ExitStack, plane: ControlPlane) -> dict[str, str]:
         "BERTH_PROMETHEUS": json.dumps({PROMETHEUS_NAME: f"http://127.0.0.1:{port}"}),
         # What Prometheus shows to read the portal's /metrics: made per run, never logged.
         "BERTH_METRICS_TOKEN": secrets.token_urlsafe(32),
+        # What Alertmanager shows to post tenant alerts to the portal (/hooks/alertmanager/).
+        "BERTH_ALERTMANAGER_TOKEN": secrets.token_urlsafe(32),
     }
 
 
@@ -294,6 +296,10 @@ def main() -> int:
         if plane.prometheus:
             plane.prometheus.set_targets("berth-worker", worker_targets)
             plane.prometheus.set_targets("berth-web", [f"127.0.0.1:{WEB_PORT}"], token=env["BERTH_METRICS_TOKEN"])
+        if plane.alertmanager:
+            plane.alertmanager.route_to(
+                f"http://127.0.0.1:{WEB_PORT}/hooks/alertmanager/", token=env["BERTH_ALERTMANAGER_TOKEN"]
+            )
         monitoring = "not without nodes"
         if plane.prometheus:
             proxy = json.loads(env["BERTH_PROMETHEUS"])[PROMETHEUS_NAME]
@@ -301,6 +307,11 @@ def main() -> int:
                 f"{plane.prometheus.url} (every kubelet, the portal and the workers; unscoped, for the platform "
                 f"team).\n                Teams query their own through prom-label-proxy ({proxy}) as "
                 f"http://127.0.0.1:{WEB_PORT}/api/v1/tenants/<id>/prometheus"
+            )
+        if plane.alertmanager:
+            monitoring += (
+                f"\n                Alertmanager {plane.alertmanager.url} sends tenant alerts (quota nearly full, "
+                f"crash loops, OOM kills) to http://127.0.0.1:{WEB_PORT}/hooks/alertmanager/"
             )
         mode = (
             "Debug on (BERTH_DEMO_DEBUG): Django's debug pages, runserver."

@@ -38,6 +38,7 @@ from types import FrameType, TracebackType
 
 from devcluster import addons, metrics_server
 from devcluster import prometheus as dev_prometheus
+from devcluster.alertmanager import Alertmanager
 from devcluster.images import CLUSTER_IMAGES, VCLUSTER_IMAGES, ImageSpec, build_archives
 from devcluster.kubeconfig import kubeconfig, write_kubeconfig, write_private
 from devcluster.loadbalancer import LoadBalancer
@@ -60,6 +61,7 @@ TARGETS: dict[str, tuple[tuple[str, ...], str]] = {
     "vcluster": (("vcluster",), "BERTH_DEVCLUSTER_VCLUSTER_BIN"),
     "kine": (("kine",), "BERTH_DEVCLUSTER_KINE_BIN"),
     "prometheus": (("prometheus",), "BERTH_DEVCLUSTER_PROMETHEUS_BIN"),
+    "alertmanager": (("alertmanager",), "BERTH_DEVCLUSTER_ALERTMANAGER_BIN"),
     "prom-label-proxy": (("prom-label-proxy",), "BERTH_DEVCLUSTER_PROM_LABEL_PROXY_BIN"),
     "metrics-server": (("metrics-server",), "BERTH_DEVCLUSTER_METRICS_SERVER_BIN"),
 }
@@ -244,8 +246,10 @@ class ControlPlane:
         self.network: ClusterNetwork | None = None
         self.load_balancer: LoadBalancer | None = None
         self._with_prometheus = prometheus
-        # With prometheus=True: the real server (devcluster/prometheus.py), scraping every kubelet.
+        # With prometheus=True: the real server (devcluster/prometheus.py), scraping every kubelet, and the
+        # Alertmanager its tenant alerts go to (devcluster/alertmanager.py).
         self.prometheus: dev_prometheus.Prometheus | None = None
+        self.alertmanager: Alertmanager | None = None
         self._extra_images = tuple(extra_images)  # imported into every node beside the cluster's own
         self.ca = ca or CertificateAuthority(f"{name}-ca")
         # Separate on purpose: whoever holds a cert from the request-header CA may
@@ -390,6 +394,9 @@ class ControlPlane:
         if self.prometheus is not None:
             self.prometheus.stop()
             self.prometheus = None
+        if self.alertmanager is not None:
+            self.alertmanager.stop()
+            self.alertmanager = None
         if self.load_balancer is not None:
             self.load_balancer.stop()
             self.load_balancer = None
@@ -620,11 +627,16 @@ class ControlPlane:
         client = dev_prometheus.ClientFiles(
             self.ca_file, self._pki_path("prometheus.crt"), self._pki_path("prometheus.key")
         )
+        self.alertmanager = Alertmanager(self._dir / "alertmanager", find_bin_dir("alertmanager"), port=free_port())
+        self.alertmanager.start(watched=watched)
         self.prometheus = dev_prometheus.Prometheus(
             self._dir / "prometheus", find_bin_dir("prometheus"), client, port=free_port()
         )
         self.prometheus.start(
-            [(node.name, node.node_ip) for node in self.nodes], kubelet_port=KUBELET_PORT, watched=watched
+            [(node.name, node.node_ip) for node in self.nodes],
+            kubelet_port=KUBELET_PORT,
+            watched=watched,
+            alertmanager=self.alertmanager.address,
         )
 
     def _node_kubeconfig(self, user: str, pair: tuple[str, str]) -> dict:
@@ -943,7 +955,9 @@ def main(argv: list[str] | None = None) -> int:
         "--nodes", type=int, default=0, help="real nodes to start: 1 (shared pool) or 2 (and the dedicated pool)"
     )
     parser.add_argument(
-        "--prometheus", action="store_true", help="also run Prometheus, scraping every node (needs --nodes)"
+        "--prometheus",
+        action="store_true",
+        help="also run Prometheus, scraping every node, and Alertmanager for its alerts (needs --nodes)",
     )
     parser.add_argument(
         "--vcluster", action="store_true", help="also give the nodes vcluster's images (devcluster/images.py)"
@@ -976,6 +990,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"data dir:   {control_plane.data_dir}")
             if control_plane.prometheus is not None:
                 print(f"Prometheus: {control_plane.prometheus.url}")
+            if control_plane.alertmanager is not None:
+                print(f"Alertmanager: {control_plane.alertmanager.url}")
             print(f"export KUBECONFIG={kubeconfig_path}", flush=True)
             while (failure := control_plane.failed_component()) is None:
                 time.sleep(1)

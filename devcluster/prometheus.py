@@ -14,6 +14,9 @@ Jobs, as a kubeadm cluster's Prometheus scrapes them (kube-prometheus' ServiceMo
 - ``synthetic``: empty unless a benchmark names targets (bench/metrics.py serves many tenants' worth of
   kubelet-like series); their own labels are kept, as the kubelet jobs keep theirs.
 
+With an Alertmanager (devcluster/alertmanager.py) it evaluates the alert rules about tenants' workloads
+(tenants/alert_rules.py, the chart's defaults unless ``set_rules`` gives others) and sends what fires there.
+
 It listens on 127.0.0.1 on a free port with its own data directory, and it is one Component: stopped with the
 rest of the control plane.
 """
@@ -30,6 +33,7 @@ from pathlib import Path
 
 from devcluster.kubeconfig import write_private
 from devcluster.process import Component, wait_until
+from tenants.alert_rules import rule_group
 
 USER = "berth-dev-prometheus"
 CLUSTER_ROLE = "berth:dev-prometheus"
@@ -39,6 +43,7 @@ QUERY_TIMEOUT = "20s"
 QUERY_MAX_SAMPLES = 5_000_000
 RETENTION = "8d"  # the tenant page's longest graph (7 days), and a little
 FILE_SD_JOBS = ("berth-web", "berth-worker", "synthetic")
+RULES_FILE = "rules.yml"
 KUBELET_PATHS = {"kubelet": "/metrics", "cadvisor": "/metrics/cadvisor", "resource": "/metrics/resource"}
 
 
@@ -70,8 +75,16 @@ class ClientFiles:
     key_file: Path
 
 
-def config(*, nodes: Iterable[tuple[str, str]], kubelet_port: int, client: ClientFiles, directory: Path) -> dict:
-    """prometheus.yml: the kubelet jobs for these (name, address) nodes, and the file_sd jobs for Berth."""
+def config(
+    *,
+    nodes: Iterable[tuple[str, str]],
+    kubelet_port: int,
+    client: ClientFiles,
+    directory: Path,
+    alertmanager: str | None = None,
+) -> dict:
+    """prometheus.yml: the kubelet jobs for these (name, address) nodes, the file_sd jobs for Berth, and with an
+    ``alertmanager`` (host:port) the rules file and where its alerts go."""
     nodes = list(nodes)
     tls = {"ca_file": str(client.ca_file), "cert_file": str(client.cert_file), "key_file": str(client.key_file)}
     jobs: list[dict] = []
@@ -96,10 +109,14 @@ def config(*, nodes: Iterable[tuple[str, str]], kubelet_port: int, client: Clien
         if job == "synthetic":
             entry["honor_labels"] = True
         jobs.append(entry)
-    return {
+    document: dict = {
         "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
         "scrape_configs": jobs,
     }
+    if alertmanager is not None:
+        document["rule_files"] = [str(directory / RULES_FILE)]
+        document["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
+    return document
 
 
 def label_proxy(
@@ -161,14 +178,27 @@ class Prometheus:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, nodes: Iterable[tuple[str, str]], *, kubelet_port: int, watched: list[Component]) -> Component:
+    def start(
+        self,
+        nodes: Iterable[tuple[str, str]],
+        *,
+        kubelet_port: int,
+        watched: list[Component],
+        alertmanager: str | None = None,
+    ) -> Component:
         self.directory.mkdir(parents=True, exist_ok=True)
         for job in FILE_SD_JOBS:
             self.set_targets(job, [])
         write_private(self.directory / "berth-web.token", "unset\n")
-        (self.directory / "prometheus.yml").write_text(
-            json.dumps(config(nodes=nodes, kubelet_port=kubelet_port, client=self.client, directory=self.directory))
+        self._write_rules([rule_group()])
+        document = config(
+            nodes=nodes,
+            kubelet_port=kubelet_port,
+            client=self.client,
+            directory=self.directory,
+            alertmanager=alertmanager,
         )
+        (self.directory / "prometheus.yml").write_text(json.dumps(document))
         self.component = Component(
             "prometheus",
             [
@@ -206,6 +236,24 @@ class Prometheus:
         path = self.directory / f"{job}.json"
         path.with_suffix(".tmp").write_text(json.dumps(groups))
         path.with_suffix(".tmp").replace(path)  # whole or not at all: Prometheus may read it at any moment
+
+    def set_rules(self, groups: list[dict]) -> None:
+        """Evaluate these rule groups instead (tests give short thresholds); applied at once (``/-/reload``)."""
+        self._write_rules(groups)
+        request = urllib.request.Request(f"{self.url}/-/reload", method="POST")
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            if answer.status != 200:
+                raise RuntimeError(f"Prometheus refused the rules ({answer.status}); see its log")
+
+    def rules(self) -> list[dict]:
+        """The rule groups Prometheus evaluates, with each rule's state (its API)."""
+        with urllib.request.urlopen(f"{self.url}/api/v1/rules", timeout=10) as answer:
+            return json.load(answer)["data"]["groups"]
+
+    def _write_rules(self, groups: list[dict]) -> None:
+        path = self.directory / RULES_FILE
+        path.with_suffix(".tmp").write_text(json.dumps({"groups": groups}))  # JSON is YAML
+        path.with_suffix(".tmp").replace(path)
 
     def query(self, promql: str) -> list[dict]:
         """An instant query's result vector, unscoped: for tests and the launcher, never for a tenant."""

@@ -369,6 +369,9 @@ BERTH_TEAM_WEBHOOK_LIMIT = env.int("BERTH_TEAM_WEBHOOK_LIMIT", default=10)
 # --- Metrics ----------------------------------------------------------------
 # GET /metrics on the web port answers Prometheus with this bearer token; unset (the default), /metrics is 404.
 BERTH_METRICS_TOKEN = secret("BERTH_METRICS_TOKEN", required=False)
+# Alertmanager posts tenant alerts to POST /hooks/alertmanager/ with this bearer token (docs/monitoring.md);
+# unset (the default), the receiver is 404.
+BERTH_ALERTMANAGER_TOKEN = secret("BERTH_ALERTMANAGER_TOKEN", required=False)
 # The Celery worker's own exporter (its tasks' counters and histograms): a port of the worker's main process,
 # 0 = off. Prefork children share their numbers through PROMETHEUS_MULTIPROC_DIR, which it then requires.
 BERTH_WORKER_METRICS_PORT = env.int("BERTH_WORKER_METRICS_PORT", default=0)

@@ -24,6 +24,7 @@ from tenants.models import (
     Membership,
     Team,
     Tenant,
+    TenantAlert,
     TenantRequest,
     Tier,
     User,
@@ -223,6 +224,16 @@ class TenantAdmin(ReadOnlyAdmin):
     list_display = ["name", "namespace", "team", "tier", "cluster", "status", "expires_at"]
     list_filter = ["status", "cluster", "tier"]
     search_fields = ["name", "namespace"]
+
+
+@admin.register(TenantAlert)
+class TenantAlertAdmin(ReadOnlyAdmin):
+    """Alerts Alertmanager sent (tenants.services.alerts); the platform team reads them across tenants here."""
+
+    list_display = ["starts_at", "name", "tenant", "status", "severity", "notified_at", "suppressed_reason"]
+    list_filter = ["status", "name", "severity"]
+    list_select_related = ["tenant"]
+    search_fields = ["name", "tenant__name", "tenant__namespace", "fingerprint"]
 
 
 @admin.register(TenantRequest)

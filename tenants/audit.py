@@ -133,6 +133,8 @@ ACTION_LABELS = {
     "request.cancel": "Request cancelled",
     "request.reject": "Request rejected",
     "request.submit": "Request submitted",
+    "tenant.alert_firing": "Alert fired",
+    "tenant.alert_resolved": "Alert resolved",
     "tenant.approve": "Tenant approved",
     "tenant.cancel": "Tenant cancelled",
     "tenant.change_tier": "Tier changed",

@@ -97,7 +97,13 @@ def _project_secrets() -> list[str]:
 
         if not settings.configured:
             return []
-        names = ("SECRET_KEY", "BERTH_SECRETS_KEY", "OIDC_RP_CLIENT_SECRET", "BERTH_METRICS_TOKEN")
+        names = (
+            "SECRET_KEY",
+            "BERTH_SECRETS_KEY",
+            "OIDC_RP_CLIENT_SECRET",
+            "BERTH_METRICS_TOKEN",
+            "BERTH_ALERTMANAGER_TOKEN",
+        )
         values = [str(getattr(settings, name, "") or "") for name in names]
     except Exception:  # settings that cannot load must not stop a log line
         return []

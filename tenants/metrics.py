@@ -70,6 +70,12 @@ KUBECONFIGS_ISSUED = Counter(
 )
 API_ERRORS = Counter("berth_api_errors", "API answers with a 4xx or 5xx status.", ["status"])
 HTTP_REQUESTS = Counter("berth_http_requests", "Requests the portal answered (pages and API), by status.", ["status"])
+ALERTS_RECEIVED = Counter(
+    "berth_alerts_received",
+    "Alerts Alertmanager posted to Berth, by outcome: fired, resolved, suppressed (the tenant slept or was not "
+    "ready), repeated, unknown_namespace (no tenant's), refused (a post that was not a valid webhook).",
+    ["outcome"],
+)
 CELERY_TASKS = Counter("berth_celery_tasks", "Celery task runs by how they ended.", ["task", "state"])
 CELERY_TASK_DURATION = Histogram(
     "berth_celery_task_duration_seconds", "Duration of Celery task runs.", ["task", "state"], buckets=_TASK_BUCKETS
@@ -120,6 +126,10 @@ def request_answered(*, path: str, status: int) -> None:
     HTTP_REQUESTS.labels(str(status)).inc()
     if path.startswith("/api/") and status >= 400:
         API_ERRORS.labels(str(status)).inc()
+
+
+def alerts_received(*, outcome: str, count: int) -> None:
+    ALERTS_RECEIVED.labels(outcome).inc(count)
 
 
 def celery_task_finished(*, task: str, state: str, seconds: float) -> None:
@@ -275,6 +285,7 @@ EVENT_METRICS = (
     KUBECONFIGS_ISSUED,
     API_ERRORS,
     HTTP_REQUESTS,
+    ALERTS_RECEIVED,
     CELERY_TASKS,
     CELERY_TASK_DURATION,
 )

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.urls import reverse
 
 from tenants import selectors
-from tenants.models import EventType, Team, Tenant, TenantRequest, WebhookEndpoint
+from tenants.models import EventType, Team, Tenant, TenantAlert, TenantRequest, WebhookEndpoint
 from tenants.webhooks import outbox
 from tenants.webhooks.payloads import Event
 
@@ -328,6 +328,48 @@ def tenant_woke(tenant: Tenant, *, reason: str, actor: Any) -> None:
             f"{tenant.name} is waking up",
             f"Tenant {tenant.name} on {tenant.cluster.name} was woken {why}: its workloads are restored as they were "
             f"before it slept.\n{_url('tenant-detail', tenant.pk)}\n",
+            selectors.team_emails(team=tenant.team),
+        ),
+    )
+
+
+# --- Alerts (tenants.services.alerts) ---------------------------------------------------------
+
+
+def tenant_alert(tenant: Tenant, alert: TenantAlert) -> None:
+    """An alert about the tenant's workloads fired or resolved: its team hears of it, once per transition."""
+    firing = alert.status == TenantAlert.Status.FIRING
+    what = "fires" if firing else "resolved"
+    about = ", ".join(f"{key}={alert.labels[key]}" for key in ("pod", "container", "resource") if key in alert.labels)
+    summary = f"{alert.name} {what} on {tenant.name} ({tenant.team.slug})" + (
+        f": {alert.summary}" if alert.summary else ""
+    )
+    event = _tenant_event(
+        tenant,
+        EventType.TENANT_ALERT_FIRING if firing else EventType.TENANT_ALERT_RESOLVED,
+        summary,
+        alert={
+            "name": alert.name,
+            "status": alert.status,
+            "severity": alert.severity,
+            "summary": alert.summary,
+            "fingerprint": alert.fingerprint,
+            "starts_at": alert.starts_at.isoformat(),
+            "ends_at": alert.ends_at.isoformat() if alert.ends_at else None,
+            "labels": alert.labels,
+        },
+    )
+    event = replace(event, details={**event.details, "Alert": alert.name, "About": about or "-"})
+    _publish(
+        event,
+        Mail(
+            f"{alert.name} {what} on {tenant.name}",
+            f"Alert {alert.name} ({alert.severity or 'no severity'}) {what} on tenant {tenant.name} on "
+            f"{tenant.cluster.name}.\n{alert.summary or ''}\n"
+            + (f"About: {about}\n" if about else "")
+            + f"Since: {alert.starts_at:%Y-%m-%d %H:%M} UTC\n"
+            + (f"Until: {alert.ends_at:%Y-%m-%d %H:%M} UTC\n" if alert.ends_at and not firing else "")
+            + f"\n{_url('tenant-detail', tenant.pk)}\n",
             selectors.team_emails(team=tenant.team),
         ),
     )

@@ -31,6 +31,7 @@ from tenants.models import (
     OrphanNamespace,
     Team,
     Tenant,
+    TenantAlert,
     TenantRequest,
     TenantStatus,
     Tier,
@@ -358,3 +359,21 @@ def webhook_endpoints_of(*, team: Team) -> QuerySet[WebhookEndpoint]:
 def webhook_deliveries_of(*, endpoint: WebhookEndpoint) -> QuerySet[WebhookDelivery]:
     """An endpoint's deliveries, newest first; never their bodies (``payload`` is deferred and never shown)."""
     return WebhookDelivery.objects.filter(endpoint=endpoint).defer("payload").order_by("-created_at", "-pk")
+
+
+# At most this many alerts of each kind on a tenant's page and in its API.
+ALERTS_FIRING_SHOWN = 100
+ALERTS_RESOLVED_SHOWN = 20
+
+
+def tenant_alerts(*, tenant: Tenant) -> dict[str, list[TenantAlert]]:
+    """A tenant's firing alerts (newest first) and its most recently resolved ones; the caller already may see it."""
+    rows = TenantAlert.objects.filter(tenant=tenant)
+    return {
+        "firing": list(
+            rows.filter(status=TenantAlert.Status.FIRING).order_by("-starts_at", "-id")[:ALERTS_FIRING_SHOWN]
+        ),
+        "resolved": list(
+            rows.filter(status=TenantAlert.Status.RESOLVED).order_by("-ends_at", "-id")[:ALERTS_RESOLVED_SHOWN]
+        ),
+    }

@@ -1,6 +1,6 @@
 """Tenants: list and read them, and act on one: decommission, transfer, retry, kubeconfig, isolation check, sleep
-and wake (tenants.services.sleep; 202 while the worker scales, ``sleep_state`` says when it has), and right-sizing
-(a suggestion with its evidence, accepted as a change_tier request or dismissed)."""
+and wake (tenants.services.sleep; 202 while the worker scales, ``sleep_state`` says when it has), right-sizing
+(a suggestion with its evidence, accepted as a change_tier request or dismissed), and its alerts (read only)."""
 
 from __future__ import annotations
 
@@ -269,3 +269,52 @@ class TenantRightsizingViewSet(BerthViewSet):
             tenant=tenant, actor=actor_of(request), fingerprint=body.validated_data["fingerprint"], ctx=self.ctx()
         )
         return Response(RightsizingSerializer(rightsizing_data(tenant, found)).data)
+
+
+class TenantAlertSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField(help_text="The rule's alertname, e.g. BerthTenantCrashLooping.")
+    status = serializers.ChoiceField(choices=models.TenantAlert.Status.choices)
+    severity = serializers.CharField(help_text="The rule's severity label, e.g. warning ('' when none).")
+    summary = serializers.CharField(help_text="What the rule says about it ('' when it says nothing).")
+    labels = serializers.DictField(
+        child=serializers.CharField(), help_text="The alert's labels: namespace, and pod, container or resource."
+    )
+    starts_at = serializers.DateTimeField()
+    ends_at = serializers.DateTimeField(allow_null=True, help_text="When it resolved; null while it fires.")
+    notified = serializers.SerializerMethodField(help_text="Whether the team was told of its last transition.")
+    suppressed_reason = serializers.CharField(
+        help_text="Why its last transition was not sent: asleep, or not ready ('' when it was sent)."
+    )
+
+    def get_notified(self, alert: models.TenantAlert) -> bool:
+        return alert.notified_at is not None and not alert.suppressed_reason
+
+
+class TenantAlertsSerializer(serializers.Serializer):
+    firing = TenantAlertSerializer(many=True, help_text=f"At most {selectors.ALERTS_FIRING_SHOWN}, newest first.")
+    resolved = TenantAlertSerializer(
+        many=True, help_text=f"The {selectors.ALERTS_RESOLVED_SHOWN} most recently resolved."
+    )
+
+
+class TenantAlertsViewSet(BerthViewSet):
+    """/tenants/{id}/alerts/: beside TenantViewSet, on the same tenants, scoped the same way."""
+
+    serializer_class = TenantAlertsSerializer
+    schema_model = models.Tenant
+
+    def scoped_queryset(self):
+        return self.for_token_team(selectors.tenants_visible_to(user=actor_of(self.request)))
+
+    @extend_schema(
+        request=None,
+        responses=TenantAlertsSerializer,
+        description="The alerts Prometheus fired about the tenant's workloads (quota nearly full, crash loops, OOM "
+        "kills), as Alertmanager sent them to Berth: those firing and the most recently resolved. Read only; 404 "
+        "for a tenant the caller may not see.",
+    )
+    @action(detail=True, methods=["get"], url_path="alerts")
+    def alerts(self, request: ApiRequest, pk=None) -> Response:
+        tenant = self.get_object()
+        return Response(TenantAlertsSerializer(selectors.tenant_alerts(tenant=tenant)).data)

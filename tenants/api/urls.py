@@ -24,6 +24,7 @@ router.register("clusters", catalog.ClusterViewSet, basename="api-cluster")
 router.register("requests", requests.RequestViewSet, basename="api-request")
 router.register("tenants", tenants.TenantViewSet, basename="api-tenant")
 router.register("tenants", tenants.TenantRightsizingViewSet, basename="api-tenant-rightsizing")
+router.register("tenants", tenants.TenantAlertsViewSet, basename="api-tenant-alerts")
 router.register("audit-events", audit.AuditEventViewSet, basename="api-audit-event")
 router.register("tokens", tokens.ApiTokenViewSet, basename="api-token")
 # A team's own webhook endpoints and their deliveries (tenants/api/webhooks.py).

@@ -4,6 +4,7 @@ all importable from ``tenants.models`` (the app label and the tables are the app
 Models hold data and invariants the database can enforce; every state change goes through ``tenants.services``.
 """
 
+from tenants.models.alerts import TenantAlert
 from tenants.models.audit import AuditEvent
 from tenants.models.catalog import (
     KIND_NOTES,
@@ -42,6 +43,7 @@ __all__ = [
     "SleepBudget",
     "Team",
     "Tenant",
+    "TenantAlert",
     "TenantKind",
     "TenantRequest",
     "TenantSleepPeriod",

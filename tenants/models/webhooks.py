@@ -25,6 +25,8 @@ class EventType(models.TextChoices):
     TENANT_ISOLATION_FAILED = "tenant.isolation_failed", "A tenant's isolation report failed"
     TENANT_SLEPT = "tenant.slept", "A tenant was put to sleep"
     TENANT_WOKE = "tenant.woke", "A tenant was woken"
+    TENANT_ALERT_FIRING = "tenant.alert_firing", "An alert about a tenant's workloads fired"
+    TENANT_ALERT_RESOLVED = "tenant.alert_resolved", "An alert about a tenant's workloads resolved"
     TRANSFER_ASKED = "transfer.asked", "A tenant is offered to another team"
     TENANT_TRANSFERRED = "tenant.transferred", "A tenant moved to another team"
     PING = "ping", "A test event sent by a platform admin or a team owner"

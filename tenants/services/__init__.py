@@ -14,12 +14,14 @@ One module per noun; callers import from here (``from tenants import services``)
 - ``sleep``: sleep and wake (owners, schedules in the team's time zone, idle periods), and what the worker reports;
 - ``transfers``: moving a tenant to another team (ask, accept or decline, complete);
 - ``divergence``: what a restore of the database from an older dump leaves (diverged tenants, orphan namespaces);
+- ``alerts``: alerts about tenants' workloads from Alertmanager, recorded once and told to the owning team;
 - ``webhooks``: endpoints platform admins and team owners register, and delivering events to them in order;
 - ``workload``: a team's pods, events and pod logs, read with the team's own identity and bounded.
 """
 
 from tenants.costs.prices import cluster_price_errors, cluster_set_prices
 from tenants.errors import Forbidden, InvalidTransition
+from tenants.services.alerts import alert_record, alerts_receive
 from tenants.services.api_tokens import (
     TOKEN_PREFIX,
     api_token_create,
@@ -146,6 +148,8 @@ __all__ = [
     "TOKEN_PREFIX",
     "TRANSITIONS",
     "Forbidden",
+    "alert_record",
+    "alerts_receive",
     "InvalidTransition",
     "api_token_create",
     "api_token_digest",

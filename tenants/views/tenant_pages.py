@@ -142,6 +142,8 @@ def _detail_context(
         **sleep_context(request, tenant),
     }
     # What only one tab shows is read for that tab only.
+    if tab == "overview":
+        context["alerts"] = selectors.tenant_alerts(tenant=tenant)
     if tab == "activity":
         context["requests"] = requests.order_by("-created_at")[:RECENT_REQUESTS]
         context["events"] = selectors.audit_events_visible_to(user=user).filter(object_id=str(tenant.pk))[

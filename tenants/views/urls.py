@@ -4,6 +4,7 @@ from django.urls import path
 
 from tenants.costs import views as costs
 from tenants.views import (
+    alert_receiver,
     approvals,
     audit_pages,
     auth_pages,
@@ -22,6 +23,8 @@ from tenants.views import (
 
 urlpatterns = [
     path("", dashboard.dashboard, name="dashboard"),
+    # Alertmanager's webhook (tenants/views/alert_receiver.py): its own bearer token, no session.
+    path("hooks/alertmanager/", alert_receiver.alertmanager_webhook, name="alertmanager-webhook"),
     path("login/", auth_pages.login, name="login"),
     path("logout/", auth_pages.LogoutView.as_view(), name="logout"),
     path("requests/new/", request_pages.request_new, name="request-new"),

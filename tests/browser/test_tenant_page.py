@@ -148,3 +148,33 @@ def test_every_tab_of_the_tenant_page_is_accessible(portal: Portal, cluster, dis
         assert page.evaluate("document.documentElement.scrollWidth") <= width, f"{tab} scrolls sideways"
         found = axe_violations(page)
         assert not blocking(found), describe_violations(f"tenant {tab} at {width} px", found)
+
+
+@pytest.mark.parametrize("width", [1440, 390])
+def test_the_overview_shows_firing_and_resolved_alerts_accessibly(
+    portal: Portal, cluster, dispatched, axe_installed, width
+):
+    import datetime as dt
+
+    from tenants.alerts import Alert
+
+    page = portal.page_as("alice", bypass_csp=True)
+    tenant = _ready_tenant(cluster)
+    started = dt.datetime(2026, 11, 28, 21, 0, tzinfo=dt.UTC)
+    labels = {"alertname": "BerthTenantCrashLooping", "namespace": tenant.namespace, "pod": "web-1"}
+    crash = Alert("firing", "aa", started, None, labels, {"summary": "Container app of pod web-1 restarted 4 times."})
+    quota = Alert("firing", "bb", started, None, {**labels, "alertname": "BerthTenantQuotaNearlyFull"}, {})
+    services.alert_record(tenant=tenant, alert=crash)
+    services.alert_record(tenant=tenant, alert=quota)
+    services.alert_record(tenant=tenant, alert=Alert("resolved", "bb", started, started + dt.timedelta(minutes=9), {}))
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(portal.at(f"/tenants/{tenant.pk}/"))
+    group = page.get_by_role("group", name="Alerts")
+    firing = group.get_by_role("list", name="Firing alerts").get_by_role("listitem")
+    expect(firing).to_have_count(1)
+    expect(firing.first).to_contain_text("BerthTenantCrashLooping")
+    expect(firing.first).to_contain_text("Container app of pod web-1 restarted 4 times.")
+    expect(group.get_by_role("list", name="Recently resolved alerts")).to_contain_text("BerthTenantQuotaNearlyFull")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width, "the overview scrolls sideways"
+    found = axe_violations(page)
+    assert not blocking(found), describe_violations(f"tenant alerts at {width} px", found)

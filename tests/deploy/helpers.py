@@ -94,8 +94,9 @@ def required_plain_settings() -> set[str]:
 
 
 # Secrets read with secret() that only a feature someone turns on needs, in the processes that serve it: the /metrics
-# token (web only, with monitoring.metrics.enabled; tests/deploy/test_monitoring.py checks it is a mounted file then).
-FEATURE_SECRETS = {"BERTH_METRICS_TOKEN"}
+# token (web only, with monitoring.metrics.enabled; tests/deploy/test_monitoring.py checks it is a mounted file then),
+# and the Alertmanager receiver's token (with monitoring.tenantAlerts.receiver; tests/deploy/test_tenant_alerts.py).
+FEATURE_SECRETS = {"BERTH_METRICS_TOKEN", "BERTH_ALERTMANAGER_TOKEN"}
 
 
 def required_secret_settings() -> set[str]:

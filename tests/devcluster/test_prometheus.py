@@ -107,3 +107,14 @@ def test_berths_web_and_worker_metrics_are_scraped(node_control_plane: ControlPl
     finally:
         server.set_targets("berth-web", [])
         server.set_targets("berth-worker", [])
+
+
+def test_with_an_alertmanager_the_config_loads_the_rules_file_and_sends_there(tmp_path):
+    client = prometheus.ClientFiles(tmp_path / "ca.crt", tmp_path / "p.crt", tmp_path / "p.key")
+    bare = prometheus.config(nodes=[("a", "10.0.0.2")], kubelet_port=10250, client=client, directory=tmp_path)
+    assert "alerting" not in bare and "rule_files" not in bare
+    config = prometheus.config(
+        nodes=[("a", "10.0.0.2")], kubelet_port=10250, client=client, directory=tmp_path, alertmanager="127.0.0.1:9"
+    )
+    assert config["rule_files"] == [str(tmp_path / prometheus.RULES_FILE)]
+    assert config["alerting"] == {"alertmanagers": [{"static_configs": [{"targets": ["127.0.0.1:9"]}]}]}

@@ -72,7 +72,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     try:
         session.config.stash[_BIN_DIR] = find_bin_dir()
         if any(item.get_closest_marker("nodes") for item in session.items):
-            for target in ("prometheus", "prom-label-proxy", "metrics-server"):  # the node cluster's monitoring
+            for target in ("prometheus", "alertmanager", "prom-label-proxy", "metrics-server"):  # its monitoring
                 find_bin_dir(target)
     except Exception as error:
         session.config.stash[_BIN_DIR] = error

@@ -39,6 +39,8 @@ class LivePortal:
     log: Path
     # The bearer token its /metrics asks for.
     metrics_token: str = ""
+    # The bearer token its Alertmanager receiver (/hooks/alertmanager/) asks for.
+    alertmanager_token: str = ""
 
 
 @contextmanager
@@ -78,7 +80,12 @@ def portal_server(name: str, env: dict[str, str], *, workers: int = 2) -> Iterat
             what="gunicorn to listen",
         )
         port = int(_LISTENING.search(log.read_bytes()).group(1))
-        yield LivePortal(url=f"http://127.0.0.1:{port}", log=log, metrics_token=env.get("BERTH_METRICS_TOKEN", ""))
+        yield LivePortal(
+            url=f"http://127.0.0.1:{port}",
+            log=log,
+            metrics_token=env.get("BERTH_METRICS_TOKEN", ""),
+            alertmanager_token=env.get("BERTH_ALERTMANAGER_TOKEN", ""),
+        )
     finally:
         server.stop(grace_seconds=10)
 
@@ -93,6 +100,8 @@ def live_portal(django_db_setup, django_db_blocker, oidc_provider: OidcProvider)
         # /metrics as deployed: a token, and every gunicorn worker's counters added up.
         "BERTH_METRICS_TOKEN": secrets.token_urlsafe(24),
         "PROMETHEUS_MULTIPROC_DIR": str(fresh_directory(OUTPUT / "prometheus-web")),
+        # Alertmanager's receiver, as deployed: its own token.
+        "BERTH_ALERTMANAGER_TOKEN": secrets.token_urlsafe(24),
     }
     with portal_server("live-portal", env) as portal:
         yield portal

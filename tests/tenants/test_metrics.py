@@ -198,6 +198,7 @@ def test_a_scrape_exports_exactly_the_declared_series(
     )  # fmt: skip
     metrics.request_answered(path="/api/v1/me/", status=418)
     metrics.celery_task_finished(task="worker.tasks.sweep", state="SUCCESS", seconds=0.1)
+    metrics.alerts_received(outcome="repeated", count=1)
     tenant = Tenant.objects.get(name="declared")
     with django_capture_on_commit_callbacks(execute=True):
         metrics.provision_finished(tenant=tenant, result="in_sync")

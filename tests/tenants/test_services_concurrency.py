@@ -232,3 +232,27 @@ def test_a_tier_change_submitted_while_the_usage_sampler_commits_never_deadlocks
     assert isinstance(submitted, TenantRequest) and recorded == 1, (submitted, recorded)
     assert TenantRequest.objects.get(pk=submitted.pk).status == TenantRequest.Status.PENDING
     assert TenantUsageDay.objects.filter(tenant=tenant, team=tenant.team).count() == 1
+
+
+def test_alertmanager_posting_one_new_alert_twice_at_once_records_and_tells_it_once(ready_tenant_row, settings):
+    import json
+
+    from django.core import mail
+
+    from tenants import alerts
+    from tenants.models import TenantAlert
+    from tests.tenants.test_alerts import alert, webhook
+
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    mail.outbox.clear()
+    tenant = ready_tenant_row("team-a-web")
+    parsed = alerts.parse(json.dumps(webhook(alert("team-a-web"))).encode())
+    for _ in range(5):  # a race is not won the same way every time
+        TenantAlert.objects.all().delete()
+        results = run_together(
+            lambda: services.alerts_receive(alerts=parsed), lambda: services.alerts_receive(alerts=parsed)
+        )
+        assert sorted((r.counts for r in results), key=str) == [{"fired": 1}, {"repeated": 1}], results
+        assert TenantAlert.objects.filter(tenant=tenant).count() == 1
+    assert AuditEvent.objects.filter(action="tenant.alert_firing").count() == 5
+    assert len(mail.outbox) == 5  # once per round

@@ -96,4 +96,37 @@ listed in docs/deployment.md (Monitoring).
         description: >-
           Namespaces with Berth's labels that no live tenant has. Berth never deletes them; a platform admin
           re-attaches or decommissions each one (All tenants, Orphan namespaces).
+{{- $t := .Values.monitoring.tenantAlerts }}
+{{- if $t.enabled }}
+# Alerts about tenants' workloads, for Berth's receiver (docs/monitoring.md, Alerts to the team): route
+# berth="tenant" to it in your Alertmanager. The same group as tenants/alert_rules.py renders (tests/deploy).
+- name: berth-tenants
+  rules:
+    - alert: BerthTenantQuotaNearlyFull
+      expr: max by (namespace, resource, cluster) (berth_tenant_quota_used / (berth_tenant_quota_hard > 0)) >= {{ $t.quotaRatio }}
+      for: {{ $t.quotaFor }}
+      labels:
+        severity: warning
+        berth: tenant
+        {{- with $extra }}{{ toYaml . | nindent 8 }}{{ end }}
+      annotations:
+        summary: '{{ "{{ $labels.resource }}" }} of the quota is {{ "{{ $value | humanizePercentage }}" }} used.'
+    - alert: BerthTenantCrashLooping
+      expr: max by (namespace, pod, container) (changes(container_start_time_seconds{container!="", pod!="", id=""}[{{ $t.restartWindow }}])) >= {{ $t.restarts }}
+      for: {{ $t.crashLoopFor }}
+      labels:
+        severity: warning
+        berth: tenant
+        {{- with $extra }}{{ toYaml . | nindent 8 }}{{ end }}
+      annotations:
+        summary: 'Container {{ "{{ $labels.container }}" }} of pod {{ "{{ $labels.pod }}" }} restarted {{ "{{ $value }}" }} times in {{ $t.restartWindow }}.'
+    - alert: BerthTenantOOMKilled
+      expr: max by (namespace, pod, container) (max_over_time(container_oom_events_total{container!="", pod!=""}[{{ $t.oomWindow }}])) > 0
+      labels:
+        severity: warning
+        berth: tenant
+        {{- with $extra }}{{ toYaml . | nindent 8 }}{{ end }}
+      annotations:
+        summary: 'Container {{ "{{ $labels.container }}" }} of pod {{ "{{ $labels.pod }}" }} ran out of memory and was killed (OOMKilled).'
+{{- end }}
 {{- end -}}

@@ -141,6 +141,13 @@ postgres://berth@{{ include "berth.postgresql.host" . }}:5432/berth
             - key: {{ .Values.monitoring.metrics.tokenKey }}
               path: metrics_token
       {{- end }}
+      {{- with .Values.monitoring.tenantAlerts.receiver.existingSecret }}
+      - secret:
+          name: {{ . }}
+          items:
+            - key: {{ $.Values.monitoring.tenantAlerts.receiver.tokenKey }}
+              path: alertmanager_token
+      {{- end }}
       {{- if .Values.bundled.postgresql.enabled }}
       - secret:
           name: {{ include "berth.generatedSecret" . }}
@@ -224,6 +231,10 @@ postgres://berth@{{ include "berth.postgresql.host" . }}:5432/berth
 {{- if $v.monitoring.metrics.enabled }}
 - name: BERTH_METRICS_TOKEN_FILE
   value: /run/secrets/berth/metrics_token
+{{- end }}
+{{- if $v.monitoring.tenantAlerts.receiver.existingSecret }}
+- name: BERTH_ALERTMANAGER_TOKEN_FILE
+  value: /run/secrets/berth/alertmanager_token
 {{- end }}
 - name: DATABASE_URL
   value: {{ include "berth.databaseUrl" . | quote }}
