@@ -2,12 +2,11 @@
 
 The quota says what a tenant's pods request; Prometheus says what they use. Per cluster whose Prometheus has a
 ``url`` in BERTH_PROMETHEUS (tenants.prometheus.prometheus_url_for: Prometheus itself, not the label proxy the
-web sends tenants' queries through), two instant queries answer for every namespace at once::
-
-    sum by (namespace) (rate(container_cpu_usage_seconds_total{container!="",container!="POD",image!=""}[5m]))
-    sum by (namespace) (container_memory_working_set_bytes{container!="",container!="POD",image!=""})
-
-(cAdvisor's series of each running container, leaving out the pod-level cgroups and pause containers). A tenant's
+web sends tenants' queries through), two instant queries answer for every namespace at once: the containers' CPU
+(``rate(container_cpu_usage_seconds_total[5m])``, cores) and memory working set
+(``container_memory_working_set_bytes``, bytes) summed per namespace, from cAdvisor's per-container series where
+Prometheus has them, else from the kubelet's resource metrics (``/metrics/resource``), never both (``QUERIES``;
+docs/monitoring.md says which scrape jobs a Prometheus needs). A tenant's
 measured part is its namespace's pair: a virtual cluster's is its host namespace, where its pods are synced to
 and its control plane runs, as its quota counts them. A namespace without series measured nothing (0): nothing ran
 there long enough to be scraped.
@@ -22,6 +21,7 @@ Prometheus is not asked again for ``BACKOFF_SECONDS`` in this process.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -38,10 +38,21 @@ from tenants.services.usage import measured_value
 
 logger = logging.getLogger(__name__)
 
-CONTAINERS = 'container!="",container!="POD",image!=""'
+# cAdvisor's series of each running container (not the pod-level cgroups, not pause containers); and the kubelet's
+# resource metrics (/metrics/resource, what metrics-server reads), whose series carry no cgroup id.
+CADVISOR = 'container!="",container!="POD",image!=""'
+RESOURCE = 'container!="",id=""'
+
+
+def _per_namespace(series: str) -> str:
+    """``series`` (``{}`` for the selector) summed per namespace: cAdvisor's where it has the namespace's
+    containers, else the resource metrics' (``or`` keeps the left side's namespaces: never both added up)."""
+    return f"sum by (namespace) ({series.format(CADVISOR)}) or sum by (namespace) ({series.format(RESOURCE)})"
+
+
 QUERIES = {
-    "cpu": f"sum by (namespace) (rate(container_cpu_usage_seconds_total{{{CONTAINERS}}}[5m]))",
-    "memory": f"sum by (namespace) (container_memory_working_set_bytes{{{CONTAINERS}}})",
+    "cpu": _per_namespace("rate(container_cpu_usage_seconds_total{{{}}}[5m])"),
+    "memory": _per_namespace("container_memory_working_set_bytes{{{}}}"),
 }
 BACKOFF_SECONDS = 60.0
 MAX_ANSWER_BYTES = 16 * 1024 * 1024  # two numbers per namespace: far more than any cluster's
@@ -92,7 +103,7 @@ def _vector(url: str, query: str, timeout: float) -> dict[str, float]:
                     if len(body) > MAX_ANSWER_BYTES:
                         raise MeasureError(f"answer larger than {MAX_ANSWER_BYTES // 2**20} MiB")
                 status = answer.status_code
-                parsed = answer.json() if status == 200 else None
+        parsed = json.loads(bytes(body)) if status == 200 else None
     except (requests.RequestException, ValueError) as exc:
         raise MeasureError(str(exc) or type(exc).__name__) from exc
     if status != 200 or not isinstance(parsed, dict) or parsed.get("status") != "success":
@@ -133,6 +144,10 @@ def _combine(url: str, cluster_name: str, answers: dict[str, Future[dict[str, fl
         cpu, memory = answers["cpu"].result(), answers["memory"].result()
     except MeasureError as exc:
         _failed(url, cluster_name, str(exc))
+        return None
+    except Exception:  # a bug here must not cost the pass its quota readings
+        logger.exception("measured usage of cluster %s: reading Prometheus %s failed", cluster_name, url)
+        _failed(url, cluster_name, "could not be read")
         return None
     if not cpu and not memory:
         # It answers but holds no container series at all: it does not scrape the kubelets' cAdvisor (yet).
