@@ -304,9 +304,8 @@ def _fingerprint(
     subject: str, current: Tier, target: Tier, direction: str, days: Sequence[Day], window, basis: Basis
 ) -> str:
     """Everything a suggestion was computed from; a different history or tier makes a different fingerprint."""
-    payload = {
+    payload: dict[str, object] = {
         "subject": subject,
-        "basis": basis,
         "tier": [current.pk, current.name, tier_quota(current)],
         "target": [target.pk, target.name, tier_quota(target)],
         "direction": direction,
@@ -322,6 +321,8 @@ def _fingerprint(
             for d in sorted(days, key=lambda d: d.day)
         ],
     }
+    if basis != "requests":  # requests-only suggestions keep the fingerprints they had before measured usage
+        payload["basis"] = basis
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

@@ -187,3 +187,9 @@ def test_a_large_tenant_measured_small_moves_only_as_far_as_its_object_counts_al
     found = run(days, current=LARGE)
     assert found.basis == "measured" and found.target == SMALL
     assert TODAY - dt.timedelta(days=14) == found.window_start
+
+
+def test_a_requests_only_suggestion_keeps_the_fingerprint_it_had_before_measured_usage():
+    # The value the rule gave this history before measured usage existed: a suggestion shown then is accepted now.
+    found = run(history(MEDIUM, average=shares(0.12), peak=shares(0.20)))
+    assert found.fingerprint == "f7f6da48507bde985fb0c8d5f528352c1953e97cee07250f493b4038e1eaec00"
