@@ -182,6 +182,11 @@ class Pending:
             self._done = True
         return self._measurement
 
+    @property
+    def measured(self) -> bool:
+        """Whether a measurement was asked for and came (without waiting for one that has not been asked for)."""
+        return self._done and self._measurement is not None
+
     def of_tenant(self, tenant: Any) -> dict[str, float] | None:
         measurement = self.result()
         return None if measurement is None else measurement.of(tenant.namespace)

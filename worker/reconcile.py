@@ -90,7 +90,7 @@ class PassResult:
     readings: dict[str, dict[str, object]] = field(default_factory=dict)  # tenant id → every usage read
     previous_used: dict[str, object] = field(default_factory=dict)  # tenant id → what it used at the last reading
     namespaces: dict[str, str] = field(default_factory=dict)  # tenant id → its namespace, of those read
-    measured: bool = False  # the readings carry measured usage (the cluster's Prometheus answered)
+    measured: bool = False  # readings of this pass carry measured usage (the cluster's Prometheus answered)
     busy: int = 0  # held by another worker, or changed since the pass began: left to its own job
     virtual: int = 0  # reconciled one by one (provisioning.provision)
     asleep: dict[str, str] = field(default_factory=dict)  # tenant id → what keeping it asleep (or waking) did
@@ -170,6 +170,7 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
             if tid in result.previous_used and reading.get("used") != result.previous_used[tid]
         ]
         services.tenants_record_usage(usages=result.usage, readings=result.readings, active=active)
+    result.measured = measured.measured  # also when only tenants reconciled one by one were measured
     result.requests = k.requests - before
     result.seconds = time.monotonic() - started
     logger.info("reconcile pass: %s", result.summary())
@@ -179,7 +180,6 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
 def _add_measured(result: PassResult, measurement: measured_usage.Measurement | None) -> None:
     """Each reading for the history gets its tenant's measured part (none without a measurement); what is stored
     as the tenant's quota usage stays the quota's alone."""
-    result.measured = measurement is not None
     if measurement is None:
         return
     for tid, reading in result.readings.items():

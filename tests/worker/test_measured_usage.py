@@ -52,13 +52,15 @@ def test_without_a_prometheus_url_nothing_is_asked(settings):
         pending = measured_usage.start(cluster(name))
         assert pending.result() is None
         assert pending.of_tenant(SimpleNamespace(namespace="web")) is None
+        assert not pending.measured
     assert measured_usage._failed_at == {}
 
 
 def test_a_prometheus_that_is_down_gives_no_measurement_and_is_left_alone_a_while(settings, caplog):
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens
     settings.BERTH_PROMETHEUS = {"p": {"url": url}}
-    assert measured_usage.start(cluster()).result() is None
+    pending = measured_usage.start(cluster())
+    assert pending.result() is None and not pending.measured
     assert url in measured_usage._failed_at
     assert "readings carry requests only" in caplog.text
     failed_at = measured_usage._failed_at[url]
