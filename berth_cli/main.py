@@ -612,7 +612,8 @@ def _show_rightsizing(found: dict[str, Any], fmt: str) -> None:
     covered = _share(found.get("coverage"))
     click.echo(
         f"Tier {printable(found.get('tier'))}, {found.get('window_start')} to {found.get('window_end')}, "
-        f"{covered} covered."
+        f"{covered} covered. CPU and memory judged on {printable(found.get('basis_label') or 'quota requests')} "
+        f"({_share(found.get('measured_coverage') or 0)} measured)."
     )
     if found.get("evidence"):
         table(found["evidence"], RIGHTSIZING_COLUMNS)

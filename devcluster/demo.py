@@ -151,7 +151,8 @@ PROMETHEUS_NAME = "dev"
 
 def _start_monitoring(stack: ExitStack, plane: ControlPlane) -> dict[str, str]:
     """prom-label-proxy beside the portal, in front of the dev cluster's Prometheus (as the chart's sidecar), and
-    the portal's settings that go with it; nothing without nodes (no Prometheus then)."""
+    the portal's settings that go with it: the proxy for tenants' queries, Prometheus itself for the worker's
+    measured usage; nothing without nodes (no Prometheus then)."""
     if plane.prometheus is None:
         return {}
     from tenants.prometheus import HEADER, LABEL
@@ -167,7 +168,9 @@ def _start_monitoring(stack: ExitStack, plane: ControlPlane) -> dict[str, str]:
     )
     stack.callback(proxy.stop)
     return {
-        "BERTH_PROMETHEUS": json.dumps({PROMETHEUS_NAME: f"http://127.0.0.1:{port}"}),
+        "BERTH_PROMETHEUS": json.dumps(
+            {PROMETHEUS_NAME: {"label_proxy": f"http://127.0.0.1:{port}", "url": plane.prometheus.url}}
+        ),
         # What Prometheus shows to read the portal's /metrics: made per run, never logged.
         "BERTH_METRICS_TOKEN": secrets.token_urlsafe(32),
         # What Alertmanager shows to post tenant alerts to the portal (/hooks/alertmanager/).
@@ -302,11 +305,11 @@ def main() -> int:
             )
         monitoring = "not without nodes"
         if plane.prometheus:
-            proxy = json.loads(env["BERTH_PROMETHEUS"])[PROMETHEUS_NAME]
+            proxy = json.loads(env["BERTH_PROMETHEUS"])[PROMETHEUS_NAME]["label_proxy"]
             monitoring = (
                 f"{plane.prometheus.url} (every kubelet, the portal and the workers; unscoped, for the platform "
-                f"team).\n                Teams query their own through prom-label-proxy ({proxy}) as "
-                f"http://127.0.0.1:{WEB_PORT}/api/v1/tenants/<id>/prometheus"
+                f"team; the worker reads measured usage from it).\n                Teams query their own through "
+                f"prom-label-proxy ({proxy}) as http://127.0.0.1:{WEB_PORT}/api/v1/tenants/<id>/prometheus"
             )
         if plane.alertmanager:
             monitoring += (

@@ -234,6 +234,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ActionEnum": "tenants.models.TenantRequest.Action",
         "DeliveryStatusEnum": "tenants.models.WebhookDelivery.Status",
+        "RightsizingBasisEnum": "tenants.rightsizing.BASIS_CHOICES",
     },
     # Every error status each operation can answer, with its body, and links between operations.
     "POSTPROCESSING_HOOKS": [
@@ -377,18 +378,46 @@ BERTH_ALERTMANAGER_TOKEN = secret("BERTH_ALERTMANAGER_TOKEN", required=False)
 BERTH_WORKER_METRICS_PORT = env.int("BERTH_WORKER_METRICS_PORT", default=0)
 BERTH_WORKER_METRICS_ADDRESS = env.str("BERTH_WORKER_METRICS_ADDRESS", default="0.0.0.0")
 
-# Tenant metrics (tenants/prometheus.py): each Prometheus a cluster may name (Cluster.prometheus), as the address
-# of the prom-label-proxy in front of it (-label namespace -header-name X-Berth-Namespace -enable-label-apis),
-# e.g. {"dev": "http://127.0.0.1:9091"}. Empty: no cluster has tenant metrics.
+# Each Prometheus a cluster may name (Cluster.prometheus), by name (tenants/prometheus.py, docs/monitoring.md). An
+# entry is either the address of the prom-label-proxy in front of it (-label namespace -header-name
+# X-Berth-Namespace -enable-label-apis), for tenants' own metrics, e.g. {"dev": "http://127.0.0.1:9091"}; or an
+# object with that address as "label_proxy" and/or the Prometheus itself as "url", e.g. {"dev": {"label_proxy":
+# "http://127.0.0.1:9091", "url": "http://prometheus:9090"}}. The worker reads measured CPU and memory of every
+# namespace from "url" (worker/measured_usage.py); the web never sends a tenant's query there. Empty: no cluster
+# has tenant metrics or measured usage.
 BERTH_PROMETHEUS = env.json("BERTH_PROMETHEUS", default={})
+# Seconds the worker waits for each of its two measured-usage queries to one Prometheus (a reconcile pass).
+BERTH_MEASURED_USAGE_TIMEOUT = env.float("BERTH_MEASURED_USAGE_TIMEOUT", default=5.0)
 # Slow reads one person may have running at once, per kind (metrics queries; events and logs): more get 429 at
 # once, so a few slow requests cannot hold every web worker (tenants/concurrency.py).
 BERTH_READS_AT_ONCE = env.int("BERTH_READS_AT_ONCE", default=4)
+_PROMETHEUS_ENTRY_KEYS = ("label_proxy", "url")
+
+
+def _is_address(value: object) -> bool:
+    return isinstance(value, str) and value.startswith(("http://", "https://"))
+
+
+def _is_prometheus_entry(value: object) -> bool:
+    if _is_address(value):
+        return True
+    return (
+        isinstance(value, dict)
+        and bool(value)
+        and set(value) <= set(_PROMETHEUS_ENTRY_KEYS)
+        and all(_is_address(v) for v in value.values())
+    )
+
+
 if not isinstance(BERTH_PROMETHEUS, dict) or not all(
-    isinstance(k, str) and isinstance(v, str) and v.startswith(("http://", "https://"))
-    for k, v in BERTH_PROMETHEUS.items()
+    isinstance(k, str) and _is_prometheus_entry(v) for k, v in BERTH_PROMETHEUS.items()
 ):
-    raise ImproperlyConfigured('BERTH_PROMETHEUS must map names to http(s) addresses, e.g. {"dev": "http://…"}')
+    raise ImproperlyConfigured(
+        "BERTH_PROMETHEUS must map names to http(s) addresses of label proxies, or to objects with "
+        '"label_proxy" and/or "url" addresses, e.g. {"dev": {"label_proxy": "http://…", "url": "http://…"}}'
+    )
+if BERTH_MEASURED_USAGE_TIMEOUT <= 0:
+    raise ImproperlyConfigured("BERTH_MEASURED_USAGE_TIMEOUT must be a positive number of seconds")
 
 # --- Logging ----------------------------------------------------------------
 # One JSON object per line (tenants/logs.py) with request_id, user and tenant_id, in the web and the worker alike;

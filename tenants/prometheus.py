@@ -1,8 +1,9 @@
 """A tenant's own metrics: Prometheus's HTTP query API, held to the tenant's namespace by prom-label-proxy.
 
-Berth does not rewrite PromQL. Each Prometheus a cluster may name (``Cluster.prometheus``) is, in
+Berth does not rewrite PromQL. Each Prometheus a cluster may name (``Cluster.prometheus``) has, in
 ``BERTH_PROMETHEUS``, the address of an upstream prom-label-proxy run beside the portal in front of that
-Prometheus::
+Prometheus (the entry itself, or its ``label_proxy``; its ``url``, Prometheus itself, is the worker's, see
+worker/measured_usage.py)::
 
     prom-label-proxy -label namespace -header-name X-Berth-Namespace -enable-label-apis \\
         -upstream http://prometheus:9090 -insecure-listen-address 127.0.0.1:9091
@@ -80,12 +81,25 @@ def holds_namespace(tenant) -> bool:
     return tenant.status in LIVE_STATUSES
 
 
+def _address(name: str, key: str) -> str | None:
+    """One address of the Prometheus ``name`` in BERTH_PROMETHEUS: an entry is the label proxy's address alone,
+    or an object with ``label_proxy`` and/or ``url`` (portal/settings.py checks the shape)."""
+    entry = settings.BERTH_PROMETHEUS.get(name) if name else None
+    if isinstance(entry, str):
+        entry = {"label_proxy": entry}
+    url = (entry or {}).get(key)
+    return url.rstrip("/") if url else None
+
+
 def upstream_for(name: str) -> str | None:
     """The label-enforcing address configured for the Prometheus a cluster names (None: not configured)."""
-    if not name:
-        return None
-    url = settings.BERTH_PROMETHEUS.get(name)
-    return url.rstrip("/") if url else None
+    return _address(name, "label_proxy")
+
+
+def prometheus_url_for(name: str) -> str | None:
+    """The address of the Prometheus a cluster names itself, unfiltered (None: not configured): for the worker's
+    cross-namespace reads of measured usage only, never for a tenant's query."""
+    return _address(name, "url")
 
 
 # --- Parameters -------------------------------------------------------------------

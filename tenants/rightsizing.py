@@ -12,8 +12,18 @@ with known histories. The rule, in full (docs/rightsizing.md says the same for p
   compute and storage resource (CPU, memory, storage) averaged under ``under_share`` of its quota, the
   suggestion is the smallest tier offered, no larger than the current one in any quota, that holds every
   resource's peak times ``headroom``.
+- **Measured evidence.** When the cluster's Prometheus measured the tenant's containers (``measured.cpu``,
+  ``measured.memory`` in the history) over at least ``min_coverage`` of the window, CPU and memory are judged
+  on what they used instead of what their pods requested: the under-used test reads measured CPU and memory
+  against the requests quota (storage stays on requests), and a smaller tier must hold the measured peaks times
+  ``headroom`` in its CPU and memory quotas. Such a target whose quotas are below what the pods requested on the
+  window's last day still is the suggestion (it is the size the tenant needs), but its reason says the requests
+  must come down first: the quota would refuse new pods. Otherwise (no Prometheus, or too little measured) the
+  rule is the requests-only rule above. Either way a measured memory peak at ``near_share`` of the
+  ``limits.memory`` quota counts as near its limit (the containers are near being OOM-killed), and the
+  assessment says which evidence it used (``basis``).
 - Otherwise no suggestion. A suggestion carries a fingerprint of everything it was computed from (tenant,
-  tier, window, history): accepting a suggestion whose fingerprint no longer matches is refused.
+  tier, window, history, basis): accepting a suggestion whose fingerprint no longer matches is refused.
 """
 
 from __future__ import annotations
@@ -52,6 +62,15 @@ TIER_QUOTA: dict[str, Callable[[Tier], float]] = {
 }
 # What "uses under a share of its tier" is about: compute and storage (object counts are cheap).
 DRIVERS = ("requests.cpu", "limits.cpu", "requests.memory", "limits.memory", "requests.storage")
+# The same with measured evidence: what the containers used of the requests quota, and storage as requested.
+MEASURED_DRIVERS = ("measured.cpu", "measured.memory", "requests.storage")
+# Each measured resource, and the quotas its peak must fit under in a smaller tier.
+MEASURED_FITS = {
+    "measured.cpu": ("requests.cpu", "limits.cpu"),
+    "measured.memory": ("requests.memory", "limits.memory"),
+}
+# The quota a measured resource's near-limit days are about (a larger tier is larger in it).
+MEASURED_NEAR = {"measured.memory": "limits.memory"}
 LABELS = {
     "requests.cpu": "CPU requested",
     "limits.cpu": "CPU limit",
@@ -66,9 +85,14 @@ LABELS = {
     "secrets": "Secrets",
     "count/deployments.apps": "Deployments",
     "count/jobs.batch": "Jobs",
+    "measured.cpu": "CPU used (measured)",
+    "measured.memory": "memory used (measured)",
 }
 
 Direction = Literal["down", "up"]
+Basis = Literal["measured", "requests"]
+BASIS_LABELS: dict[str, str] = {"measured": "measured (Prometheus)", "requests": "quota requests"}
+BASIS_CHOICES = [("measured", "Measured (Prometheus)"), ("requests", "Quota requests")]
 Found = tuple[Tier | None, str, tuple[str, ...]]  # target tier, reason, notes on why there is none
 
 
@@ -122,6 +146,7 @@ class Evidence:
     average_share: float | None  # None when the quota is 0: nothing to measure against
     peak_share: float | None
     near_limit_days: int
+    limit: float | None = None  # measured memory: the limits.memory quota its near-limit days are counted against
 
 
 @dataclass(frozen=True)
@@ -139,6 +164,13 @@ class Assessment:
     reason: str = ""
     fingerprint: str = ""
     notes: tuple[str, ...] = field(default=())
+    basis: Basis = "requests"  # what CPU and memory were judged on
+    measured_seconds: float = 0.0  # of the window, how much measured readings cover
+    measured_coverage: float = 0.0
+
+    @property
+    def basis_label(self) -> str:
+        return BASIS_LABELS[self.basis]
 
 
 def tier_quota(tier: Tier) -> dict[str, float]:
@@ -202,11 +234,30 @@ def _percent(share: float | None) -> str:
     return "—" if share is None else f"{share:.0%}"
 
 
+def _awake(day: Day, covered: float) -> float:
+    """Of ``covered`` seconds of the day, how many the tenant was awake (asleep time spread evenly over the
+    day's readings, as the readings cannot say which of them fell in it)."""
+    if day.seconds <= 0:
+        return 0.0
+    return covered * max(day.seconds - day.asleep_seconds, 0.0) / day.seconds
+
+
+def _near_quota(resource: str, entry: Mapping[str, float]) -> float:
+    """What a day's peak of ``resource`` is near the limit of: its quota, for measured memory the limits quota."""
+    if resource in MEASURED_NEAR:
+        return float(entry.get("limit", 0.0))
+    if resource in MEASURED_FITS:
+        return 0.0  # CPU used near a quota is throttled, not refused: not a limit reached
+    return float(entry["hard"])
+
+
 def _evidence(days: Sequence[Day], policy: Policy) -> tuple[Evidence, ...]:
     used: dict[str, float] = {}
     peak: dict[str, float] = {}
     near: dict[str, int] = {}
     quota: dict[str, float] = {}
+    limit: dict[str, float] = {}
+    awake_of: dict[str, float] = {}
     awake = sum(max(d.seconds - d.asleep_seconds, 0.0) for d in days)
     for d in sorted(days, key=lambda d: d.day):
         for resource, entry in d.usage.items():
@@ -214,12 +265,18 @@ def _evidence(days: Sequence[Day], policy: Policy) -> tuple[Evidence, ...]:
             used[resource] = used.get(resource, 0.0) + float(entry["used_seconds"])
             peak[resource] = max(peak.get(resource, 0.0), float(entry["max"]))
             quota[resource] = hard  # the latest day's quota
-            if hard > 0 and float(entry["max"]) >= policy.near_share * hard:
+            if "seconds" in entry:  # measured: its own coverage
+                awake_of[resource] = awake_of.get(resource, 0.0) + _awake(d, float(entry["seconds"]))
+            if resource in MEASURED_NEAR:
+                limit[resource] = float(entry.get("limit", 0.0))
+            near_quota = _near_quota(resource, entry)
+            if near_quota > 0 and float(entry["max"]) >= policy.near_share * near_quota:
                 near[resource] = near.get(resource, 0) + 1
-    order = {resource: i for i, resource in enumerate(TIER_QUOTA)}
+    order = {resource: i for i, resource in enumerate([*TIER_QUOTA, *MEASURED_FITS])}
     rows = []
     for resource in sorted(used, key=lambda r: (order.get(r, len(order)), r)):
-        average = used[resource] / awake if awake > 0 else 0.0
+        over = awake_of.get(resource, awake)
+        average = used[resource] / over if over > 0 else 0.0
         rows.append(
             Evidence(
                 resource=resource,
@@ -230,14 +287,24 @@ def _evidence(days: Sequence[Day], policy: Policy) -> tuple[Evidence, ...]:
                 average_share=_share(average, quota[resource]),
                 peak_share=_share(peak[resource], quota[resource]),
                 near_limit_days=near.get(resource, 0),
+                limit=limit.get(resource),
             )
         )
     return tuple(rows)
 
 
-def _fingerprint(subject: str, current: Tier, target: Tier, direction: str, days: Sequence[Day], window) -> str:
+def _measured_seconds(days: Sequence[Day]) -> float:
+    """How much of ``days`` measured readings cover (CPU and memory both)."""
+    return sum(
+        min(float((d.usage.get(resource) or {}).get("seconds", 0.0)) for resource in MEASURED_FITS) for d in days
+    )
+
+
+def _fingerprint(
+    subject: str, current: Tier, target: Tier, direction: str, days: Sequence[Day], window, basis: Basis
+) -> str:
     """Everything a suggestion was computed from; a different history or tier makes a different fingerprint."""
-    payload = {
+    payload: dict[str, object] = {
         "subject": subject,
         "tier": [current.pk, current.name, tier_quota(current)],
         "target": [target.pk, target.name, tier_quota(target)],
@@ -254,11 +321,24 @@ def _fingerprint(subject: str, current: Tier, target: Tier, direction: str, days
             for d in sorted(days, key=lambda d: d.day)
         ],
     }
+    if basis != "requests":  # requests-only suggestions keep the fingerprints they had before measured usage
+        payload["basis"] = basis
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
+def _quota_of(resource: str) -> str:
+    """The tier quota a resource's near-limit days are about."""
+    return MEASURED_NEAR.get(resource, resource)
+
+
+def _near_percent(e: Evidence) -> str:
+    if e.resource in MEASURED_NEAR:
+        return f"{_percent(_share(e.peak, e.limit or 0.0))} of its {_quota_of(e.resource)} quota"
+    return f"{_percent(e.peak_share)} of its quota"
+
+
 def _upsize(evidence: Sequence[Evidence], current: Tier, offered: Sequence[Tier], policy: Policy) -> Found:
-    near = [e for e in evidence if e.near_limit_days >= policy.near_days and e.resource in TIER_QUOTA]
+    near = [e for e in evidence if e.near_limit_days >= policy.near_days and _quota_of(e.resource) in TIER_QUOTA]
     if not near:
         return None, "", ()
     now = tier_quota(current)
@@ -267,11 +347,10 @@ def _upsize(evidence: Sequence[Evidence], current: Tier, offered: Sequence[Tier]
         for t in offered
         if t.name != current.name
         and _at_most(current, t)
-        and all(tier_quota(t)[e.resource] > now[e.resource] for e in near)
+        and all(tier_quota(t)[_quota_of(e.resource)] > now[_quota_of(e.resource)] for e in near)
     ]
     phrases = "; ".join(
-        f"{e.label} peaked at {_percent(e.peak_share)} of its quota (on {e.near_limit_days} "
-        f"day{'s' if e.near_limit_days != 1 else ''})"
+        f"{e.label} peaked at {_near_percent(e)} (on {e.near_limit_days} day{'s' if e.near_limit_days != 1 else ''})"
         for e in near
     )
     if not larger:
@@ -283,20 +362,63 @@ def _upsize(evidence: Sequence[Evidence], current: Tier, offered: Sequence[Tier]
     return target, reason, ()
 
 
+def _peaks(evidence: Sequence[Evidence], basis: Basis) -> dict[str, float]:
+    """The peak a smaller tier must hold in each quota: as recorded, but CPU and memory as measured when the
+    basis is measured (what the containers used, not what their pods asked for)."""
+    peaks = {e.resource: e.peak for e in evidence if e.resource in TIER_QUOTA}
+    if basis == "measured":
+        for e in evidence:
+            for resource in MEASURED_FITS.get(e.resource, ()):
+                peaks[resource] = e.peak
+    return peaks
+
+
+def _requested_now(days: Sequence[Day]) -> dict[str, float]:
+    """What the pods requested of each CPU and memory quota on the window's last day with readings (its peak)."""
+    latest = max(days, key=lambda d: d.day)
+    quotas = {quota for fits in MEASURED_FITS.values() for quota in fits}
+    return {r: float(e["max"]) for r, e in latest.usage.items() if r in quotas}
+
+
+def _over_requests(requested: Mapping[str, float], target: Tier) -> str:
+    """Which of ``target``'s CPU and memory quotas the pods' current requests exceed, in words ('' if none)."""
+    quota = tier_quota(target)
+    over = [r for r in sorted(requested, key=list(TIER_QUOTA).index) if requested[r] > quota[r]]
+    return "; ".join(
+        f"{LABELS[r]} {_amount(r, requested[r])}, {target.display_name} allows {_amount(r, quota[r])}" for r in over
+    )
+
+
+def _amount(resource: str, value: float) -> str:
+    if resource.endswith(".cpu"):
+        return f"{value:g} core{'s' if value != 1 else ''}"
+    return f"{value / _MIB:,.0f} MiB"
+
+
 def _downsize(
-    evidence: Sequence[Evidence], coverage: float, current: Tier, offered: Sequence[Tier], policy: Policy
+    evidence: Sequence[Evidence],
+    coverage: float,
+    current: Tier,
+    offered: Sequence[Tier],
+    policy: Policy,
+    *,
+    basis: Basis = "requests",
+    measured_coverage: float = 0.0,
+    requested: Mapping[str, float] | None = None,
 ) -> Found:
     if coverage < policy.min_coverage:
         return None, "", (f"Too little history: readings cover {coverage:.0%} of the last {policy.days} days.",)
-    drivers = [e for e in evidence if e.resource in DRIVERS and e.average_share is not None]
+    judged = MEASURED_DRIVERS if basis == "measured" else DRIVERS
+    drivers = [e for e in evidence if e.resource in judged and e.average_share is not None]
     if not drivers or any(e.average_share is not None and e.average_share >= policy.under_share for e in drivers):
         return None, "", ()
+    peaks = _peaks(evidence, basis)
     fitting = [
         t
         for t in offered
         if t.name != current.name
         and is_smaller(t, current)
-        and all(e.peak * policy.headroom <= tier_quota(t)[e.resource] for e in evidence if e.resource in TIER_QUOTA)
+        and all(peak * policy.headroom <= tier_quota(t)[resource] for resource, peak in peaks.items())
     ]
     phrases = "; ".join(
         f"{e.label} {_percent(e.average_share)} on average, peak {_percent(e.peak_share)}" for e in drivers
@@ -304,6 +426,19 @@ def _downsize(
     if not fitting:
         return None, "", (f"Under-used ({phrases}), but no smaller tier offered here holds its peaks.",)
     target = min(fitting, key=_size)
+    if basis == "measured":
+        reason = (
+            f"Its containers used under {policy.under_share:.0%} of what {current.display_name} reserves over the "
+            f"last {policy.days} days, as its cluster's Prometheus measured them ({measured_coverage:.0%} measured): "
+            f"{phrases}. {target.display_name} holds every measured peak with {policy.headroom - 1:.0%} headroom."
+        )
+        over = _over_requests(requested or {}, target)
+        if over:
+            reason += (
+                f" But its pods request more than {target.display_name}'s quota ({over}): lower their requests "
+                "and limits first, or the quota will refuse new pods after the move."
+            )
+        return target, reason, ()
     reason = (
         f"Used under {policy.under_share:.0%} of {current.display_name} over the last {policy.days} days "
         f"({coverage:.0%} covered): {phrases}. {target.display_name} holds every peak with "
@@ -330,6 +465,9 @@ def assess(
     coverage = min(covered / (policy.days * DAY_SECONDS), 1.0) if policy.days > 0 else 0.0
     evidence = _evidence(days, policy)
     offered = [t for t in offered if t.is_active]
+    measured = _measured_seconds(days)
+    measured_coverage = min(measured / (policy.days * DAY_SECONDS), 1.0) if policy.days > 0 else 0.0
+    basis: Basis = "measured" if days and measured_coverage >= policy.min_coverage else "requests"
     base = Assessment(
         window_start=start,
         window_end=end,
@@ -337,6 +475,9 @@ def assess(
         covered_seconds=covered,
         coverage=coverage,
         evidence=evidence,
+        basis=basis,
+        measured_seconds=measured,
+        measured_coverage=measured_coverage,
     )
     if not days:
         return replace(base, notes=(f"No usage recorded on this tier in the last {policy.days} days.",))
@@ -344,7 +485,16 @@ def assess(
     target, reason, notes = _upsize(evidence, current, offered, policy)
     if target is None and not notes:
         direction = "down"
-        target, reason, notes = _downsize(evidence, coverage, current, offered, policy)
+        target, reason, notes = _downsize(
+            evidence,
+            coverage,
+            current,
+            offered,
+            policy,
+            basis=basis,
+            measured_coverage=measured_coverage,
+            requested=_requested_now(days),
+        )
     if target is None:
         return replace(base, notes=notes)
     return replace(
@@ -352,14 +502,18 @@ def assess(
         direction=direction,
         target=target,
         reason=reason,
-        fingerprint=_fingerprint(subject, current, target, direction, days, (start, end)),
+        fingerprint=_fingerprint(subject, current, target, direction, days, (start, end), basis),
     )
 
 
 __all__ = [
+    "BASIS_CHOICES",
+    "BASIS_LABELS",
     "DRIVERS",
+    "MEASURED_DRIVERS",
     "TIER_QUOTA",
     "Assessment",
+    "Basis",
     "Day",
     "Evidence",
     "Policy",

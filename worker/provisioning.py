@@ -28,7 +28,7 @@ from tenants import dispatch, services
 from tenants.errors import InvalidTransition
 from tenants.models import LIVE_STATUSES, OrphanNamespace, Tenant, TenantKind, TenantStatus
 from tenants.services.sleep import SLEEP_KINDS
-from worker import isolation, kube, manifests, ownership, sleep
+from worker import isolation, kube, manifests, measured_usage, ownership, sleep
 from worker.backends import backend_for, vcluster
 from worker.backends.base import Backend, NotReadyYet
 from worker.backends.namespace import NamespaceBackend
@@ -125,13 +125,17 @@ def _fail(tenant: Tenant, reason: str) -> Progress:
 # --- Entry points used by the tasks -------------------------------------------------------
 
 
-def provision(tenant_id: str, applied_generation: int | None = None) -> Progress:
+def provision(
+    tenant_id: str, applied_generation: int | None = None, *, measure: measured_usage.Measure | None = None
+) -> Progress:
     """Bring the cluster in line with the tenant, as far as it goes now; says what happened and whether to come
     back.
 
     ``applied_generation`` comes from the step before in the same provisioning run (``Progress``): when the
     tenant is still provisioning that generation and its backend applies everything in one step, this step only
     looks whether the cluster reports it ready (hand edits in between are the reconcile pass's to repair).
+    ``measure`` gives a ready tenant's measured usage for its quota reading (a reconcile pass hands in the one
+    measurement it takes for the whole cluster); by default its cluster's Prometheus is asked.
     """
     with tenant_lock(tenant_id) as got:
         if not got:
@@ -147,10 +151,10 @@ def provision(tenant_id: str, applied_generation: int | None = None) -> Progress
         if tenant.status not in (S.PROVISIONING, S.READY):
             return Progress(Outcome.SKIPPED, reason=str(tenant.status))
         with kube.one_step():
-            return _provision(tenant, applied_generation)
+            return _provision(tenant, applied_generation, measure or measured_usage.measure_tenant)
 
 
-def _provision(tenant: Tenant, applied_generation: int | None = None) -> Progress:
+def _provision(tenant: Tenant, applied_generation: int | None, measure: measured_usage.Measure) -> Progress:
     generation = tenant.generation
     try:
         backend = backend_for(tenant)
@@ -178,7 +182,7 @@ def _provision(tenant: Tenant, applied_generation: int | None = None) -> Progres
         raise
     if tenant.status == S.READY:
         services.tenant_record_applied(tenant=tenant, generation=generation, repaired=repaired)
-        services.tenant_record_usage(tenant=tenant, usage=backend.usage(tenant, k))
+        _record_usage(tenant, backend, k, measure)
         if not ready:
             # Re-applied, but something is not up (again): say so; the periodic reconcile looks again.
             services.tenant_note_progress(tenant=tenant, note="Re-applied; the cluster does not report it ready.")
@@ -187,8 +191,13 @@ def _provision(tenant: Tenant, applied_generation: int | None = None) -> Progres
         return _not_ready(tenant, "Applied; waiting for the cluster to report it ready.", applied_generation=generation)
     services.tenant_mark_ready(tenant=tenant, applied_generation=generation)
     dispatch.enqueue(dispatch.ISOLATION_CHECK, str(tenant.pk))
-    services.tenant_record_usage(tenant=tenant, usage=backend.usage(tenant, k))
+    _record_usage(tenant, backend, k, measure)
     return Progress(Outcome.READY)
+
+
+def _record_usage(tenant: Tenant, backend: Backend, k: kube.Kube, measure: measured_usage.Measure) -> None:
+    """The tenant's quota reading, with what its containers used when that could be measured."""
+    services.tenant_record_usage(tenant=tenant, usage=backend.usage(tenant, k), measured=measure(tenant))
 
 
 def _divergence(tenant: Tenant, backend: Backend, k: kube.Kube) -> str:
@@ -371,9 +380,7 @@ def refresh_usage(tenant_id: str) -> None:
     tenant = _load(tenant_id)
     if tenant is None or tenant.status != S.READY:
         return
-    services.tenant_record_usage(
-        tenant=tenant, usage=backend_for(tenant).usage(tenant, kube.for_cluster(tenant.cluster))
-    )
+    _record_usage(tenant, backend_for(tenant), kube.for_cluster(tenant.cluster), measured_usage.measure_tenant)
 
 
 def isolation_report(tenant_id: str) -> dict[str, Any] | None:

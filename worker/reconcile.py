@@ -18,6 +18,10 @@ tenant is left alone and the tenant gets a note; objects are deleted only when t
 top-level ones with the recorded UID as a precondition. A tenant another worker is provisioning (its advisory
 lock is taken) is left to that worker. Virtual-cluster tenants keep their per-tenant reconcile
 (``provisioning.provision``), run from the same pass.
+
+The quota readings of the pass go into the usage history with each tenant's measured usage when the cluster has a
+Prometheus (worker.measured_usage): two queries for the whole cluster, asked in the background while the pass
+lists, whose failure only leaves the measured part out.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from tenants import services
 from tenants.errors import InvalidTransition
 from tenants.models import LIVE_STATUSES, Cluster, Tenant, TenantStatus
 from tenants.services.sleep import SLEEP_KINDS
-from worker import kube, manifests, ownership, provisioning
+from worker import kube, manifests, measured_usage, ownership, provisioning
 from worker.backends import namespace as ns_backend
 from worker.backends.base import NotReadyYet
 from worker.kube import Kube, KubeForbidden, KubePermanentError, Manifest
@@ -85,6 +89,8 @@ class PassResult:
     usage: dict[str, dict[str, object]] = field(default_factory=dict)  # tenant id → quota usage that changed
     readings: dict[str, dict[str, object]] = field(default_factory=dict)  # tenant id → every usage read
     previous_used: dict[str, object] = field(default_factory=dict)  # tenant id → what it used at the last reading
+    namespaces: dict[str, str] = field(default_factory=dict)  # tenant id → its namespace, of those read
+    measured: bool = False  # readings of this pass carry measured usage (the cluster's Prometheus answered)
     busy: int = 0  # held by another worker, or changed since the pass began: left to its own job
     virtual: int = 0  # reconciled one by one (provisioning.provision)
     asleep: dict[str, str] = field(default_factory=dict)  # tenant id → what keeping it asleep (or waking) did
@@ -107,6 +113,7 @@ class PassResult:
             "virtual": self.virtual,
             "asleep": len(self.asleep),
             "per_tenant": self.per_tenant,
+            "measured": self.measured,
             "requests": self.requests,
             "seconds": round(self.seconds, 3),
         }
@@ -124,6 +131,7 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
     k = kube.for_cluster(cluster)
     before = k.requests
     result = PassResult(cluster=cluster.name)
+    measured = measured_usage.start(cluster)  # asked in the background while the cluster is listed
     ns_backend.cluster_facts(k, fresh=True)  # the renders below use these
     ns_backend.ensure_guards(k, fresh=True)
     try:
@@ -143,11 +151,11 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
             continue
         if live is None or tenant.kind != ns_backend.NamespaceBackend.kind:
             result.virtual += tenant.kind != ns_backend.NamespaceBackend.kind
-            provisioning.provision(str(tenant.pk))
+            provisioning.provision(str(tenant.pk), measure=measured.of_tenant)
             continue
         if _accounts_to_renew(tenant, live):
             # ServiceAccounts to delete and make anew (a transfer) or to record anew: the tenant's own job does it.
-            provisioning.provision(str(tenant.pk))
+            provisioning.provision(str(tenant.pk), measure=measured.of_tenant)
             continue
         _reconcile_tenant(tenant, k, live, prunable, result)
     if live is not None:
@@ -155,16 +163,27 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
     for tenant in tenants.filter(Q(sleeping=True) | Q(sleep_applied=False), kind__in=list(SLEEP_KINDS)):
         _keep_asleep(tenant, k, result)
     if result.readings:
+        _add_measured(result, measured.result())
         active = [
             tid
             for tid, reading in result.usage.items()
             if tid in result.previous_used and reading.get("used") != result.previous_used[tid]
         ]
         services.tenants_record_usage(usages=result.usage, readings=result.readings, active=active)
+    result.measured = measured.measured  # also when only tenants reconciled one by one were measured
     result.requests = k.requests - before
     result.seconds = time.monotonic() - started
     logger.info("reconcile pass: %s", result.summary())
     return result
+
+
+def _add_measured(result: PassResult, measurement: measured_usage.Measurement | None) -> None:
+    """Each reading for the history gets its tenant's measured part (none without a measurement); what is stored
+    as the tenant's quota usage stays the quota's alone."""
+    if measurement is None:
+        return
+    for tid, reading in result.readings.items():
+        result.readings[tid] = {**reading, "measured": measurement.of(result.namespaces[tid])}
 
 
 def _diverged(tenant: Tenant, k: Kube, live: dict[Key, Manifest], result: PassResult) -> bool:
@@ -383,6 +402,7 @@ def _note_readiness(tenant: Tenant, live: dict[Key, Manifest], result: PassResul
         return
     reading = {"hard": usage.get("hard", {}), "used": usage.get("used", {})}
     result.readings[str(tenant.pk)] = reading
+    result.namespaces[str(tenant.pk)] = tenant.namespace
     if reading != tenant.quota_usage:
         result.usage[str(tenant.pk)] = reading
         if tenant.quota_usage:  # a first reading is no activity; a change in what it uses is (services.sleep)

@@ -25,7 +25,7 @@ from tenants.api.base import (
 )
 from tenants.api.filters import TenantFilter
 from tenants.api.parsers import BoundedJSONParser
-from tenants.rightsizing import Assessment
+from tenants.rightsizing import BASIS_CHOICES, Assessment
 
 
 class TenantViewSet(ListViewSet, mixins.RetrieveModelMixin):
@@ -137,7 +137,9 @@ FINGERPRINT = r"^[0-9a-f]{64}$"
 
 
 class RightsizingEvidenceSerializer(serializers.Serializer):
-    resource = serializers.CharField(help_text="The quota resource, e.g. requests.cpu.")
+    resource = serializers.CharField(
+        help_text="The quota resource, e.g. requests.cpu, or measured.cpu / measured.memory: what the containers used."
+    )
     label = serializers.CharField()  # type: ignore[assignment]  # a declared field, popped from the class by DRF
     average = serializers.FloatField(min_value=0, help_text="Time-weighted average while awake, in base units.")
     peak = serializers.FloatField(min_value=0, help_text="The highest reading, in base units (cores, bytes, counts).")
@@ -149,6 +151,12 @@ class RightsizingEvidenceSerializer(serializers.Serializer):
         min_value=0, allow_null=True, help_text="peak / quota; null when the quota is 0."
     )
     near_limit_days = serializers.IntegerField(min_value=0, help_text="Days whose peak reached the near-limit share.")
+    limit = serializers.FloatField(
+        min_value=0,
+        allow_null=True,
+        help_text="measured.memory only: the limits.memory quota its near-limit days are counted against; "
+        "null for every other resource.",
+    )
 
 
 class RightsizingSuggestionSerializer(serializers.Serializer):
@@ -169,6 +177,16 @@ class RightsizingSerializer(serializers.Serializer):
     days = serializers.IntegerField(min_value=1)
     covered_seconds = serializers.FloatField(min_value=0)
     coverage = serializers.FloatField(min_value=0, max_value=1, help_text="Share of the window readings cover.")
+    basis = serializers.ChoiceField(
+        choices=BASIS_CHOICES,
+        help_text="What CPU and memory were judged on: what the containers used, as the cluster's Prometheus "
+        "measured it (when it covers enough of the window), or what the pods requested.",
+    )
+    basis_label = serializers.CharField(help_text="The basis, in words.")
+    measured_seconds = serializers.FloatField(min_value=0, help_text="Of the window, how much was measured.")
+    measured_coverage = serializers.FloatField(
+        min_value=0, max_value=1, help_text="Share of the window measured usage covers."
+    )
     evidence = RightsizingEvidenceSerializer(many=True)
     suggestion = RightsizingSuggestionSerializer(allow_null=True)
     notes = serializers.ListField(child=serializers.CharField(), help_text="Why there is no suggestion, if not.")
@@ -184,6 +202,10 @@ def rightsizing_data(tenant: models.Tenant, found: Assessment) -> dict:
         "days": found.days,
         "covered_seconds": found.covered_seconds,
         "coverage": found.coverage,
+        "basis": found.basis,
+        "basis_label": found.basis_label,
+        "measured_seconds": found.measured_seconds,
+        "measured_coverage": found.measured_coverage,
         "evidence": found.evidence,
         "suggestion": found if found.target is not None else None,
         "notes": list(found.notes),

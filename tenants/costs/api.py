@@ -37,8 +37,10 @@ class CurrencyField(serializers.CharField):
 
 
 class FiguresSerializer(serializers.Serializer):
-    cpu_core_hours = _decimal(4, help_text="CPU cores (requests) × hours.")
-    memory_gib_hours = _decimal(4, help_text="GiB of memory (requests) × hours.")
+    cpu_core_hours = _decimal(
+        4, help_text="CPU cores × hours: requested (allocation) or used (usage, see usage_basis)."
+    )
+    memory_gib_hours = _decimal(4, help_text="GiB of memory × hours: requested, or used (usage, see usage_basis).")
     storage_gib_months = _decimal(4, help_text="GiB of storage × months of 730 hours.")
     cpu = _decimal(2, help_text="What the CPU cost, in the line's currency.")
     memory = _decimal(2)
@@ -57,7 +59,21 @@ class CostLineSerializer(serializers.Serializer):
         2, source="line.asleep_hours", help_text="Of the live hours, how many it slept (no CPU or memory cost)."
     )
     allocation = FiguresSerializer(source="line.allocation", help_text="From the tier's requests while live.")
-    usage = FiguresSerializer(source="line.usage", help_text="From the recorded quota usage.")
+    usage = FiguresSerializer(
+        source="line.usage",
+        help_text="From the usage history: CPU and memory as measured by the cluster's Prometheus where measured, "
+        "as requested of the quota otherwise; storage as requested.",
+    )
+    usage_basis = serializers.ChoiceField(
+        source="line.usage_basis",
+        choices=[
+            (showback.MEASURED, "Every day's CPU and memory measured"),
+            (showback.REQUESTS, "CPU and memory as requested (nothing measured)"),
+            (showback.MIXED, "Measured where measured, requested for the rest"),
+            (showback.NONE, "No usage recorded"),
+        ],
+        help_text="What usage's CPU and memory come from.",
+    )
 
 
 class CostTotalSerializer(serializers.Serializer):
@@ -94,7 +110,8 @@ SLUG_PARAMETER = OpenApiParameter(
 )
 TEAM_COSTS = (
     "A team's showback for a month: one line per tenant it held (by UTC day), allocation-based (the tier's "
-    "requests while live, CPU and memory not while asleep) and usage-based (recorded quota usage), priced with "
+    "requests while live, CPU and memory not while asleep) and usage-based (CPU and memory measured by the "
+    "cluster's Prometheus where measured, requested otherwise; storage requested; see usage_basis), priced with "
     "each cluster's prices of each day. Team members, approvers and platform admins; 404 for anyone else."
 )
 TENANT_COSTS = (

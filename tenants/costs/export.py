@@ -23,6 +23,7 @@ COST_COLUMNS = [
     "asleep_hours",
     *(f"allocation_{name}" for name in FIGURES),
     *(f"usage_{name}" for name in FIGURES),
+    "usage_basis",
 ]
 
 
@@ -44,6 +45,7 @@ def _cost_rows(report: CostReport) -> Iterator[list[str]]:
                 line.live_hours,
                 line.asleep_hours,
                 *figures,
+                line.usage_basis,
             )
         ]
 

@@ -52,11 +52,20 @@ def _quota(tier: Tier) -> showback.Quota:
     return showback.Quota(tier.cpu_request_millis, tier.memory_request_mib, tier.storage_gib)
 
 
-def _usage_day(team_id: int, usage: dict) -> showback.UsageDay:
-    def used(resource: str) -> Decimal:
-        return Decimal(str((usage.get(resource) or {}).get("used_seconds") or 0))
+def _usage_day(team_id: int, seconds: float, usage: dict) -> showback.UsageDay:
+    def number(resource: str, key: str) -> Decimal:
+        return Decimal(str((usage.get(resource) or {}).get(key) or 0))
 
-    return showback.UsageDay(team_id, used("requests.cpu"), used("requests.memory"), used("requests.storage"))
+    return showback.UsageDay(
+        team_id,
+        number("requests.cpu", "used_seconds"),
+        number("requests.memory", "used_seconds"),
+        number("requests.storage", "used_seconds"),
+        seconds=Decimal(str(seconds or 0)),
+        measured_seconds=min(number("measured.cpu", "seconds"), number("measured.memory", "seconds")),
+        measured_cpu_core_seconds=number("measured.cpu", "used_seconds"),
+        measured_memory_byte_seconds=number("measured.memory", "used_seconds"),
+    )
 
 
 def _tier_history(tenant: Tenant, approved: list[TenantRequest]) -> list[tuple[dt.datetime | None, showback.Quota]]:
@@ -96,10 +105,10 @@ def _histories(tenants: list[Tenant], start: dt.date, end: dt.date) -> list[show
     ):
         sleeps[tenant_id].append((started, ended))
     days: dict[Any, dict[dt.date, showback.UsageDay]] = defaultdict(dict)
-    for tenant_id, day, team_id, usage in TenantUsageDay.objects.filter(
+    for tenant_id, day, team_id, seconds, usage in TenantUsageDay.objects.filter(
         tenant__in=ids, day__gte=start, day__lt=end
-    ).values_list("tenant_id", "day", "team_id", "usage"):
-        days[tenant_id][day] = _usage_day(team_id, usage)
+    ).values_list("tenant_id", "day", "team_id", "seconds", "usage"):
+        days[tenant_id][day] = _usage_day(team_id, seconds, usage)
     team_before = dict(
         TenantUsageDay.objects.filter(tenant__in=ids, day__lt=start)
         .order_by("tenant_id", "-day")

@@ -8,9 +8,13 @@ Two figures per tenant, team and month, side by side:
   failed or is being decommissioned still holds its namespace and quota, so it still counts. A tier change
   counts from the moment it was approved (to the microsecond). CPU and memory are not charged while the tenant
   sleeps (its ``TenantSleepPeriod`` rows: the workloads are scaled to zero); storage is, since the volumes stay.
-- **Usage-based**: what the tenant's quota usage recorded (``TenantUsageDay``): Σ used × seconds of
-  ``requests.cpu`` (core-seconds), ``requests.memory`` and ``requests.storage`` (byte-seconds). A sleeping
-  tenant's readings fall to about zero by themselves.
+- **Usage-based**: what the tenant's usage history recorded (``TenantUsageDay``), per UTC day. CPU and memory
+  are what its containers used (``measured.cpu`` core-seconds, ``measured.memory`` working-set byte-seconds, by
+  its cluster's Prometheus) for the part of the day that was measured, and what its pods requested
+  (``requests.cpu``, ``requests.memory``) for the rest of the day's readings: the day's requested Σ scaled by the
+  unmeasured share of its covered seconds. Storage is always ``requests.storage``. Each line says which evidence
+  its days had (``usage_basis``): ``measured`` (every day with readings fully measured), ``requests`` (none
+  measured), ``mixed``, or ``none`` (no readings). A sleeping tenant's readings fall to about zero by themselves.
 
 Units: CPU in core-hours, memory in GiB-hours (GiB = 2³⁰ bytes, 1024 MiB), storage in GiB-months, a month
 being 730 hours (8760 / 12) whatever the calendar says. Months and days are UTC.
@@ -45,6 +49,19 @@ _PRECISION = Context(prec=50)
 # Months from 2000-01 to 2999-12: every month the pattern allows is answered (one not begun has no costs yet).
 _MONTH = re.compile(r"(2[0-9]{3})-(0[1-9]|1[0-2])")
 MONTH_PATTERN = r"^2[0-9]{3}-(0[1-9]|1[0-2])$"
+
+
+# What a line's usage-based CPU and memory come from.
+MEASURED, REQUESTS, MIXED, NONE = "measured", "requests", "mixed", "none"
+USAGE_BASES = (MEASURED, REQUESTS, MIXED, NONE)
+
+
+def usage_basis(day_bases: Iterable[str]) -> str:
+    """A line's basis from its days' (each measured, requests or mixed): none without any."""
+    found = set(day_bases)
+    if not found:
+        return NONE
+    return found.pop() if len(found) == 1 else MIXED
 
 
 class MonthError(ValueError):
@@ -105,9 +122,24 @@ class UsageDay:
     """One ``TenantUsageDay`` as showback reads it: Σ used × seconds in base units."""
 
     team: int
-    cpu_core_seconds: Decimal = Decimal(0)
-    memory_byte_seconds: Decimal = Decimal(0)
+    cpu_core_seconds: Decimal = Decimal(0)  # requested
+    memory_byte_seconds: Decimal = Decimal(0)  # requested
     storage_byte_seconds: Decimal = Decimal(0)
+    seconds: Decimal = Decimal(0)  # what the day's readings cover
+    measured_seconds: Decimal = Decimal(0)  # of those, what measured readings cover (CPU and memory both)
+    measured_cpu_core_seconds: Decimal = Decimal(0)
+    measured_memory_byte_seconds: Decimal = Decimal(0)
+
+    def cpu_and_memory(self) -> tuple[Decimal, Decimal, str]:
+        """The day's CPU core-seconds and memory byte-seconds, and their basis (tenants.costs.showback's rule)."""
+        if self.measured_seconds <= 0 or self.seconds <= 0:
+            return self.cpu_core_seconds, self.memory_byte_seconds, REQUESTS
+        unmeasured = max(self.seconds - self.measured_seconds, Decimal(0)) / self.seconds
+        return (
+            self.measured_cpu_core_seconds + self.cpu_core_seconds * unmeasured,
+            self.measured_memory_byte_seconds + self.memory_byte_seconds * unmeasured,
+            MEASURED if unmeasured == 0 else MIXED,
+        )
 
 
 @dataclass(frozen=True)
@@ -189,6 +221,7 @@ class CostLine:
     asleep_hours: Decimal
     allocation: Figures
     usage: Figures
+    usage_basis: str = NONE  # measured, requests, mixed or none: what usage's CPU and memory come from
 
 
 @dataclass(frozen=True)
@@ -268,6 +301,7 @@ class _Sums:
     measured: bool = False
     allocation: Figures = Figures()
     usage: Figures = Figures()
+    bases: set[str] = field(default_factory=set)
 
 
 def _figures(cpu_core_s: Decimal, memory_gib_s: Decimal, storage_gib_s: Decimal, price: Prices) -> Figures:
@@ -313,9 +347,9 @@ def _tenant_month(history: TenantHistory, *, month: dt.date, now: dt.datetime) -
             row = history.days.get(day)
             if row is not None:
                 bucket.measured = True
-                bucket.usage += _figures(
-                    row.cpu_core_seconds, row.memory_byte_seconds / GIB, row.storage_byte_seconds / GIB, price
-                )
+                cpu, memory, basis = row.cpu_and_memory()
+                bucket.bases.add(basis)
+                bucket.usage += _figures(cpu, memory / GIB, row.storage_byte_seconds / GIB, price)
         day += dt.timedelta(days=1)
     return [
         CostLine(
@@ -326,6 +360,7 @@ def _tenant_month(history: TenantHistory, *, month: dt.date, now: dt.datetime) -
             asleep_hours=(s.asleep / SECONDS_PER_HOUR).quantize(HOUR_PLACES, ROUND_HALF_UP),
             allocation=s.allocation.rounded(),
             usage=s.usage.rounded(),
+            usage_basis=usage_basis(s.bases),
         )
         for (team, currency), s in sums.items()
         if s.live or s.measured

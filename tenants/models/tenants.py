@@ -182,6 +182,8 @@ class TenantUsageDay(models.Model):
     reading}``, in base units (cores, bytes, counts). ``seconds`` is how much of the day the readings cover,
     so ``used_seconds / seconds`` is the day's time-weighted average. ``team`` and ``tier`` are the tenant's
     at the day's last reading (a transfer or tier change mid-day counts from the next reading on).
+    Measured usage (``measured.cpu``, ``measured.memory``: what the containers used, by Prometheus) has the same
+    keys plus its own ``seconds``, the part of the day measured readings covered (tenants.services.usage).
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="usage_days")
@@ -203,9 +205,10 @@ class TenantUsageDay(models.Model):
     def average(self, resource: str) -> float | None:
         """The day's time-weighted average of ``resource``; None when no reading covered any time."""
         entry = self.usage.get(resource)
-        if not entry or self.seconds <= 0:
+        covered = float(entry.get("seconds", self.seconds)) if entry else 0.0
+        if not entry or covered <= 0:
             return None
-        return float(entry["used_seconds"]) / self.seconds
+        return float(entry["used_seconds"]) / covered
 
 
 class OrphanNamespace(models.Model):

@@ -230,15 +230,17 @@ def tenant_note_progress(*, tenant: Tenant, note: str) -> None:
     Tenant.objects.filter(pk=tenant.pk, status=tenant.status).update(status_reason=note[:2000])
 
 
-def tenant_record_usage(*, tenant: Tenant, usage: dict[str, Any]) -> None:
+def tenant_record_usage(*, tenant: Tenant, usage: dict[str, Any], measured: dict[str, float] | None = None) -> None:
     """Quota usage read back from the cluster: an observation, not a state change, so not audited; it also
-    goes into the usage history."""
+    goes into the usage history, with what the tenant's containers used (``measured``, by its cluster's
+    Prometheus: ``{"cpu": cores, "memory": bytes}``) when it was measured."""
     now = timezone.now()
     fields: dict[str, Any] = {"quota_usage": usage, "quota_usage_at": now}
     if usage_changed(tenant.quota_usage, usage):
         fields["last_activity_at"] = now  # activity Berth can see: the idle clock (services.sleep) restarts
     Tenant.objects.filter(pk=tenant.pk).update(**fields)
-    usage_record_readings(readings={str(tenant.pk): usage}, at=now)
+    reading = usage if measured is None else {**usage, "measured": measured}
+    usage_record_readings(readings={str(tenant.pk): reading}, at=now)
 
 
 def usage_changed(before: dict[str, Any] | None, after: dict[str, Any]) -> bool:
@@ -250,7 +252,8 @@ def tenants_record_usage(
     *, usages: dict[str, dict[str, Any]], readings: dict[str, dict[str, Any]], active: Iterable[str] = ()
 ) -> None:
     """Quota usage of many tenants read back in one reconcile pass: ``usages`` (the ones that changed) are
-    stored in one query, not one per tenant; ``readings`` (every tenant read) go into the usage history;
+    stored in one query, not one per tenant; ``readings`` (every tenant read, with its measured part when there is
+    one, see tenant_record_usage) go into the usage history;
     ``active`` (tenants whose use changed) restart their idle clock (services.sleep)."""
     now = timezone.now()
     rows = [Tenant(pk=pk, quota_usage=usage, quota_usage_at=now) for pk, usage in usages.items()]

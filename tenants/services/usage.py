@@ -6,12 +6,21 @@ The covered interval is split at midnight (UTC), so each day and month gets exac
 resource the row keeps Σ used × seconds, the highest reading and the quota at the last reading
 (``TenantUsageDay``): a year of one tenant is 365 small rows, whatever the reconcile interval.
 
+A reading may carry a **measured** part (``{"measured": {"cpu": cores, "memory": bytes}}``): what the tenant's
+containers used, by its cluster's Prometheus (worker/measured_usage.py), beside what its pods request. It is folded
+as two more resources, ``measured.cpu`` and ``measured.memory``, whose ``hard`` is the matching requests quota (so
+shares read "used of what the tier reserves"), ``measured.memory`` also keeping ``limit``, the ``limits.memory``
+quota; and each keeps ``seconds``, the time measured readings covered that day. A reading without a measured part
+(no Prometheus, or one that did not answer) adds nothing to them: the day's ``seconds`` minus theirs is time known
+only by requests.
+
 Readings are observations, not state changes: not audited.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,7 +30,10 @@ from django.db import transaction
 from tenants.models import Tenant, TenantUsageDay
 from tenants.quantities import parse_quantity
 
-Reading = Mapping[str, Any]  # {"hard": {resource: quantity}, "used": {resource: quantity}}
+Reading = Mapping[str, Any]  # {"hard": {resource: quantity}, "used": {resource: quantity}, "measured"?: {...}}
+# Measured resources, each with the requests quota it is a share of.
+MEASURED = {"measured.cpu": ("cpu", "requests.cpu"), "measured.memory": ("memory", "requests.memory")}
+MEASURED_LIMIT = {"measured.memory": "limits.memory"}  # near this quota, containers are near being OOM-killed
 
 
 def covered_by_day(start: dt.datetime, end: dt.datetime) -> list[tuple[dt.date, float]]:
@@ -53,7 +65,35 @@ def fold(usage: dict[str, dict[str, float]], reading: Reading, seconds: float) -
         entry["used_seconds"] = float(entry["used_seconds"]) + value * seconds
         entry["max"] = max(float(entry["max"]), value)
         entry["hard"] = float(limit)
+    _fold_measured(folded, reading, seconds)
     return folded
+
+
+def measured_value(value: object) -> float | None:
+    """One measured figure as a number: finite and not negative, else None (not evidence)."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+def _fold_measured(folded: dict[str, dict[str, float]], reading: Reading, seconds: float) -> None:
+    measured = reading.get("measured")
+    if not isinstance(measured, Mapping):
+        return
+    hard = reading.get("hard") or {}
+    for resource, (key, quota) in MEASURED.items():
+        value = measured_value(measured.get(key))
+        if value is None:
+            continue
+        entry = folded.setdefault(resource, {"used_seconds": 0.0, "max": 0.0, "hard": 0.0, "seconds": 0.0})
+        entry["used_seconds"] = float(entry["used_seconds"]) + value * seconds
+        entry["max"] = max(float(entry["max"]), value)
+        entry["seconds"] = float(entry.get("seconds", 0.0)) + seconds
+        entry["hard"] = float(parse_quantity(hard.get(quota, "0")) or 0)
+        if resource in MEASURED_LIMIT:
+            entry["limit"] = float(parse_quantity(hard.get(MEASURED_LIMIT[resource], "0")) or 0)
 
 
 def usage_record_readings(*, readings: Mapping[str, Reading], at: dt.datetime) -> int:
@@ -111,4 +151,4 @@ def usage_record_readings(*, readings: Mapping[str, Reading], at: dt.datetime) -
     return len(tenants)
 
 
-__all__ = ["covered_by_day", "fold", "usage_record_readings"]
+__all__ = ["MEASURED", "MEASURED_LIMIT", "covered_by_day", "fold", "measured_value", "usage_record_readings"]

@@ -16,7 +16,8 @@ from tenants import services
 from tenants.errors import InvalidTransition
 from tenants.forms import IdempotentForm
 from tenants.models import Tenant, TenantRequest
-from tenants.rightsizing import DRIVERS, Assessment
+from tenants.prometheus import prometheus_url_for
+from tenants.rightsizing import DRIVERS, MEASURED_FITS, Assessment, Policy
 from tenants.services.tenant_requests import downgrade_approves_itself
 from tenants.views.common import AuthedRequest, call, visible_tenant
 
@@ -39,18 +40,38 @@ def _percent(share: float | None) -> str:
     return "—" if share is None else f"{share:.0%}"
 
 
+def evidence_used(found: Assessment, tenant: Tenant) -> str:
+    """Which evidence CPU and memory were judged on, and why, in words."""
+    if found.basis == "measured":
+        return (
+            f"CPU and memory judged on what the containers used, as the cluster's Prometheus measured it "
+            f"({found.measured_coverage:.0%} of the window)."
+        )
+    if not prometheus_url_for(tenant.cluster.prometheus):
+        why = "this cluster has no Prometheus to measure them"
+    elif found.measured_seconds <= 0:
+        why = "no measured usage recorded in the window yet"
+    else:
+        why = (
+            f"measured usage covers {found.measured_coverage:.0%} of the window, "
+            f"{Policy.from_settings().min_coverage:.0%} needed"
+        )
+    return f"CPU and memory judged on what the pods requested of the quota ({why})."
+
+
 def rightsizing_context(*, tenant: Tenant, is_owner: bool, can_change: bool) -> dict:
     """The tenant page's right-sizing card: what the rule found, and the accept form for owners who can act."""
     found: Assessment = services.rightsizing_assess(tenant=tenant)
     rows = [
         EvidenceRow(e.label, _percent(e.average_share), _percent(e.peak_share), e.near_limit_days)
         for e in found.evidence
-        if e.resource in DRIVERS or e.near_limit_days
+        if e.resource in DRIVERS or e.resource in MEASURED_FITS or e.near_limit_days
     ]
     can_accept = found.target is not None and is_owner and can_change
     return {
         "rightsizing": found,
         "rightsizing_rows": rows,
+        "rightsizing_evidence_used": evidence_used(found, tenant),
         "rightsizing_form": RightsizingAcceptForm(initial={"fingerprint": found.fingerprint}) if can_accept else None,
         "rightsizing_auto_approves": found.target is not None
         and (found.target.auto_approve or downgrade_approves_itself(current=tenant.tier, target=found.target)),

@@ -62,3 +62,33 @@ def test_alice_accepts_the_suggested_downgrade_and_it_is_approved_by_the_tier(
     page.goto(portal.at(f"/tenants/{tenant.pk}/"))
     expect(page.locator("#rightsizing-none")).to_contain_text("No usage recorded on this tier")
     expect(page.get_by_role("button", name=re.compile(r"^Move to"))).to_have_count(0)
+
+
+def test_alice_sees_that_measured_usage_was_the_evidence(portal: Portal, cluster, dispatched, settings):
+    from tests.tenants.test_rightsizing_pages import add_measured
+
+    page = portal.page_as("alice")
+    team = Team.objects.get(slug="team-payments")
+    medium = Tier.objects.get(name="medium")
+    settings.BERTH_PROMETHEUS = {"main": {"url": "http://127.0.0.1:9"}}  # measured by the worker; no tenant metrics
+    cluster.prometheus = "main"
+    cluster.save(update_fields=["prometheus"])
+    tenant = Tenant.objects.create(
+        name="ledger",
+        namespace=cluster.namespace_prefix + "ledger",
+        team=team,
+        tier=medium,
+        cluster=cluster,
+        status=TenantStatus.READY,
+        created_by=User.objects.get(username="alice"),
+    )
+    record_history(tenant, average=0.8, peak=0.8)  # its pods request 80% of medium
+    add_measured(tenant, cpu=0.05, memory=0.08)  # and use 5% and 8% of it
+
+    page.goto(portal.at(f"/tenants/{tenant.pk}/"))
+    card = page.get_by_role("region", name="Right-sizing")
+    expect(card.locator("#rightsizing-basis")).to_contain_text("Evidence: measured (Prometheus).")
+    expect(card.locator("#rightsizing-basis")).to_contain_text("(100% of the window)")
+    expect(card.locator("#rightsizing-suggestion")).to_contain_text("Suggested: a smaller tier, Small.")
+    expect(card.locator("#rightsizing-suggestion")).to_contain_text("lower their requests and limits first")
+    expect(card.get_by_role("row", name=re.compile(r"^CPU used \(measured\)"))).to_contain_text("5%")

@@ -424,10 +424,18 @@ def test_each_named_prometheus_gets_a_label_proxy_on_the_web_pods_loopback(helm_
     assert sidecars[0]["image"] == "quay.io/prometheuscommunity/prom-label-proxy:v0.11.1"
     assert "ports" not in sidecars[0]  # nothing outside the pod is meant to reach it
     portal = next(c for c in web["containers"] if c["name"] == "web")
-    assert json.loads(env_of(portal)["BERTH_PROMETHEUS"]["value"]) == {"main": "http://127.0.0.1:9091"}
-    # Only the web answers metrics queries; without names there is neither sidecar nor setting.
+    prometheus = "http://prometheus-operated.monitoring.svc:9090"
+    assert json.loads(env_of(portal)["BERTH_PROMETHEUS"]["value"]) == {
+        "main": {"label_proxy": "http://127.0.0.1:9091", "url": prometheus}
+    }
+    # Only the web answers metrics queries; the workers read measured usage from Prometheus itself (no proxy
+    # runs beside them); beat and the migrations need neither. Without names there is neither sidecar nor setting.
+    workers = [c for _, _, c in containers(objs) if c["name"] == "worker"]
+    assert workers
     for where, _, container in containers(objs):
-        if container is not portal:
+        if container in workers:
+            assert json.loads(env_of(container)["BERTH_PROMETHEUS"]["value"]) == {"main": {"url": prometheus}}, where
+        elif container is not portal:
             assert "BERTH_PROMETHEUS" not in env_of(container), where
     trial = named(render(helm_bin, CHART / "ci" / "trial-values.yaml"), "Deployment", f"{FULLNAME}-web")
     assert [c["name"] for c in trial["spec"]["template"]["spec"]["containers"]] == ["web"]

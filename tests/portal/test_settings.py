@@ -1,10 +1,15 @@
-"""The settings import nothing of the domain, and name the tasks as tenants.dispatch sends them."""
+"""The settings import nothing of the domain, name the tasks as tenants.dispatch sends them, and refuse a
+BERTH_PROMETHEUS of the wrong shape."""
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from django.conf import settings
 
 from tenants import dispatch
@@ -49,3 +54,29 @@ def test_every_task_routed_or_scheduled_is_one_dispatch_sends():
     for task in (dispatch.RECONCILE, dispatch.RECONCILE_CLUSTER, dispatch.ISOLATION_CHECK, dispatch.REFRESH_USAGE):
         assert queues[task] == "reconcile"
     assert {dispatch.SWEEP, dispatch.RECONCILE, dispatch.RECHECK_IDENTITIES, dispatch.SWEEP_WEBHOOKS} == scheduled
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ('{"main": "http://127.0.0.1:9091"}', True),  # the label proxy alone, as before
+        ('{"main": {"label_proxy": "http://127.0.0.1:9091", "url": "http://prometheus:9090"}}', True),
+        ('{"main": {"url": "https://prometheus:9090"}}', True),
+        ('{"main": {"url": "ftp://prometheus"}}', False),
+        ('{"main": {}}', False),
+        ('{"main": {"uri": "http://prometheus:9090"}}', False),
+        ('{"main": {"url": 9090}}', False),
+        ('["http://127.0.0.1:9091"]', False),
+    ],
+)
+def test_each_prometheus_names_its_label_proxy_its_own_address_or_both(value: str, valid: bool):
+    env = {**os.environ, "BERTH_PROMETHEUS": value, "DJANGO_DEBUG": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", "import portal.settings"], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    assert (done.returncode == 0) is valid, done.stderr
+    if not valid:
+        assert (
+            'BERTH_PROMETHEUS must map names to http(s) addresses of label proxies, or to objects with "label_proxy"'
+            in (done.stderr)
+        )

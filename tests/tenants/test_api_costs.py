@@ -4,6 +4,7 @@ for a month that is none. The arithmetic itself is tested in test_showback.py an
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 from decimal import Decimal as D
 
@@ -11,7 +12,7 @@ import pytest
 import yaml
 
 from tenants import services
-from tenants.models import Tenant, TenantSleepPeriod
+from tenants.models import Tenant, TenantSleepPeriod, TenantUsageDay
 from tests.tenants.test_showback_db import MARCH, at, clock  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.django_db
@@ -77,6 +78,7 @@ def test_a_team_member_reads_the_teams_month(api, vera, web):
                 "asleep_hours": "60.00",
                 "allocation": MARCH_FIGURES,
                 "usage": NOTHING,
+                "usage_basis": "none",
             }
         ],
         "totals": [{"currency": "EUR", "allocation": MARCH_FIGURES, "usage": NOTHING}],
@@ -110,6 +112,45 @@ def test_the_csv_has_the_same_figures(api, alice, web):
         assert (row["live_hours"], row["asleep_hours"]) == ("522.00", "60.00")
         assert {name: row[f"allocation_{name}"] for name in MARCH_FIGURES} == MARCH_FIGURES
         assert {name: row[f"usage_{name}"] for name in NOTHING} == NOTHING
+        assert row["usage_basis"] == "none"
+
+
+def _usage_day(tenant: Tenant, day: int, *, measured_hours: float) -> None:
+    """A whole day of 10 March-like readings: 2 cores and 4 GiB requested, 0.5 cores and 1 GiB used over the
+    ``measured_hours`` Prometheus answered for."""
+    hard = {"hard": 0.0}
+    usage = {
+        "requests.cpu": {**hard, "used_seconds": 2.0 * 86400, "max": 2.0},
+        "requests.memory": {**hard, "used_seconds": 4.0 * 2**30 * 86400, "max": 4.0 * 2**30},
+    }
+    if measured_hours:
+        seconds = measured_hours * 3600
+        usage["measured.cpu"] = {**hard, "used_seconds": 0.5 * seconds, "max": 0.5, "seconds": seconds}
+        usage["measured.memory"] = {**hard, "used_seconds": 2.0**30 * seconds, "max": 2.0**30, "seconds": seconds}
+    TenantUsageDay.objects.create(
+        tenant=tenant, day=dt.date(2026, 3, day), team=tenant.team, tier=tenant.tier, seconds=86400.0, usage=usage
+    )
+
+
+def test_usage_says_which_evidence_it_comes_from_in_json_csv_and_on_the_page(api, client, alice, web):
+    _usage_day(web, 11, measured_hours=24)
+    body = api(alice).get(f"{API}/tenants/{web.pk}/costs/", {"month": "2026-03"}).json()
+    (line,) = body["lines"]
+    assert line["usage_basis"] == "measured"
+    assert (line["usage"]["cpu_core_hours"], line["usage"]["memory_gib_hours"]) == ("12.0000", "24.0000")
+    _usage_day(web, 12, measured_hours=0)  # Prometheus did not answer all day: requests
+    _usage_day(web, 13, measured_hours=6)  # 6 h measured, 18 h by requests
+    body = api(alice).get(f"{API}/tenants/{web.pk}/costs/", {"month": "2026-03"}).json()
+    (line,) = body["lines"]
+    # 12 + 48 + (0.5 × 6 + 2 × 18) core-hours; 24 + 96 + (1 × 6 + 4 × 18) GiB-hours
+    assert line["usage_basis"] == "mixed"
+    assert (line["usage"]["cpu_core_hours"], line["usage"]["memory_gib_hours"]) == ("99.0000", "198.0000")
+    response = api(alice).get(f"{API}/tenants/{web.pk}/costs/export/", {"month": "2026-03"})
+    (row,) = csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode()))
+    assert (row["usage_basis"], row["usage_cpu_core_hours"]) == ("mixed", "99.0000")
+    client.force_login(alice)
+    html = client.get(f"/tenants/{web.pk}/", {"month": "2026-03"}).content.decode()
+    assert '<td data-usage-basis="mixed">measured and requests</td>' in html
 
 
 def test_another_team_and_its_tenants_are_not_found(api, bob, erin, web):
@@ -184,7 +225,10 @@ def test_the_schema_describes_the_costs_exactly(api, erin):
         "asleep_hours",
         "allocation",
         "usage",
+        "usage_basis",
     }
+    basis = components["CostLine"]["properties"]["usage_basis"]
+    assert components[basis["allOf"][0]["$ref"].rsplit("/", 1)[1]]["enum"] == ["measured", "requests", "mixed", "none"]
     assert components["Figures"]["properties"]["cpu"]["format"] == "decimal"
     assert components["CostLine"]["properties"]["currency"]["pattern"] == "^[A-Z]{3}$"
     assert components["CostReport"]["properties"]["month"]["pattern"] == "^2[0-9]{3}-(0[1-9]|1[0-2])$"

@@ -176,7 +176,15 @@ def test_the_api_shows_the_suggestion_with_its_evidence(api, alice, web):
         "average_share": pytest.approx(0.12),
         "peak_share": pytest.approx(0.2),
         "near_limit_days": 0,
+        "limit": None,
     }
+    # No Prometheus measured it: judged on the quota's requests, as the answer says.
+    assert (body["basis"], body["basis_label"], body["measured_seconds"], body["measured_coverage"]) == (
+        "requests",
+        "quota requests",
+        0.0,
+        0.0,
+    )
 
 
 def test_no_history_no_suggestion(api, alice, ready_tenant):

@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 
 from tenants import services
-from tenants.models import AuditEvent, Tenant, TenantRequest, Tier
+from tenants.models import AuditEvent, Tenant, TenantRequest, TenantUsageDay, Tier
 from tenants.services.rightsizing import ACCEPT_ACTION
 from tests.tenants.test_rightsizing import record_history
 
@@ -23,8 +23,8 @@ def web(ready_tenant) -> Tenant:
     return tenant
 
 
-def page(client: Client, tenant: Tenant) -> str:
-    response = client.get(reverse("tenant-detail", args=[tenant.pk]))
+def page(client: Client, tenant: Tenant, **params: str) -> str:
+    response = client.get(reverse("tenant-detail", args=[tenant.pk]), params)
     assert response.status_code == 200
     return response.content.decode()
 
@@ -103,3 +103,62 @@ def test_dismissing_on_the_page_hides_the_suggestion(client, alice, web):
     assert response.redirect_chain[-1][0] == reverse("tenant-detail", args=[web.pk])
     assert "The suggestion of tier Small was dismissed until" in html
     assert 'id="accept-rightsizing"' not in html and 'id="dismiss-rightsizing"' not in html
+
+
+def add_measured(tenant: Tenant, *, cpu: float, memory: float, hours: float = 24.0) -> None:
+    """Measured usage on each recorded day: CPU and memory at these shares of the requests quotas, over ``hours``."""
+    for row in TenantUsageDay.objects.filter(tenant=tenant):
+        seconds = hours * 3600
+        for resource, quota, share in (
+            ("measured.cpu", "requests.cpu", cpu),
+            ("measured.memory", "requests.memory", memory),
+        ):
+            hard = row.usage[quota]["hard"]
+            row.usage[resource] = {
+                "used_seconds": share * hard * seconds,
+                "max": share * hard,
+                "hard": hard,
+                "seconds": seconds,
+            }
+        row.usage["measured.memory"]["limit"] = row.usage["limits.memory"]["hard"]
+        row.save(update_fields=["usage"])
+
+
+def test_the_card_says_requests_were_the_evidence_on_a_cluster_without_prometheus(client, alice, web):
+    client.force_login(alice)
+    html = page(client, web, tab="quota")
+    assert '<p class="small" id="rightsizing-basis"><strong>Evidence: quota requests.</strong>' in html
+    assert "CPU and memory judged on what the pods requested of the quota (this cluster has no Prometheus" in html
+
+
+def test_the_card_shows_measured_evidence_and_what_the_owner_must_do_first(client, alice, ready_tenant, settings):
+    tenant = ready_tenant()
+    record_history(tenant, average=0.8, peak=0.8)  # pods request 80% of medium: requests alone keep the tier
+    add_measured(tenant, cpu=0.05, memory=0.08)
+    settings.BERTH_PROMETHEUS = {"p": {"url": "http://127.0.0.1:9"}}
+    tenant.cluster.prometheus = "p"
+    tenant.cluster.save(update_fields=["prometheus"])
+    client.force_login(alice)
+    html = page(client, tenant, tab="quota")
+    assert "<strong>Evidence: measured (Prometheus).</strong>" in html
+    assert "as the cluster&#x27;s Prometheus measured it (100% of the window)" in html
+    assert "Suggested: a smaller tier, Small." in html
+    assert re.search(r"<th scope=\"row\">CPU used \(measured\)</th><td>5%</td><td>5%</td><td>0</td>", html)
+    assert "lower their requests and limits first" in html
+
+
+def test_the_card_says_why_too_little_measured_usage_was_not_used(client, alice, ready_tenant, settings):
+    tenant = ready_tenant()
+    record_history(tenant, average=0.8, peak=0.8)
+    add_measured(tenant, cpu=0.05, memory=0.08, hours=12)
+    settings.BERTH_PROMETHEUS = {"p": "http://127.0.0.1:9091"}  # a label proxy alone: no measured usage from it
+    tenant.cluster.prometheus = "p"
+    tenant.cluster.save(update_fields=["prometheus"])
+    client.force_login(alice)
+    html = page(client, tenant, tab="quota")
+    assert "<strong>Evidence: quota requests.</strong>" in html
+    assert "this cluster has no Prometheus to measure them" in html
+    settings.BERTH_PROMETHEUS = {"p": {"label_proxy": "http://127.0.0.1:9091", "url": "http://127.0.0.1:9"}}
+    html = page(client, tenant, tab="quota")
+    assert "(measured usage covers 50% of the window, 80% needed)" in html
+    assert "No change suggested." in html

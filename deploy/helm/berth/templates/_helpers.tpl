@@ -348,16 +348,29 @@ postgres://berth@{{ include "berth.postgresql.host" . }}:5432/berth
 {{- end }}
 {{- end -}}
 
-{{- /* Tenant metrics (docs/monitoring.md): one prom-label-proxy sidecar per named Prometheus, on 127.0.0.1 from port
-       9091 in the names' order, and BERTH_PROMETHEUS naming them for the web. */ -}}
+{{- /* Tenant metrics and measured usage (docs/monitoring.md): one prom-label-proxy sidecar per named Prometheus, on
+       127.0.0.1 from port 9091 in the names' order. BERTH_PROMETHEUS names, for the web, each one's sidecar
+       (label_proxy, for tenants' queries) and the Prometheus itself (url, only to say whether usage can be
+       measured); for the workers, only the Prometheus (url), which they read measured usage from. */ -}}
 {{- define "berth.tenantMetricsEnv" -}}
-{{- $proxies := dict }}
+{{- $entries := dict }}
 {{- range $i, $name := keys .Values.monitoring.tenantMetrics.prometheus | sortAlpha }}
-{{- $_ := set $proxies $name (printf "http://127.0.0.1:%d" (add 9091 $i)) }}
+{{- $_ := set $entries $name (dict "label_proxy" (printf "http://127.0.0.1:%d" (add 9091 $i)) "url" (index $.Values.monitoring.tenantMetrics.prometheus $name)) }}
 {{- end }}
-{{- if $proxies }}
+{{- if $entries }}
 - name: BERTH_PROMETHEUS
-  value: {{ $proxies | toJson | quote }}
+  value: {{ $entries | toJson | quote }}
+{{- end }}
+{{- end -}}
+
+{{- define "berth.measuredUsageEnv" -}}
+{{- $entries := dict }}
+{{- range $name, $url := .Values.monitoring.tenantMetrics.prometheus }}
+{{- $_ := set $entries $name (dict "url" $url) }}
+{{- end }}
+{{- if $entries }}
+- name: BERTH_PROMETHEUS
+  value: {{ $entries | toJson | quote }}
 {{- end }}
 {{- end -}}
 
