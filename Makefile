@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 # Real nodes beside `make cluster`'s control plane: 2 = the shared pool and the dedicated pool, 0 = none.
 NODES ?= 2
 
-.PHONY: help deps system-deps python-deps devcluster e2e-build e2e-netpol e2e-network e2e-subset oidc-deps test test-fast demo cluster oidc keycloak bench bench-api bench-vcluster bench-metrics lint clean
+.PHONY: help deps system-deps python-deps devcluster e2e-build e2e-netpol e2e-network e2e-subset oidc-deps test test-fast demo cluster oidc keycloak bench bench-api bench-deps soak bench-vcluster bench-metrics lint clean
 
 help:
 	@echo "make demo     start the portal with a dev cluster, OIDC provider, worker and demo data"
@@ -23,6 +23,7 @@ help:
 	@echo "make keycloak run Keycloak with the berth realm in the foreground"
 	@echo "make bench    provisioning and fleet benchmarks against the dev control plane (BENCH_ARGS=--quick)"
 	@echo "make bench-api  API load benchmark: gunicorn, PostgreSQL, Redis, locust (about 11 minutes)"
+	@echo "make soak     30 minutes of API load with the worker provisioning and reconciling: memory flat, no 5xx, nothing lost"
 	@echo "make bench-vcluster  real vclusters beside namespaces: approve -> ready, memory, how many fit (about 5 minutes)"
 	@echo "make bench-metrics  Prometheus memory and scrape time, a tenant's query direct/proxy/Berth (BENCH_ARGS=--tenants 1000)"
 	@echo "make lint     ruff (format check and lint) and mypy with django-stubs"
@@ -133,9 +134,16 @@ bench-vcluster: deps
 bench-metrics: deps
 	$(PY) bench/metrics.py $(BENCH_ARGS)
 
-bench-api: system-deps python-deps
+# locust and the other load tools (pyproject's `bench` extra): only the load benchmarks need them.
+bench-deps: python-deps
 	$(PY) -m pip install -q -c constraints.txt -r <($(PY) -c "import tomllib;print('\n'.join(tomllib.load(open('pyproject.toml','rb'))['project']['optional-dependencies']['bench']))")
+
+bench-api: system-deps bench-deps
 	$(PY) bench/api_load.py
+
+# 30 minutes of the API mix with the worker provisioning, decommissioning and reconciling (BENCH_ARGS=--minutes 3).
+soak: system-deps bench-deps devcluster
+	$(PY) bench/soak.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) var test-output .demo

@@ -76,8 +76,12 @@ def portal_env(db: dict, redis_url: str) -> dict[str, str]:
     }
 
 
-def seed(tenants: int, audit_rows: int) -> dict[str, Any]:
-    """Teams with people, a cluster, tenants with one request each, audit rows; an API token per person."""
+def seed(tenants: int, audit_rows: int, cluster: Any = None, status: str = "ready") -> dict[str, Any]:
+    """Teams with people, a cluster, tenants with one request each, audit rows; an API token per person.
+
+    The cluster is one no one can reach unless ``cluster`` is given; the tenants are ``status`` (bench/soak.py seeds
+    them deleted on its real cluster: history the lists read, which no reconcile pass or sweep acts on).
+    """
     from django.utils import timezone
 
     from tenants import services
@@ -85,15 +89,16 @@ def seed(tenants: int, audit_rows: int) -> dict[str, Any]:
 
     now = timezone.now()
     tiers = {t.name: t for t in Tier.objects.all()}
-    cluster = Cluster.objects.create(
-        name="bench",
-        display_name="Bench",
-        api_url="https://127.0.0.1:1",
-        credential_ref="env:BENCH_NO_CLUSTER",
-        public_endpoint="https://127.0.0.1:1",
-        kinds=["namespace"],
-    )
-    cluster.tiers.set(tiers.values())
+    if cluster is None:
+        cluster = Cluster.objects.create(
+            name="bench",
+            display_name="Bench",
+            api_url="https://127.0.0.1:1",
+            credential_ref="env:BENCH_NO_CLUSTER",
+            public_endpoint="https://127.0.0.1:1",
+            kinds=["namespace"],
+        )
+        cluster.tiers.set(tiers.values())
     people, teams = [], []
     for t in range(TEAMS):
         team = Team.objects.create(
@@ -124,7 +129,7 @@ def seed(tenants: int, audit_rows: int) -> dict[str, Any]:
                 team=team,
                 tier=tier_cycle[i % 3],
                 cluster=cluster,
-                status="ready",
+                status=status,
                 created_by=user,
                 ready_at=now,
                 expires_at=now + dt.timedelta(days=30),

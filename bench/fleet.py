@@ -174,26 +174,28 @@ def hand_edit(ctx: dict, tenant_ids: list[str]) -> list[tuple[str, str]]:
 
     k = kube.for_cluster(ctx["cluster"])
     tenants = Tenant.objects.filter(pk__in=tenant_ids).order_by("name").values_list("pk", "namespace")[:EDITS]
-    expected = []
-    for i, (pk, ns) in enumerate(tenants):
-        match i % 5:
-            case 0:
-                k.patch("ResourceQuota", "berth-quota", {"spec": {"hard": {"pods": "9999"}}}, namespace=ns)
-                what = "ResourceQuota/berth-quota was changed"
-            case 1:
-                k.delete("NetworkPolicy", "berth-default-deny", namespace=ns)
-                what = "NetworkPolicy/berth-default-deny was missing"
-            case 2:
-                k.patch("Namespace", ns, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "privileged"}}})
-                what = f"Namespace/{ns} was changed"
-            case 3:
-                k.patch("LimitRange", "berth-limits", {"spec": {"limits": []}}, namespace=ns)
-                what = "LimitRange/berth-limits was changed"
-            case _:
-                k.delete("RoleBinding", "berth-tenant", namespace=ns)
-                what = "RoleBinding/berth-tenant was missing"
-        expected.append((str(pk), what))
-    return expected
+    return [(str(pk), edit_by_hand(k, ns, i)) for i, (pk, ns) in enumerate(tenants)]
+
+
+def edit_by_hand(k: Any, ns: str, i: int) -> str:
+    """The ``i % 5``-th of five edits a careless admin might make in tenant namespace ``ns`` (with Kube ``k``); the
+    repair the reconcile pass should record for it (bench/soak.py makes them too)."""
+    match i % 5:
+        case 0:
+            k.patch("ResourceQuota", "berth-quota", {"spec": {"hard": {"pods": "9999"}}}, namespace=ns)
+            return "ResourceQuota/berth-quota was changed"
+        case 1:
+            k.delete("NetworkPolicy", "berth-default-deny", namespace=ns)
+            return "NetworkPolicy/berth-default-deny was missing"
+        case 2:
+            k.patch("Namespace", ns, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "privileged"}}})
+            return f"Namespace/{ns} was changed"
+        case 3:
+            k.patch("LimitRange", "berth-limits", {"spec": {"limits": []}}, namespace=ns)
+            return "LimitRange/berth-limits was changed"
+        case _:
+            k.delete("RoleBinding", "berth-tenant", namespace=ns)
+            return "RoleBinding/berth-tenant was missing"
 
 
 def purge(queue: str) -> int:
