@@ -96,3 +96,40 @@ def test_a_job_for_a_tenant_another_worker_holds_is_retried_not_dropped(approved
     monkeypatch.setattr(provisioning, "decommission", lambda tenant_id: provisioning.Progress(Outcome.LOCKED))
     with pytest.raises(Retry):
         tasks.decommission_tenant.apply(args=(str(approved.pk),), throw=True)
+
+
+def _database_error(error_class: type[Exception], cause: Exception) -> Exception:
+    error = error_class(str(cause))
+    error.__cause__ = cause
+    return error
+
+
+def test_a_job_whose_database_went_away_is_retried_not_dropped(approved, monkeypatch):
+    """PostgreSQL restarting under a provisioning job (tests/chaos): the job comes back with backoff instead of
+    failing and waiting for the sweep."""
+    import psycopg
+    from celery.exceptions import Retry
+    from django.db import OperationalError
+
+    from worker import provisioning, tasks
+
+    def away(tenant_id: str, applied_generation: int | None = None) -> provisioning.Progress:
+        raise _database_error(OperationalError, psycopg.errors.AdminShutdown("terminating connection"))
+
+    monkeypatch.setattr(provisioning, "provision", away)
+    with pytest.raises(Retry):
+        tasks.provision_tenant.apply(args=(str(approved.pk),), throw=True)
+
+
+def test_a_jobs_own_database_error_is_raised_as_it_is(approved, monkeypatch):
+    import psycopg
+    from django.db import IntegrityError
+
+    from worker import provisioning, tasks
+
+    def refused(tenant_id: str) -> provisioning.Progress:
+        raise _database_error(IntegrityError, psycopg.errors.UniqueViolation("duplicate key"))
+
+    monkeypatch.setattr(provisioning, "decommission", refused)
+    with pytest.raises(IntegrityError):
+        tasks.decommission_tenant.apply(args=(str(approved.pk),), throw=True)
