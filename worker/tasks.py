@@ -137,6 +137,9 @@ def sweep() -> dict[str, int]:
     counts = {"provision": 0, "decommission": 0, "reminded": 0, "expired": 0, "sleep": 0}
     for tenant in selectors.tenants_stuck(statuses=[S.APPROVED, S.PROVISIONING], older_than=stuck_before):
         counts["provision"] += dispatch.send(dispatch.PROVISION, str(tenant.pk))
+    # A ready tenant's change (a tier change) whose job was lost stays ready at the old settings until it is sent.
+    for tenant in selectors.tenants_change_unapplied(older_than=stuck_before):
+        counts["provision"] += dispatch.send(dispatch.PROVISION, str(tenant.pk))
     for tenant in selectors.tenants_stuck(statuses=[S.DECOMMISSIONING], older_than=stuck_before):
         counts["decommission"] += dispatch.send(dispatch.DECOMMISSION, str(tenant.pk))
     remind_before = now + dt.timedelta(days=settings.BERTH_EXPIRY_REMINDER_DAYS)

@@ -38,6 +38,26 @@ def test_sweep_resends_work_for_tenants_stuck_in_approved_but_not_fresh_ones(app
     assert dispatched == [(dispatch.PROVISION, (str(approved.pk),))]
 
 
+def test_sweep_resends_a_tier_change_whose_job_was_lost_but_not_a_fresh_one(
+    approved, alice, carol, small, dispatched, settings
+):
+    """Approved while Redis was down (tests/chaos): the tenant stays ready at its old tier until the job is sent."""
+    settings.BERTH_STUCK_AFTER_SECONDS = 90
+    tenant = services.tenant_mark_ready(tenant=services.tenant_mark_provisioning(tenant=approved), applied_generation=1)
+    change = services.request_submit(actor=alice, action=TenantRequest.Action.CHANGE_TIER, tenant=tenant, tier=small)
+    if change.status == TenantRequest.Status.PENDING:
+        services.request_approve(tenant_request=change, actor=carol)
+    assert Tenant.objects.get(pk=tenant.pk).generation == 2
+    dispatched.clear()
+    assert sweep()["provision"] == 0  # just decided: its own job may still be on the way
+    TenantRequest.objects.filter(tenant=tenant).update(decided_at=timezone.now() - dt.timedelta(minutes=5))
+    assert sweep()["provision"] == 1
+    assert dispatched == [(dispatch.PROVISION, (str(tenant.pk),))]
+    services.tenant_record_applied(tenant=Tenant.objects.get(pk=tenant.pk), generation=2, repaired=[])
+    dispatched.clear()
+    assert sweep()["provision"] == 0  # applied: nothing owed
+
+
 def test_sweep_resends_decommission_for_tenants_stuck_decommissioning(approved, alice, dispatched):
     tenant = services.tenant_mark_provisioning(tenant=approved)
     tenant = services.tenant_mark_ready(tenant=tenant, applied_generation=1)
