@@ -55,3 +55,10 @@ def table() -> list[str]:
     ]
     lines.insert(1, "-+-".join("-" * width for width in widths))
     return lines
+
+
+def annotate(note: str) -> None:
+    """Add what a scenario found after its checks (the kubelet's isolation reports) to its row."""
+    last = RESULTS[-1]
+    last.notes = f"{last.notes}; {note}" if last.notes else note
+    RESULTS_FILE.write_text(json.dumps([asdict(r) for r in RESULTS], indent=2) + "\n")

@@ -19,6 +19,7 @@ from kubernetes.client import CoreV1Api
 
 from tests.chaos.bed import Bed, chaos_bed
 from tests.chaos.burst import Burst, Lane
+from tests.chaos.results import annotate
 from tests.chaos.runner import database_away_answers, restart, run, sigkill, wait_api_server
 
 
@@ -107,13 +108,15 @@ def _node_ready(bed: Bed, name: str) -> bool:
 
 
 def test_a_nodes_kubelet_stopped(node_bed: Bed) -> None:
-    """The dedicated pool's only kubelet stops (SIGSTOP) until its node is NotReady, while tenants are made and an
-    isolation check is asked for. Namespace tenants need no node to be ready; the isolation report says what it
-    could not prove (not proven, never passed, never a proven failure), and nothing is marked failed."""
+    """The shared pool's only kubelet (where medium tenants' pods run) stops (SIGSTOP) until its node is NotReady,
+    while tenants are made and isolation checks are asked for. Namespace tenants need no node to be ready; the
+    isolation report says what it could not prove (not proven, never passed, never a proven failure), nothing is
+    marked failed, and once the node is back a new check proves everything."""
     bed = node_bed
-    node = "dedicated-1"
+    node = "shared-1"
     checked: list[Lane] = []
     before: dict[str, object] = {}
+    away: dict[str, dict] = {}
 
     def inject(bed: Bed, burst: Burst) -> None:
         kubelet = bed.plane.component(f"kubelet {node}")
@@ -133,8 +136,9 @@ def test_a_nodes_kubelet_stopped(node_bed: Bed) -> None:
                 answer = owner.call("POST", f"/api/v1/tenants/{lane.tenant_id}/isolation-check/", {})
                 assert answer.status_code in (200, 202), answer.text[:300]
                 checked.append(lane)
-            for lane in checked:  # the reports made while the node is away
+            for lane in checked:  # the reports made while the node is away, as they were then
                 _wait_report(bed, lane.tenant_id, before[lane.tenant_id], 240)
+                away[lane.tenant_id] = _report(bed, lane.tenant_id)
         finally:
             os.kill(kubelet.pid, signal.SIGCONT)
         deadline = time.monotonic() + 120
@@ -142,15 +146,26 @@ def test_a_nodes_kubelet_stopped(node_bed: Bed) -> None:
             assert time.monotonic() < deadline, f"{node} not Ready again 120 s after its kubelet resumed"
             time.sleep(2)
 
-    run(bed, f"kubelet of {node} stopped until NotReady", inject, bound=180)
+    burst = run(bed, f"kubelet of {node} stopped until NotReady", inject, bound=180)
+    assert checked, "no ready tenant to check while the node was away"
+    unproven_ids: set[str] = set()
     for lane in checked:
-        report = _report(bed, lane.tenant_id)
+        report = away[lane.tenant_id]
         wrong = [c for c in report["checks"] if c.get("proven", True) and not c["passed"]]
         assert not wrong, f"checks that failed as proven while {node} was away: {wrong}"
         unproven = [c for c in report["checks"] if c.get("proven") is False]
         for check in unproven:
             assert not check["passed"] and "not proven" in check["detail"], check
         assert report["passed"] is (not unproven), report
+        unproven_ids |= {c["id"] for c in unproven}
+    annotate(f"not proven while {node} was away: {', '.join(sorted(unproven_ids)) or 'nothing'}")
+    for lane in checked:  # the node back: a new check proves what could not be proven
+        previous = _report_at(bed, lane.tenant_id)
+        answer = burst.clients[lane.team].call("POST", f"/api/v1/tenants/{lane.tenant_id}/isolation-check/", {})
+        assert answer.status_code in (200, 202), answer.text[:300]
+        _wait_report(bed, lane.tenant_id, previous, 240)
+        report = _report(bed, lane.tenant_id)
+        assert report["passed"], [c for c in report["checks"] if not c["passed"]]
 
 
 def _report(bed: Bed, tenant_id: str) -> dict:
