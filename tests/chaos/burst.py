@@ -220,9 +220,21 @@ class Burst:
         self.plant_config_map(name)
 
     def plant_config_map(self, namespace: str) -> None:
+        """Made as a person would, again while the API server is the part that is away."""
         core = CoreV1Api(self.bed.kube)
         body = manifest({"metadata": {"name": "not-berths"}, "data": {"a": "1"}})
-        made = core.create_namespaced_config_map(namespace, body)
+        deadline = time.monotonic() + self.call_deadline
+        while True:
+            try:
+                made = core.create_namespaced_config_map(namespace, body, _request_timeout=10)
+                break
+            except ApiException as exc:
+                if exc.status < 500 or time.monotonic() > deadline:
+                    raise
+            except Exception:  # no answer (connection refused, reset)
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(1.0)
         self.foreign[f"{namespace}/not-berths"] = (str(made.metadata.uid), str(made.metadata.resource_version))
 
     def _watch_namespaces(self) -> None:
