@@ -19,7 +19,7 @@ NODES ?= 2
 help:
 	@echo "make demo     start the portal with a dev cluster, OIDC provider, worker and demo data"
 	@echo "make test     install what is missing and run the whole suite"
-	@echo "make chaos    every chaos scenario (tests/chaos) and their table (about 15 minutes; 2 of them run in make test)"
+	@echo "make chaos    every chaos scenario (tests/chaos) and their table (8-13 minutes; 2 of them run in make test)"
 	@echo "make cluster  run the dev control plane in the foreground"
 	@echo "make keycloak run Keycloak with the berth realm in the foreground"
 	@echo "make bench    provisioning and fleet benchmarks against the dev control plane (BENCH_ARGS=--quick)"
