@@ -312,6 +312,14 @@ class ControlPlane:
     def logs(self) -> dict[str, Path]:
         return {c.name: c.log_path for c in self._all_components() if c.log_path is not None}
 
+    def component(self, name: str) -> Component:
+        """A running component by name ("etcd", "kube-apiserver", "kubelet dedicated-1", ...): fault tests stop,
+        pause and restart it in place (same argv, ports and data)."""
+        for component in self._all_components():
+            if component.name == name:
+                return component
+        raise ControlPlaneError(f"no component {name!r}; there are {sorted(c.name for c in self._all_components())}")
+
     def write_kubeconfig(
         self,
         path: Path,

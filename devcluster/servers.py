@@ -60,6 +60,82 @@ def wait_port(port: int, component: Component, timeout: float = 30) -> None:
     raise ComponentFailed(component, f"{component.name} did not listen on {port} within {timeout}s")
 
 
+class PostgresServer:
+    """A PostgreSQL cluster on a fixed free port that can be stopped (fast shutdown) and started again on the same
+    data directory: to test the portal and the worker while their database restarts."""
+
+    def __init__(self, root: Path, port: int | None = None, *, durable: bool = False) -> None:
+        self.root = root
+        self.port = port or free_port()
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.data = root / "data"
+        runas = _as_postgres_user()
+        if runas:
+            shutil.chown(root, "postgres")
+        if not (self.data / "PG_VERSION").exists():
+            subprocess.run(
+                runas
+                + [_pg_bin("initdb"), "-D", str(self.data), "-U", "berth", "--auth=trust", "-E", "UTF8", "--no-sync"],
+                check=True,
+                capture_output=True,
+            )
+        options = [] if durable else ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
+        # SIGINT is PostgreSQL's fast shutdown (clients disconnected, open transactions rolled back); SIGTERM
+        # would wait for every client to disconnect.
+        self.server = Component(
+            "postgres",
+            runas
+            + [
+                _pg_bin("postgres"),
+                "-D",
+                str(self.data),
+                "-p",
+                str(self.port),
+                "-h",
+                "127.0.0.1",
+                "-k",
+                str(root),
+                "-c",
+                "max_connections=200",
+                *options,
+            ],
+            root / "postgres.log",
+            stop_signal=signal.SIGINT,
+        )
+
+    @property
+    def settings(self) -> dict:
+        """Django DATABASES-style settings of database 'berth'."""
+        return {"HOST": "127.0.0.1", "PORT": str(self.port), "USER": "berth", "PASSWORD": "", "NAME": "berth"}
+
+    @property
+    def url(self) -> str:
+        return f"postgres://berth@127.0.0.1:{self.port}/berth"
+
+    def _psql(self, sql: str) -> subprocess.CompletedProcess[str]:
+        psql = ["psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "berth", "-d", "postgres", "-tAc", sql]
+        return subprocess.run(psql, capture_output=True, text=True)
+
+    def start(self) -> PostgresServer:
+        """Start it and wait until it takes connections (database 'berth' created on the first start)."""
+        log = self.server.log_path
+        if log is not None and log.exists() and log.stat().st_size:  # a restart keeps the previous run's log
+            log.rename(log.with_name(f"postgres.{len(list(self.root.glob('postgres.*.log'))) + 1}.log"))
+        self.server.start()
+        wait_port(self.port, self.server)
+        for _ in range(300):
+            if self._psql("select 1").returncode == 0:
+                break
+            time.sleep(0.1)
+        if not self._psql("select 1 from pg_database where datname='berth'").stdout.strip():
+            self._psql("create database berth").check_returncode()
+        return self
+
+    def stop(self, grace_seconds: float = 15) -> None:
+        """Fast shutdown (then SIGKILL after ``grace_seconds``)."""
+        self.server.stop(grace_seconds=grace_seconds)
+
+
 @contextmanager
 def postgres_server(root: Path | None = None, port: int | None = None) -> Iterator[dict]:
     """A PostgreSQL cluster; yields Django DATABASES-style settings (database 'berth' is created).
@@ -68,56 +144,12 @@ def postgres_server(root: Path | None = None, port: int | None = None) -> Iterat
     """
     keep = root is not None
     root = root if root is not None else Path(tempfile.mkdtemp(prefix="berth-pg-"))
-    root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    data = root / "data"
-    runas = _as_postgres_user()
-    if runas:
-        shutil.chown(root, "postgres")
-    port = port or free_port()
-    if not (data / "PG_VERSION").exists():
-        subprocess.run(
-            runas + [_pg_bin("initdb"), "-D", str(data), "-U", "berth", "--auth=trust", "-E", "UTF8", "--no-sync"],
-            check=True,
-            capture_output=True,
-        )
-    options = [] if keep else ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
-    # SIGINT is PostgreSQL's fast shutdown; SIGTERM would wait for every client to disconnect.
-    server = Component(
-        "postgres",
-        runas
-        + [
-            _pg_bin("postgres"),
-            "-D",
-            str(data),
-            "-p",
-            str(port),
-            "-h",
-            "127.0.0.1",
-            "-k",
-            str(root),
-            "-c",
-            "max_connections=200",
-            *options,
-        ],
-        root / "postgres.log",
-        stop_signal=signal.SIGINT,
-    )
+    server = PostgresServer(root, port, durable=keep)
     server.start()
     try:
-        wait_port(port, server)
-        psql = ["psql", "-h", "127.0.0.1", "-p", str(port), "-U", "berth", "-d", "postgres", "-tAc"]
-        for _ in range(100):
-            if subprocess.run(psql + ["select 1"], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
-        exists = subprocess.run(
-            psql + ["select 1 from pg_database where datname='berth'"], capture_output=True, text=True
-        ).stdout.strip()
-        if not exists:
-            subprocess.run(psql + ["create database berth"], check=True, capture_output=True)
-        yield {"HOST": "127.0.0.1", "PORT": str(port), "USER": "berth", "PASSWORD": "", "NAME": "berth"}
+        yield server.settings
     finally:
-        server.stop(grace_seconds=15)
+        server.stop()
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
 

@@ -6,6 +6,7 @@ Secrets have no default outside DEBUG; each secret may also be given as
 
 import re
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import environ
@@ -316,9 +317,16 @@ BERTH_PROVISION_TIMEOUT_SECONDS = env.int("BERTH_PROVISION_TIMEOUT_SECONDS", def
 CACHE_URL = env.str("CACHE_URL", default=urlsplit(CELERY_BROKER_URL)._replace(path="/1").geturl())
 
 
-def cache_config(url: str) -> dict[str, str]:
+def cache_config(url: str) -> dict[str, Any]:
+    """Redis read as an empty cache while it is away (portal/cache.py: the cache holds counters only), asked
+    with short timeouts so that an unreachable Redis does not hold a request."""
     if url.startswith(("redis://", "rediss://", "unix://")):
-        return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url, "KEY_PREFIX": "berth"}
+        return {
+            "BACKEND": "portal.cache.ForgivingRedisCache",
+            "LOCATION": url,
+            "KEY_PREFIX": "berth",
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
     return env.cache_url_config(url)
 
 

@@ -1,7 +1,24 @@
-"""Domain errors the API and pages turn into 4xx answers.
+"""Domain errors the API and pages turn into 4xx answers, and what says the database is away.
 
 Field-level problems are Django's ``ValidationError`` with a dict of messages.
 """
+
+from django.db import InterfaceError, OperationalError
+
+# SQLSTATEs of a lost or refused connection: class 08 (connection exception), and 57P01-57P03 (the server is
+# shutting down, crashed, or cannot take connections yet); psycopg gives none when it could not connect at all.
+_CONNECTION_STATES = ("08", "57P01", "57P02", "57P03")
+
+
+def database_unavailable(exc: BaseException | None) -> bool:
+    """Whether ``exc`` says the database is away (restarting, failing over, unreachable): the portal answers 503
+    and a worker's job is retried. Not a query's own error (a constraint, a statement timeout)."""
+    if isinstance(exc, InterfaceError):  # a connection already closed under us
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    sqlstate = getattr(exc.__cause__, "sqlstate", None)
+    return sqlstate is None or sqlstate.startswith(_CONNECTION_STATES)
 
 
 class BerthError(Exception):

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db.models import (
     Case,
     Count,
+    Exists,
     F,
     IntegerField,
     OuterRef,
@@ -214,6 +215,15 @@ def team_budget(*, team: Team) -> dict:
 
 def tenants_stuck(*, statuses: list[str], older_than) -> QuerySet[Tenant]:
     return Tenant.objects.filter(status__in=statuses, status_changed_at__lt=older_than)
+
+
+def tenants_change_unapplied(*, older_than) -> QuerySet[Tenant]:
+    """Ready tenants with a change the worker has not applied (a tier change whose job was lost while the broker
+    was down), and no request decided for them since ``older_than`` (whose own job may still be on the way)."""
+    recent = TenantRequest.objects.filter(tenant=OuterRef("pk"), decided_at__gte=older_than)
+    return Tenant.objects.filter(status=TenantStatus.READY, generation__gt=F("applied_generation")).exclude(
+        Exists(recent)
+    )
 
 
 def tenants_sleep_unapplied(*, older_than) -> QuerySet[Tenant]:

@@ -18,8 +18,10 @@ from typing import Any
 
 from celery import signals
 from django.conf import settings
+from django.db import DatabaseError
 
 from tenants import dispatch, logs, metrics
+from tenants.errors import database_unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +67,12 @@ def on_postrun(task_id: str = "", task: Any = None, args: Any = None, state: str
         seconds = time.monotonic() - started
         metrics.celery_task_finished(task=task.name, state=state or "UNKNOWN", seconds=seconds)
         if task.name == dispatch.PROVISION and args:
-            metrics.provision_run_timed(tenant_id=str(args[0]), seconds=seconds)
+            try:
+                metrics.provision_run_timed(tenant_id=str(args[0]), seconds=seconds)
+            except DatabaseError as exc:
+                if not database_unavailable(exc):
+                    raise
+                # The run's cluster is in the database, which is away: that run goes untimed (its job retries).
     finally:
         if stack is not None:
             stack.close()

@@ -14,9 +14,11 @@ from typing import Literal, TypedDict
 
 from celery import Task, shared_task
 from django.conf import settings
+from django.db import DatabaseError
 from django.utils import timezone
 
 from tenants import dispatch, selectors, services
+from tenants.errors import database_unavailable
 from tenants.models import Cluster, Tenant, TenantStatus
 from worker import provisioning
 from worker import reconcile as reconcile_pass
@@ -48,6 +50,13 @@ def _retry(task: Task[..., object], exc: KubeTransientError) -> Exception:
     return task.retry(exc=exc, countdown=backoff(task.request.retries))
 
 
+def _retry_without_database(task: Task[..., object], exc: DatabaseError) -> Exception:
+    """The database went away under the job (restart, failover): come back with backoff rather than drop the job
+    and leave it to the sweep."""
+    logger.warning("%s: the database is not reachable, retry %d: %s", task.name, task.request.retries + 1, exc)
+    return task.retry(exc=exc, countdown=backoff(task.request.retries))
+
+
 def _run_tenant_job(task: Task[..., object], work: Callable[[], Progress], tenant_id: str) -> str:
     """Run a per-tenant job and come back when it says so.
 
@@ -60,6 +69,10 @@ def _run_tenant_job(task: Task[..., object], work: Callable[[], Progress], tenan
         progress = work()
     except KubeTransientError as exc:
         raise _retry(task, exc) from None
+    except DatabaseError as exc:
+        if not database_unavailable(exc):
+            raise  # a query's own error, as it is
+        raise _retry_without_database(task, exc) from None
     if progress.outcome == Outcome.LOCKED:
         raise task.retry(countdown=1 + backoff(task.request.retries))
     if progress.requeue_after is not None:
@@ -123,6 +136,9 @@ def sweep() -> dict[str, int]:
     stuck_before = now - dt.timedelta(seconds=settings.BERTH_STUCK_AFTER_SECONDS)
     counts = {"provision": 0, "decommission": 0, "reminded": 0, "expired": 0, "sleep": 0}
     for tenant in selectors.tenants_stuck(statuses=[S.APPROVED, S.PROVISIONING], older_than=stuck_before):
+        counts["provision"] += dispatch.send(dispatch.PROVISION, str(tenant.pk))
+    # A ready tenant's change (a tier change) whose job was lost stays ready at the old settings until it is sent.
+    for tenant in selectors.tenants_change_unapplied(older_than=stuck_before):
         counts["provision"] += dispatch.send(dispatch.PROVISION, str(tenant.pk))
     for tenant in selectors.tenants_stuck(statuses=[S.DECOMMISSIONING], older_than=stuck_before):
         counts["decommission"] += dispatch.send(dispatch.DECOMMISSION, str(tenant.pk))

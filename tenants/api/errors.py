@@ -3,6 +3,8 @@ its own status; refusals are audited."""
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +12,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template import loader
 from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -17,7 +20,14 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from tenants import services
 from tenants.audit import AuditContext
-from tenants.errors import Busy, ClusterRefused, ClusterUnavailable, Forbidden, InvalidTransition
+from tenants.errors import (
+    Busy,
+    ClusterRefused,
+    ClusterUnavailable,
+    Forbidden,
+    InvalidTransition,
+    database_unavailable,
+)
 from tenants.models import User
 
 
@@ -29,6 +39,35 @@ class Conflict(exceptions.APIException):
 class Unavailable(exceptions.APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_code = "cluster_unavailable"
+
+
+# --- The portal's own database away (restarting, failing over, unreachable) ------------------------------------------
+# Every request needs PostgreSQL (sessions, tokens, the rows themselves), so while it is away the portal answers 503
+# with a body that says so and when to try again, never a 500: a client retries (a POST with the same
+# Idempotency-Key is safe to repeat) and a person sees a page that says what is going on.
+DATABASE_RETRY_AFTER_SECONDS = 5
+DATABASE_UNAVAILABLE = (
+    "The portal's database is not reachable at the moment; try again in a few seconds. "
+    "A POST repeated with the same Idempotency-Key is not applied twice."
+)
+logger = logging.getLogger(__name__)
+
+
+class DatabaseUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "database_unavailable"
+    default_detail = DATABASE_UNAVAILABLE
+
+
+def database_unavailable_response(request: HttpRequest) -> HttpResponse:
+    """503 with Retry-After: the API's JSON error body under /api/, else the error page, rendered without the
+    request (its context processors and the signed-in person all need the database)."""
+    if request.path.startswith("/api/"):
+        response: HttpResponse = JsonResponse({"detail": DATABASE_UNAVAILABLE}, status=503)
+    else:
+        response = HttpResponse(loader.render_to_string("503.html"), status=503)
+    response["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
+    return response
 
 
 def to_api_exception(exc: Exception) -> Exception:
@@ -53,6 +92,12 @@ def to_api_exception(exc: Exception) -> Exception:
 
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
+    if database_unavailable(exc):
+        logger.warning("database unavailable: %s", str(exc).strip()[:300])
+        response = drf_exception_handler(DatabaseUnavailable(), context)
+        if response is not None:
+            response["Retry-After"] = str(DATABASE_RETRY_AFTER_SECONDS)
+        return response
     exc = to_api_exception(exc)
     request = context.get("request")
     if request is not None and isinstance(exc, (exceptions.PermissionDenied, exceptions.AuthenticationFailed)):
@@ -92,4 +137,12 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Htt
     return _bad_request(request, exception)
 
 
-server_error = _api_or_page(defaults.server_error, 500, "Server error.")
+_server_error = _api_or_page(defaults.server_error, 500, "Server error.")
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """Django's 500 handler: an uncaught exception. One that says the database is away (raised before any view,
+    by the session or authentication middleware, or in a page) answers 503 instead."""
+    if database_unavailable(sys.exc_info()[1]):
+        return database_unavailable_response(request)
+    return _server_error(request)

@@ -35,7 +35,8 @@ class OidcBearerScheme(OpenApiAuthenticationExtension):
 # credentials, 429 too many failed sign-ins from the address or too many writes; 403 a write refused (by the
 # services or, for browser sessions, the CSRF check); 404 an object that is not there or not the caller's;
 # 415 a body in a media type the API does not read; 409 a transition no longer possible (and a reused
-# Idempotency-Key); 503 a cluster that cannot be reached while a credential is issued.
+# Idempotency-Key); 503 the portal's own database away (any operation, with Retry-After), or a cluster that cannot be
+# reached while a credential is issued.
 
 ERROR_SCHEMA = {
     "type": "object",
@@ -106,22 +107,23 @@ _DESCRIPTIONS = {
     "409": "No longer possible: the object changed state, or the Idempotency-Key was used for another request.",
     "415": "The body's media type is not JSON, a form or multipart.",
     "429": "Too many requests: wait for the number of seconds in Retry-After.",
-    "503": "The cluster could not be reached; try again.",
+    "503": "The portal's database, or the cluster, could not be reached: try again (after Retry-After seconds, when "
+    "given). A POST repeated with the same Idempotency-Key is not applied twice.",
 }
 _HEADERS = {
     "401": {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "The schemes the API accepts."}},
     "429": {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait."}},
+    "503": {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait (the database is away)."}},
 }
 # Statuses particular to one operation, beyond what its method and path imply.
 _EXTRA_STATUSES = {
     "v1_requests_create": {"409"},
-    "v1_kubeconfig_retrieve": {"403", "503"},
-    "v1_tenants_kubeconfig_create": {"503"},
+    "v1_kubeconfig_retrieve": {"403"},
 }
 
 
 def error_statuses(*, operation_id: str, method: str, path: str, has_body: bool) -> set[str]:
-    statuses = {"400", "401", "429"} | _EXTRA_STATUSES.get(operation_id, set())
+    statuses = {"400", "401", "429", "503"} | _EXTRA_STATUSES.get(operation_id, set())
     if "{id}" in path or "{slug}" in path:
         statuses.add("404")
     if method in ("post", "patch", "delete"):

@@ -215,3 +215,33 @@ def test_decommissioning_comes_back_until_everything_is_gone(make_tenant, host, 
     assert provisioning.decommission(str(tenant.pk)).outcome == Outcome.DELETED
     tenant.refresh_from_db()
     assert tenant.status == "deleted"
+
+
+def test_a_namespace_whose_default_service_account_is_not_made_yet_is_not_ready_rather_than_failed(
+    make_tenant, host, monkeypatch
+):
+    """After an API server restart (tests/chaos), the ServiceAccount controller can lag: admission then refuses the
+    guards' Pod probes for want of the namespace's ServiceAccount, which says nothing about the guards."""
+    from worker.kube import KubeForbidden
+
+    tenant = make_tenant()
+    admit = host.create
+
+    def no_service_account_yet(obj, *, dry_run=False):
+        if obj["kind"] == "Pod":
+            namespace = obj["metadata"]["namespace"]
+            raise KubeForbidden(
+                f'create Pod/berth-guard-probe: pods "berth-guard-probe" is forbidden: error looking up service '
+                f'account {namespace}/default: serviceaccount "default" not found',
+                status=403,
+            )
+        return admit(obj, dry_run=dry_run)
+
+    monkeypatch.setattr(host, "create", no_service_account_yet)
+    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.NOT_YET
+    host.observe_quotas()
+    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.NOT_YET
+    tenant.refresh_from_db()
+    assert tenant.status == "provisioning"
+    monkeypatch.setattr(host, "create", admit)  # the controller caught up
+    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.READY

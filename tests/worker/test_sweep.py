@@ -38,6 +38,26 @@ def test_sweep_resends_work_for_tenants_stuck_in_approved_but_not_fresh_ones(app
     assert dispatched == [(dispatch.PROVISION, (str(approved.pk),))]
 
 
+def test_sweep_resends_a_tier_change_whose_job_was_lost_but_not_a_fresh_one(
+    approved, alice, carol, small, dispatched, settings
+):
+    """Approved while Redis was down (tests/chaos): the tenant stays ready at its old tier until the job is sent."""
+    settings.BERTH_STUCK_AFTER_SECONDS = 90
+    tenant = services.tenant_mark_ready(tenant=services.tenant_mark_provisioning(tenant=approved), applied_generation=1)
+    change = services.request_submit(actor=alice, action=TenantRequest.Action.CHANGE_TIER, tenant=tenant, tier=small)
+    if change.status == TenantRequest.Status.PENDING:
+        services.request_approve(tenant_request=change, actor=carol)
+    assert Tenant.objects.get(pk=tenant.pk).generation == 2
+    dispatched.clear()
+    assert sweep()["provision"] == 0  # just decided: its own job may still be on the way
+    TenantRequest.objects.filter(tenant=tenant).update(decided_at=timezone.now() - dt.timedelta(minutes=5))
+    assert sweep()["provision"] == 1
+    assert dispatched == [(dispatch.PROVISION, (str(tenant.pk),))]
+    services.tenant_record_applied(tenant=Tenant.objects.get(pk=tenant.pk), generation=2, repaired=[])
+    dispatched.clear()
+    assert sweep()["provision"] == 0  # applied: nothing owed
+
+
 def test_sweep_resends_decommission_for_tenants_stuck_decommissioning(approved, alice, dispatched):
     tenant = services.tenant_mark_provisioning(tenant=approved)
     tenant = services.tenant_mark_ready(tenant=tenant, applied_generation=1)
@@ -95,4 +115,41 @@ def test_a_job_for_a_tenant_another_worker_holds_is_retried_not_dropped(approved
 
     monkeypatch.setattr(provisioning, "decommission", lambda tenant_id: provisioning.Progress(Outcome.LOCKED))
     with pytest.raises(Retry):
+        tasks.decommission_tenant.apply(args=(str(approved.pk),), throw=True)
+
+
+def _database_error(error_class: type[Exception], cause: Exception) -> Exception:
+    error = error_class(str(cause))
+    error.__cause__ = cause
+    return error
+
+
+def test_a_job_whose_database_went_away_is_retried_not_dropped(approved, monkeypatch):
+    """PostgreSQL restarting under a provisioning job (tests/chaos): the job comes back with backoff instead of
+    failing and waiting for the sweep."""
+    import psycopg
+    from celery.exceptions import Retry
+    from django.db import OperationalError
+
+    from worker import provisioning, tasks
+
+    def away(tenant_id: str, applied_generation: int | None = None) -> provisioning.Progress:
+        raise _database_error(OperationalError, psycopg.errors.AdminShutdown("terminating connection"))
+
+    monkeypatch.setattr(provisioning, "provision", away)
+    with pytest.raises(Retry):
+        tasks.provision_tenant.apply(args=(str(approved.pk),), throw=True)
+
+
+def test_a_jobs_own_database_error_is_raised_as_it_is(approved, monkeypatch):
+    import psycopg
+    from django.db import IntegrityError
+
+    from worker import provisioning, tasks
+
+    def refused(tenant_id: str) -> provisioning.Progress:
+        raise _database_error(IntegrityError, psycopg.errors.UniqueViolation("duplicate key"))
+
+    monkeypatch.setattr(provisioning, "decommission", refused)
+    with pytest.raises(IntegrityError):
         tasks.decommission_tenant.apply(args=(str(approved.pk),), throw=True)

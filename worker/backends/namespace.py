@@ -161,6 +161,9 @@ def _create_if_missing(k: Kube, obj: dict[str, Any], created: list[str]) -> None
 # Guards this worker process has seen refuse their violation, per API server and version of the guards.
 _GUARDS_DIGEST = hashlib.sha256(json.dumps(guards.cluster_guards(), sort_keys=True).encode()).hexdigest()
 _guards_seen: dict[tuple[str, str], set[str]] = {}
+# What the API server's ServiceAccount admission plugin says of a Pod in a namespace whose ServiceAccount is not
+# there yet.
+_NO_SERVICE_ACCOUNT_YET = "error looking up service account"
 
 
 def guards_not_in_force(k: Kube, namespace: dict[str, Any], *, berth_service_accounts: bool) -> list[str]:
@@ -184,6 +187,12 @@ def guards_not_in_force(k: Kube, namespace: dict[str, Any], *, berth_service_acc
         except KubePermanentError as exc:
             if f"'{guard.name}'" in str(exc):
                 seen.add(guard.name)
+                continue
+            if _NO_SERVICE_ACCOUNT_YET in str(exc):
+                # The namespace's default ServiceAccount is not made yet (its controller lags, as after an API
+                # server restart): the ServiceAccount admission plugin refuses every Pod before a policy sees it.
+                # Not proven in force yet: look again, rather than fail the tenant.
+                waiting.append(guard.name)
                 continue
             raise
         waiting.append(guard.name)
