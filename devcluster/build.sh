@@ -2,7 +2,8 @@
 # Builds the dev tools from the Go module proxy, each at the release pinned in its own Go module:
 #
 #   build.sh [kubernetes]   kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, kube-proxy,
-#                           etcd (gobuild/)
+#                           etcd (gobuild/; with K8S_VERSION=v1.37.2, gobuild-1.37/)
+#   build.sh virtual-kubernetes  the same from gobuild/ whatever K8S_VERSION says: the vclusters' control plane
 #   build.sh helm           helm                                                    (gobuild-helm/)
 #   build.sh promtool       promtool, which tests the chart's alert rules           (gobuild-prometheus/)
 #   build.sh prometheus     Prometheus, which scrapes the dev nodes' kubelets and Berth  (gobuild-prometheus/)
@@ -96,10 +97,27 @@ kubernetes_ldflags() {
   echo "$ldflags"
 }
 
+# kubernetes_module: the module dir of the Kubernetes release to build: gobuild/ (the default), or with K8S_VERSION
+# set, the gobuild*/ dir that pins that release (gobuild-1.37/: the newer release the cluster tests also pass on).
+kubernetes_module() {
+  local dir dirs
+  dirs="gobuild $(cd "$here" && echo gobuild-1.*)"
+  for dir in $dirs; do
+    if [[ -z "${K8S_VERSION:-}" || "$(pinned "$dir" k8s.io/kubernetes)" == "$K8S_VERSION" ]]; then
+      echo "$dir"
+      return
+    fi
+  done
+  echo "devcluster: no module pins Kubernetes $K8S_VERSION; K8S_VERSION may be one of:" \
+    "$(for dir in $dirs; do pinned "$dir" k8s.io/kubernetes; done | xargs)" >&2
+  exit 1
+}
+
 build_kubernetes() {
-  local version
-  version="$(pinned gobuild k8s.io/kubernetes)"
-  build gobuild kubernetes "$version" "$(kubernetes_ldflags "$version")" \
+  local version module
+  module="$(kubernetes_module)"
+  version="$(pinned "$module" k8s.io/kubernetes)"
+  build "$module" kubernetes "$version" "$(kubernetes_ldflags "$version")" \
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler \
@@ -310,6 +328,9 @@ build_crds() {
 
 case "$target" in
   kubernetes) build_kubernetes ;;
+  # The virtual clusters' control plane stays at gobuild/'s release (vcluster v0.30 supports it), whatever
+  # K8S_VERSION the host cluster runs.
+  virtual-kubernetes) K8S_VERSION="" build_kubernetes ;;
   helm) build_helm ;;
   promtool) build_promtool ;;
   prometheus) build_prometheus ;;

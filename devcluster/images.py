@@ -140,6 +140,8 @@ CLUSTER_IMAGES = (COREDNS, LOCAL_PATH_PROVISIONER, NETWORK_POLICIES)
 # the chart and the syncer ask for them by the names they would use anyway:
 VCLUSTER_REGISTRY = "berth.local"
 VCLUSTER_VERSION = _pinned("gobuild-vcluster", "github.com/loft-sh/vcluster").removeprefix("v")
+# The release of the vclusters' own control plane: devcluster/gobuild's pin (build.sh virtual-kubernetes), the one
+# vcluster v0.30 supports, also while the host cluster runs another (K8S_VERSION).
 KUBERNETES_VERSION = _pinned("gobuild", "k8s.io/kubernetes")
 # - the control plane, as vcluster's release image (Dockerfile.release) holds it: /vcluster (`vcluster start`),
 #   kine for its embedded SQLite store and helm. It is the open-source build, hence upstream's name vcluster-oss
@@ -161,7 +163,7 @@ VCLUSTER_KUBERNETES_IMAGE = f"loft-sh/kubernetes:{KUBERNETES_VERSION}"
 VCLUSTER_KUBERNETES = ImageSpec(
     tags=(f"{VCLUSTER_REGISTRY}/{VCLUSTER_KUBERNETES_IMAGE}",),
     binaries=tuple(
-        Built("kubernetes", name, f"kubernetes/{name}")
+        Built("virtual-kubernetes", name, f"kubernetes/{name}")
         for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
     ),
     all_applets=True,

@@ -52,6 +52,10 @@ BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler
 # build.sh's targets: the binaries each one builds, and the variable naming a directory to use instead.
 TARGETS: dict[str, tuple[tuple[str, ...], str]] = {
     "kubernetes": (BINARIES, "BERTH_DEVCLUSTER_BIN"),
+    "virtual-kubernetes": (
+        ("kube-apiserver", "kube-controller-manager", "kube-scheduler"),
+        "BERTH_DEVCLUSTER_VIRTUAL_BIN",
+    ),
     "helm": (("helm",), "BERTH_DEVCLUSTER_HELM_BIN"),
     "promtool": (("promtool",), "BERTH_DEVCLUSTER_PROMTOOL_BIN"),
     "coredns": (("coredns",), "BERTH_DEVCLUSTER_COREDNS_BIN"),

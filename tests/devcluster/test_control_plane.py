@@ -33,12 +33,22 @@ REPO = Path(__file__).resolve().parents[2]
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: there is no kubelet
 
 
-def _pinned_kubernetes_version() -> str:
-    for line in (REPO / "devcluster" / "gobuild" / "go.mod").read_text().splitlines():
+def _kubernetes_pin(module_dir: Path) -> str:
+    for line in (module_dir / "go.mod").read_text().splitlines():
         parts = line.split()
         if len(parts) >= 2 and parts[0] == "k8s.io/kubernetes":
             return parts[1]
-    raise AssertionError("go.mod does not pin k8s.io/kubernetes")
+    raise AssertionError(f"{module_dir}/go.mod does not pin k8s.io/kubernetes")
+
+
+def _pinned_kubernetes_version() -> str:
+    """The release this run's cluster must be: devcluster/gobuild's, or with K8S_VERSION the gobuild-1.* module's
+    that pins it."""
+    default = _kubernetes_pin(REPO / "devcluster" / "gobuild")
+    wanted = os.environ.get("K8S_VERSION") or default
+    pins = {_kubernetes_pin(d) for d in (REPO / "devcluster").glob("gobuild-1.*")} | {default}
+    assert wanted in pins, f"K8S_VERSION={wanted}: no devcluster module pins it ({sorted(pins)})"
+    return wanted
 
 
 def _pod(name: str, *, requests: dict[str, str] | None = None, restricted: bool = False) -> Any:

@@ -44,8 +44,9 @@ class LivePortal:
 
 
 @contextmanager
-def portal_server(name: str, env: dict[str, str], *, workers: int = 2) -> Iterator[LivePortal]:
-    """gunicorn serving the portal on a free port of 127.0.0.1 with ``env``; its log: test-output/<name>.log."""
+def portal_server(name: str, env: dict[str, str], *, workers: int = 2, cwd: Path = ROOT) -> Iterator[LivePortal]:
+    """gunicorn serving the portal in ``cwd`` (this checkout) on a free port of 127.0.0.1 with ``env``; its log:
+    test-output/<name>.log."""
     OUTPUT.mkdir(exist_ok=True)
     log = OUTPUT / f"{name}.log"
     server = Component(
@@ -68,7 +69,7 @@ def portal_server(name: str, env: dict[str, str], *, workers: int = 2) -> Iterat
             "-",
         ],
         log,
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
     )
     server.start()
