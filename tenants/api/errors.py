@@ -1,5 +1,5 @@
-"""Domain errors → HTTP: field errors 400, Forbidden 403, InvalidTransition 409, what the cluster refused the team
-its own status; refusals are audited."""
+"""Domain errors → HTTP: field errors 400, Forbidden 403, NoLongerExists 404, InvalidTransition 409, what the
+cluster refused the team its own status; refusals are audited."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from tenants import services
 from tenants.audit import AuditContext
-from tenants.errors import Busy, ClusterRefused, ClusterUnavailable, Forbidden, InvalidTransition
+from tenants.errors import Busy, ClusterRefused, ClusterUnavailable, Forbidden, InvalidTransition, NoLongerExists
 from tenants.models import User
 
 
@@ -39,6 +39,8 @@ def to_api_exception(exc: Exception) -> Exception:
         return exceptions.PermissionDenied(str(exc))
     if isinstance(exc, InvalidTransition):
         return Conflict(str(exc))
+    if isinstance(exc, NoLongerExists):
+        return exceptions.NotFound(str(exc))
     if isinstance(exc, ClusterUnavailable):
         return Unavailable(str(exc))
     if isinstance(exc, Busy):  # too many of the person's slow reads at once (tenants.concurrency)
