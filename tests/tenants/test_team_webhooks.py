@@ -18,10 +18,12 @@ from rest_framework.exceptions import NotFound
 from tenants import services
 from tenants.api.errors import to_api_exception
 from tenants.api.throttling import SharedRateThrottle
+from tenants.api.webhooks import TeamWebhookViewSet
 from tenants.errors import Forbidden, NoLongerExists
 from tenants.models import AuditEvent, WebhookDelivery, WebhookEndpoint
 from tenants.sealing import unseal
 from tenants.services.webhooks import PRIVATE_ADMIN_ONLY, SUBSCRIBABLE
+from tenants.views import team_webhook_pages
 from tenants.webhooks import sender, targets
 
 pytestmark = pytest.mark.django_db
@@ -227,6 +229,38 @@ def test_a_change_to_an_endpoint_removed_meanwhile_is_not_found(alice, team_a, a
             change()
     assert world() == before and not WebhookDelivery.objects.exists() and not dispatched
     assert isinstance(to_api_exception(NoLongerExists("gone")), NotFound)
+
+
+def test_a_removal_between_reading_and_acting_answers_404_in_the_api_and_on_the_page(
+    api, client, monkeypatch, alice, team_a, receiver, dispatched
+):
+    """Another owner removes the endpoint after the request read it and before the service locked it."""
+
+    def removed_after_reading(read):
+        def read_then_removed(*args):
+            endpoint = read(*args)
+            WebhookEndpoint.objects.filter(pk=endpoint.pk).delete()
+            return endpoint
+
+        return read_then_removed
+
+    monkeypatch.setattr(TeamWebhookViewSet, "endpoint", removed_after_reading(TeamWebhookViewSet.endpoint))
+    monkeypatch.setattr(team_webhook_pages, "_endpoint", removed_after_reading(team_webhook_pages._endpoint))
+    client.force_login(alice)
+    url = receiver().url()
+    for method, action in (("post", "test/"), ("post", "rotate-secret/"), ("patch", ""), ("delete", "")):
+        endpoint, _ = services.webhook_endpoint_create(
+            actor=alice, team=team_a, name="x", url=url, events=["tenant.ready"]
+        )
+        answer = getattr(api(alice), method)(f"{API}/team-a/webhooks/{endpoint.pk}/{action}", {}, format="json")
+        assert answer.status_code == 404, (method, action, answer.content)
+    for action in ("test/", "rotate/", "delete/"):
+        endpoint, _ = services.webhook_endpoint_create(
+            actor=alice, team=team_a, name="x", url=url, events=["tenant.ready"]
+        )
+        assert client.post(f"/teams/team-a/webhooks/{endpoint.pk}/{action}").status_code == 404, action
+    assert not WebhookDelivery.objects.exists()
+    assert not AuditEvent.objects.filter(action__in=["webhook.test", "webhook.rotate_secret", "webhook.update"])
 
 
 def test_a_test_event_waits_for_the_last_one_to_finish(api, client, alice, alices_endpoint, dispatched):
