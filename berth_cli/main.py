@@ -685,14 +685,13 @@ def _team_webhooks(team: str, *rest: str) -> str:
     return "/".join(["/api/v1/teams", quote(team, safe=""), "webhooks", *(quote(r, safe="") for r in rest)]) + "/"
 
 
-def _webhook_id(api: Api, team: str, ref: str) -> str:
-    """The id of the team's endpoint named or numbered ``ref``."""
-    if ref.isascii() and ref.isdigit():
-        return ref
-    found = [row for row in api.all(_team_webhooks(team)) if row["name"] == ref]
+def _webhook_id(api: Api, team: str, name: str) -> int:
+    """The id of the team's endpoint named exactly ``name``: a name of digits is a name too (an id is --id), so
+    "2" never removes endpoint 2 when the owner meant the endpoint called "2"."""
+    found = [row for row in api.all(_team_webhooks(team)) if row["name"] == name]
     if len(found) != 1:
-        raise CliError(f"{team} has {'no' if not found else 'more than one'} webhook named {ref!r}; give its ID")
-    return str(found[0]["id"])
+        raise CliError(f"{team} has {'no' if not found else 'more than one'} webhook named {name!r}; give its --id")
+    return int(found[0]["id"])
 
 
 @cli.group(cls=BerthGroup)
@@ -742,13 +741,17 @@ def webhooks_create(
 
 
 @webhooks.command("delete")
-@click.argument("endpoint_ref", metavar="ENDPOINT")
+@click.argument("name", metavar="NAME", required=False)
+@click.option("--id", "endpoint_id", type=click.IntRange(min=1), help="The endpoint's ID, instead of its NAME.")
 @click.option("--team", required=True, help="The team (its slug).")
 @pass_session
-def webhooks_delete(session: Session, endpoint_ref: str, team: str) -> None:
-    """Remove ENDPOINT (its id or name) and its delivery log (owners)."""
-    endpoint_id = _webhook_id(session.api, team, endpoint_ref)
-    session.api.call("DELETE", _team_webhooks(team, endpoint_id))
+def webhooks_delete(session: Session, name: str | None, endpoint_id: int | None, team: str) -> None:
+    """Remove the endpoint named NAME (or the one with --id) and its delivery log (owners)."""
+    if (name is None) == (endpoint_id is None):
+        raise CliError("give the endpoint's NAME or its --id", Exit.USAGE)
+    if name is not None:
+        endpoint_id = _webhook_id(session.api, team, name)
+    session.api.call("DELETE", _team_webhooks(team, str(endpoint_id)))
     click.echo(f"Removed webhook {endpoint_id} of {team}.", err=True)
 
 

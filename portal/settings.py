@@ -360,12 +360,17 @@ BERTH_ISOLATION_PROBE_IMAGE = env.str("BERTH_ISOLATION_PROBE_IMAGE", default="be
 # (docs/webhooks.md); a team's owners may have at most BERTH_TEAM_WEBHOOK_LIMIT of them. One attempt may take
 # this long in all (connect, TLS, request, answer); a failed one is retried after BERTH_WEBHOOK_RETRY_SECONDS,
 # doubling up to BERTH_WEBHOOK_RETRY_MAX_SECONDS, BERTH_WEBHOOK_MAX_ATTEMPTS times in all; at most
-# BERTH_WEBHOOK_MAX_IN_FLIGHT attempts run at once across every worker.
+# BERTH_WEBHOOK_MAX_IN_FLIGHT attempts run at once across every worker, and at most
+# BERTH_WEBHOOK_MAX_IN_FLIGHT_PER_TEAM of them for one team's endpoints (a team's slow receivers never hold up
+# another team's events). An endpoint whose last BERTH_WEBHOOK_DISABLE_AFTER_FAILURES deliveries were all given
+# up is turned off (0: never).
 BERTH_WEBHOOK_TIMEOUT_SECONDS = env.float("BERTH_WEBHOOK_TIMEOUT_SECONDS", default=15.0)
 BERTH_WEBHOOK_RETRY_SECONDS = env.float("BERTH_WEBHOOK_RETRY_SECONDS", default=5.0)
 BERTH_WEBHOOK_RETRY_MAX_SECONDS = env.float("BERTH_WEBHOOK_RETRY_MAX_SECONDS", default=3600.0)
 BERTH_WEBHOOK_MAX_ATTEMPTS = env.int("BERTH_WEBHOOK_MAX_ATTEMPTS", default=12)
 BERTH_WEBHOOK_MAX_IN_FLIGHT = env.int("BERTH_WEBHOOK_MAX_IN_FLIGHT", default=4)
+BERTH_WEBHOOK_MAX_IN_FLIGHT_PER_TEAM = env.int("BERTH_WEBHOOK_MAX_IN_FLIGHT_PER_TEAM", default=1)
+BERTH_WEBHOOK_DISABLE_AFTER_FAILURES = env.int("BERTH_WEBHOOK_DISABLE_AFTER_FAILURES", default=5)
 # Networks webhooks may always reach, whatever the address checks say (CIDRs, comma-separated): the operator's
 # explicit choice, e.g. an internal relay. Empty: public addresses only, and private ones per endpoint.
 BERTH_WEBHOOK_ALLOWED_NETWORKS = env.list("BERTH_WEBHOOK_ALLOWED_NETWORKS", default=[])

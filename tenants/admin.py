@@ -15,6 +15,7 @@ from django.utils.html import format_html
 from tenants import services
 from tenants.audit import AuditContext
 from tenants.costs.prices import today_utc
+from tenants.errors import InvalidTransition
 from tenants.models import (
     ApiToken,
     AuditEvent,
@@ -344,7 +345,15 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
     list_display = ["name", "scope", "url_origin", "format", "event_list", "is_active", "allow_private_network"]
     list_filter = ["is_active", "format", "team"]
     search_fields = ["name", "url_origin"]
-    readonly_fields = ["url_origin", "created_by", "created_at", "updated_at", "delivery_log"]
+    readonly_fields = [
+        "url_origin",
+        "disabled_reason",
+        "disabled_at",
+        "created_by",
+        "created_at",
+        "updated_at",
+        "delivery_log",
+    ]
     actions = ["send_test_event", "rotate_secret"]
 
     def get_fields(self, request, obj=None) -> list:
@@ -407,11 +416,17 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
 
     @admin.action(description="Send a test event (ping)")
     def send_test_event(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
+        queued = 0
         for endpoint in queryset:
-            services.webhook_endpoint_test(
-                endpoint=endpoint, actor=_actor(request), ctx=AuditContext.from_http(request)
-            )
-        self.message_user(request, f"Queued a test event for {queryset.count()} endpoint(s); see the delivery log.")
+            try:
+                services.webhook_endpoint_test(
+                    endpoint=endpoint, actor=_actor(request), ctx=AuditContext.from_http(request)
+                )
+            except InvalidTransition as exc:  # an earlier test event still pending
+                self.message_user(request, str(exc), messages.WARNING)
+            else:
+                queued += 1
+        self.message_user(request, f"Queued a test event for {queued} endpoint(s); see the delivery log.")
 
     @admin.action(description="Rotate the signing secret")
     def rotate_secret(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> HttpResponse | None:

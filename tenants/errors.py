@@ -33,6 +33,10 @@ class InvalidTransition(BerthError):
     """The object is no longer in a state that allows this (409)."""
 
 
+class NoLongerExists(BerthError):
+    """The object the caller read was removed before the change could lock it (404, as if never there)."""
+
+
 class IdempotencyConflict(InvalidTransition):
     """An idempotency key came back with a different request than the one it first named (409)."""
 

@@ -1,5 +1,5 @@
-"""Domain errors → HTTP: field errors 400, Forbidden 403, InvalidTransition 409, what the cluster refused the team
-its own status; refusals are audited."""
+"""Domain errors → HTTP: field errors 400, Forbidden 403, NoLongerExists 404, InvalidTransition 409, what the
+cluster refused the team its own status; refusals are audited."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from tenants.errors import (
     ClusterUnavailable,
     Forbidden,
     InvalidTransition,
+    NoLongerExists,
     database_unavailable,
 )
 from tenants.models import User
@@ -78,6 +79,8 @@ def to_api_exception(exc: Exception) -> Exception:
         return exceptions.PermissionDenied(str(exc))
     if isinstance(exc, InvalidTransition):
         return Conflict(str(exc))
+    if isinstance(exc, NoLongerExists):
+        return exceptions.NotFound(str(exc))
     if isinstance(exc, ClusterUnavailable):
         return Unavailable(str(exc))
     if isinstance(exc, Busy):  # too many of the person's slow reads at once (tenants.concurrency)

@@ -79,6 +79,8 @@ class WebhookEndpointSerializer(serializers.ModelSerializer):
             "format",
             "events",
             "is_active",
+            "disabled_reason",
+            "disabled_at",
             "allow_private_network",
             "created_by",
             "created_at",
@@ -90,6 +92,11 @@ class WebhookEndpointSerializer(serializers.ModelSerializer):
         extra_kwargs = {
             "url_origin": {"help_text": "scheme://host[:port] of the URL; its path is never shown."},
             "allow_private_network": {"help_text": "Whether a platform admin allowed private addresses for it."},
+            "disabled_reason": {
+                "help_text": "Why Berth turned it off by itself (BERTH_WEBHOOK_DISABLE_AFTER_FAILURES deliveries in "
+                "a row given up); empty otherwise. Setting is_active to true turns it on again and clears it."
+            },
+            "disabled_at": {"help_text": "When Berth turned it off by itself; null otherwise."},
         }
 
     @extend_schema_field(EVENT_LIST_SCHEMA)
@@ -265,7 +272,7 @@ class TeamWebhookViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, _Team
         request=None,
         responses={202: WebhookDeliverySerializer},
         description="Queue a `ping` event to the endpoint (team owners and platform admins); its delivery shows "
-        "how it went.",
+        "how it went. 409 while an earlier test event to it is still pending.",
     )
     @action(detail=True, methods=["post"])
     def test(self, request: ApiRequest, *args: Any, **kwargs: Any) -> Response:

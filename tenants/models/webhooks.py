@@ -63,6 +63,17 @@ class WebhookEndpoint(models.Model):
         "Loopback, link-local (cloud metadata) and multicast stay refused.",
     )
     is_active = models.BooleanField(default=True)
+    # Deliveries given up in a row; BERTH_WEBHOOK_DISABLE_AFTER_FAILURES of them turn the endpoint off.
+    consecutive_failures = models.PositiveIntegerField(default=0, db_default=0, editable=False)
+    disabled_reason = models.CharField(
+        max_length=300,
+        blank=True,
+        default="",
+        db_default="",
+        editable=False,
+        help_text="Why Berth turned the endpoint off by itself (empty: it did not); cleared when it is turned on.",
+    )
+    disabled_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_by = models.ForeignKey(User, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -13,7 +13,14 @@ Deliveries move only through ``webhook_deliver``: one attempt at the oldest pend
 and tenant, under a lock for that pair, so a receiver sees one tenant's events in the order they happened; a
 failed attempt is retried with exponential backoff and jitter, and the next delivery of the pair waits until
 this one is delivered or given up. At most ``BERTH_WEBHOOK_MAX_IN_FLIGHT`` attempts run at once in the whole
-installation, so slow receivers can never occupy every worker process.
+installation, so slow receivers can never occupy every worker process, and at most
+``BERTH_WEBHOOK_MAX_IN_FLIGHT_PER_TEAM`` of them for one team's endpoints, so one team's slow receivers never
+hold up another team's events (global endpoints, the platform admins', are held to the installation's cap
+only). An endpoint whose last ``BERTH_WEBHOOK_DISABLE_AFTER_FAILURES`` deliveries were all given up is turned
+off by the system (audited, the reason shown to its team) until an owner or a platform admin turns it on.
+
+Every change to an endpoint re-reads it under its row lock (``_locked``) and writes only the columns it
+changes: a caller's copy may be stale, and must never undo a rotation or revive a removed endpoint.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import random
 import time
 import uuid
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django.conf import settings
@@ -36,6 +43,7 @@ from django.utils import timezone
 
 from tenants import audit, dispatch
 from tenants.audit import SYSTEM, AuditContext
+from tenants.errors import InvalidTransition, NoLongerExists
 from tenants.models import EventType, Team, User, WebhookDelivery, WebhookEndpoint
 from tenants.sealing import seal, unseal
 from tenants.services.permissions import require_owner_or_admin, require_platform_admin
@@ -45,7 +53,7 @@ from tenants.webhooks.targets import TargetRefused
 logger = logging.getLogger(__name__)
 Status = WebhookDelivery.Status
 # Advisory lock classes (the two-key form, apart from the worker's per-tenant locks).
-PAIR_LOCK, SLOT_LOCK = 0x4254_0001, 0x4254_0002
+PAIR_LOCK, SLOT_LOCK, TEAM_SLOT_LOCK = 0x4254_0001, 0x4254_0002, 0x4254_0003
 # A pending delivery due this long ago whose task was lost (broker restart) is sent again by the sweep.
 SWEEP_GRACE = dt.timedelta(seconds=60)
 SUBSCRIBABLE = [e for e in EventType.values if e != EventType.PING]
@@ -53,6 +61,20 @@ PRIVATE_ADMIN_ONLY = "Only platform admins can allow private addresses for a web
 
 
 # --- Endpoints (platform admins, and team owners for their team's) ------------------------------
+
+
+def _locked(endpoint: WebhookEndpoint) -> WebhookEndpoint:
+    """The endpoint as it is now, its row locked until the transaction ends; NoLongerExists (404) when it was
+    removed since the caller read it."""
+    current = (
+        WebhookEndpoint.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("team")
+        .filter(pk=endpoint.pk)
+        .first()
+    )
+    if current is None:
+        raise NoLongerExists("No such webhook endpoint: it was removed.")
+    return current
 
 
 def _require_manager(*, actor: User, team: Team | None, doing: str) -> None:
@@ -64,11 +86,20 @@ def _require_manager(*, actor: User, team: Team | None, doing: str) -> None:
 
 
 def webhook_endpoint_validate(
-    *, name: str, url: str, events: list[str], format: str, allow_private_network: bool, secret: str = ""
+    *,
+    name: str,
+    url: str,
+    events: list[str],
+    format: str,
+    allow_private_network: bool,
+    secret: str = "",
+    detailed: bool = True,
 ) -> str:
     """ValidationError by field for anything an endpoint cannot be saved with; the URL's origin when all is fine.
 
-    The URL is resolved now and every address checked (the worker checks again before each attempt)."""
+    The URL is resolved now and every address checked (the worker checks again before each attempt). Only
+    platform admins (``detailed``) are told which address a name resolved to: anyone else would use the
+    server's resolver to map internal names."""
     errors: dict[str, str] = {}
     if not name.strip():
         errors["name"] = "Give the endpoint a name."
@@ -85,7 +116,7 @@ def webhook_endpoint_validate(
     try:
         origin = targets.check(url, allow_private=allow_private_network).origin
     except TargetRefused as exc:
-        errors["url"] = str(exc)
+        errors["url"] = str(exc) if detailed else exc.undetailed
     if errors:
         raise ValidationError(errors)
     return origin
@@ -134,7 +165,13 @@ def webhook_endpoint_create(
     if allow_private_network and not actor.is_platform_admin:
         raise ValidationError({"allow_private_network": PRIVATE_ADMIN_ONLY})
     origin = webhook_endpoint_validate(
-        name=name, url=url, events=events, format=format, allow_private_network=allow_private_network, secret=secret
+        name=name,
+        url=url,
+        events=events,
+        format=format,
+        allow_private_network=allow_private_network,
+        secret=secret,
+        detailed=actor.is_platform_admin,
     )
     if team is not None:
         _check_team_room(actor=actor, team=team)
@@ -181,8 +218,10 @@ def webhook_endpoint_update(
     url: str = "",
     ctx: AuditContext = SYSTEM,
 ) -> WebhookEndpoint:
-    """Change an endpoint: what is None (``url`` empty) stays as it is; the URL kept is checked again against the
-    allowance. ``team`` is where the endpoint belongs after the change: only platform admins move one."""
+    """Change an endpoint: what is None (``url`` empty) stays as it is now (whatever the caller's copy says); the
+    URL kept is checked again against the allowance. ``team`` is where the endpoint belongs after the change: only
+    platform admins move one. Turning on an endpoint the system turned off clears the reason and the count."""
+    endpoint = _locked(endpoint)
     _require_manager(actor=actor, team=endpoint.team, doing="change webhooks")
     if team != endpoint.team:
         if not actor.is_platform_admin:
@@ -197,16 +236,32 @@ def webhook_endpoint_update(
     events = list(endpoint.events) if events is None else events
     format = endpoint.format if format is None else format
     origin = webhook_endpoint_validate(
-        name=name, url=checked_url, events=events, format=format, allow_private_network=allow_private
+        name=name,
+        url=checked_url,
+        events=events,
+        format=format,
+        allow_private_network=allow_private,
+        detailed=actor.is_platform_admin,
     )
-    endpoint.name, endpoint.team, endpoint.format = name.strip()[:100], team, format
-    endpoint.events = sorted(set(events))
-    endpoint.allow_private_network = allow_private
-    endpoint.is_active = endpoint.is_active if is_active is None else is_active
-    endpoint.url_origin = origin
+    wanted: dict[str, Any] = {
+        "name": name.strip()[:100],
+        "team": team,
+        "format": format,
+        "events": sorted(set(events)),
+        "allow_private_network": allow_private,
+        "url_origin": origin,
+    }
     if url:
-        endpoint.url_sealed = seal(url)
-    endpoint.save()
+        wanted["url_sealed"] = seal(url)
+    if is_active is not None:
+        wanted["is_active"] = is_active
+    if is_active and not endpoint.is_active:
+        wanted.update(consecutive_failures=0, disabled_reason="", disabled_at=None)
+    changed = [field for field, value in wanted.items() if getattr(endpoint, field) != value]
+    for field in changed:
+        setattr(endpoint, field, wanted[field])
+    if changed:
+        endpoint.save(update_fields=[*changed, "updated_at"])
     after = _snapshot(endpoint)
     if url:
         after["url_changed"] = True
@@ -219,9 +274,11 @@ def webhook_endpoint_update(
 @transaction.atomic
 def webhook_endpoint_rotate_secret(*, endpoint: WebhookEndpoint, actor: User, ctx: AuditContext = SYSTEM) -> str:
     """A new signing secret, shown only now; deliveries signed from now on use it."""
+    endpoint = _locked(endpoint)
     _require_manager(actor=actor, team=endpoint.team, doing="rotate webhook secrets")
     secret = signing.new_secret()
-    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(secret_sealed=seal(secret), updated_at=timezone.now())
+    endpoint.secret_sealed = seal(secret)
+    endpoint.save(update_fields=["secret_sealed", "updated_at"])
     audit.record(actor=actor, action="webhook.rotate_secret", obj=endpoint, team=endpoint.team, ctx=ctx)
     return secret
 
@@ -229,6 +286,7 @@ def webhook_endpoint_rotate_secret(*, endpoint: WebhookEndpoint, actor: User, ct
 @transaction.atomic
 def webhook_endpoint_delete(*, endpoint: WebhookEndpoint, actor: User, ctx: AuditContext = SYSTEM) -> None:
     """Remove an endpoint and its delivery log (disable it instead to keep the log)."""
+    endpoint = _locked(endpoint)
     _require_manager(actor=actor, team=endpoint.team, doing="delete webhooks")
     audit.record(
         actor=actor, action="webhook.delete", obj=endpoint, team=endpoint.team, before=_snapshot(endpoint), ctx=ctx
@@ -238,8 +296,16 @@ def webhook_endpoint_delete(*, endpoint: WebhookEndpoint, actor: User, ctx: Audi
 
 @transaction.atomic
 def webhook_endpoint_test(*, endpoint: WebhookEndpoint, actor: User, ctx: AuditContext = SYSTEM) -> WebhookDelivery:
-    """Send a ``ping`` event to one endpoint, to check the URL, the secret and the receiver."""
+    """Send a ``ping`` event to one endpoint, to check the URL, the secret and the receiver; refused (409) while
+    an earlier one is still being sent, so test events cannot pile up behind a receiver that never answers."""
+    endpoint = _locked(endpoint)
     _require_manager(actor=actor, team=endpoint.team, doing="send test webhooks")
+    pending = endpoint.deliveries.filter(event=EventType.PING, status=Status.PENDING).order_by("created_at").first()
+    if pending is not None:
+        raise InvalidTransition(
+            f"A test event for “{endpoint.name}” is still being sent (attempt {pending.attempts} of "
+            f"{settings.BERTH_WEBHOOK_MAX_ATTEMPTS} done); send another once it is delivered or given up."
+        )
     event = payloads.Event(
         type=EventType.PING,
         team=endpoint.team,
@@ -271,15 +337,25 @@ def _try_lock(lock_class: int, key: int) -> Iterator[bool]:
                 cur.execute("SELECT pg_advisory_unlock(%s, %s)", [lock_class, key])
 
 
+def _first_free(stack: contextlib.ExitStack, lock_class: int, keys: Iterable[int]) -> bool:
+    """Take the first of ``keys`` nobody holds (released when ``stack`` closes); False when all are held."""
+    return any(stack.enter_context(_try_lock(lock_class, key)) for key in keys)
+
+
+def _team_slot_keys(team_id: int) -> list[int]:
+    per_team = max(settings.BERTH_WEBHOOK_MAX_IN_FLIGHT_PER_TEAM, 1)
+    return [zlib.crc32(f"{team_id}:{slot}".encode()) - 2**31 for slot in range(per_team)]
+
+
 @contextlib.contextmanager
-def _in_flight_slot() -> Iterator[bool]:
-    """One of BERTH_WEBHOOK_MAX_IN_FLIGHT slots shared by every worker, or False when all are taken."""
+def _in_flight_slot(team_id: int | None) -> Iterator[bool]:
+    """One of the team's BERTH_WEBHOOK_MAX_IN_FLIGHT_PER_TEAM slots (global endpoints: none needed) and one of the
+    installation's BERTH_WEBHOOK_MAX_IN_FLIGHT, all shared by every worker; False when either kind is all taken."""
     with contextlib.ExitStack() as stack:
-        for slot in range(max(settings.BERTH_WEBHOOK_MAX_IN_FLIGHT, 1)):
-            if stack.enter_context(_try_lock(SLOT_LOCK, slot)):
-                yield True
-                return
-        yield False
+        if team_id is not None and not _first_free(stack, TEAM_SLOT_LOCK, _team_slot_keys(team_id)):
+            yield False
+            return
+        yield _first_free(stack, SLOT_LOCK, range(max(settings.BERTH_WEBHOOK_MAX_IN_FLIGHT, 1)))
 
 
 def _pair_key(endpoint_id: int, tenant_id: uuid.UUID | None) -> int:
@@ -306,7 +382,34 @@ def retry_delay(attempts: int, retry_after: float | None = None) -> float:
     return max(delay, min(retry_after, cap)) if retry_after else delay
 
 
-def _record(delivery: WebhookDelivery, outcome: sender.Outcome) -> str:
+def _count_failure(endpoint_id: int, error: str) -> None:
+    """One more delivery given up in a row; the BERTH_WEBHOOK_DISABLE_AFTER_FAILURES-th turns the endpoint off."""
+    endpoint = (
+        WebhookEndpoint.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("team")
+        .filter(pk=endpoint_id)
+        .first()
+    )
+    if endpoint is None:
+        return
+    endpoint.consecutive_failures += 1
+    limit = settings.BERTH_WEBHOOK_DISABLE_AFTER_FAILURES
+    if not (limit > 0 and endpoint.is_active and endpoint.consecutive_failures >= limit):
+        endpoint.save(update_fields=["consecutive_failures"])
+        return
+    before = _snapshot(endpoint)
+    reason = f"Turned off by Berth: the last {endpoint.consecutive_failures} deliveries were all given up ({error})"
+    endpoint.is_active, endpoint.disabled_reason, endpoint.disabled_at = False, reason[:300], timezone.now()
+    endpoint.save(update_fields=["consecutive_failures", "is_active", "disabled_reason", "disabled_at", "updated_at"])
+    after = {**_snapshot(endpoint), "reason": endpoint.disabled_reason}
+    audit.record(actor=None, action="webhook.disable", obj=endpoint, team=endpoint.team, before=before, after=after)
+    logger.warning("webhook endpoint %d at %s turned off: %s", endpoint.pk, endpoint.url_origin, reason)
+
+
+@transaction.atomic
+def _record(delivery: WebhookDelivery, outcome: sender.Outcome, *, counts: bool = True) -> str:
+    """Write how the attempt went; a delivery given up counts against its endpoint (``counts``: unless it was
+    given up because the endpoint is off), one delivered resets the count."""
     attempts = delivery.attempts + 1
     now = timezone.now()
     fields: dict[str, Any] = {
@@ -325,7 +428,13 @@ def _record(delivery: WebhookDelivery, outcome: sender.Outcome) -> str:
     else:
         result = "retrying"
         fields["next_attempt_at"] = now + dt.timedelta(seconds=retry_delay(attempts, outcome.retry_after))
-    WebhookDelivery.objects.filter(pk=delivery.pk, status=Status.PENDING).update(**fields)
+    recorded = WebhookDelivery.objects.filter(pk=delivery.pk, status=Status.PENDING).update(**fields)
+    if recorded and result == "delivered":
+        WebhookEndpoint.objects.filter(pk=delivery.endpoint_id, consecutive_failures__gt=0).update(
+            consecutive_failures=0
+        )
+    elif recorded and result == "failed" and counts:
+        _count_failure(delivery.endpoint_id, outcome.error)
     log = logger.info if outcome.delivered else logger.warning
     log(
         "webhook %s %s (sequence %d) to endpoint %d at %s, attempt %d: %s%s",
@@ -345,7 +454,7 @@ def _attempt(delivery: WebhookDelivery) -> str:
     endpoint = delivery.endpoint
     url, secret = unseal(endpoint.url_sealed), unseal(endpoint.secret_sealed)
     if not endpoint.is_active:
-        return _record(delivery, sender.Outcome(None, "the endpoint is disabled", 0, permanent=True))
+        return _record(delivery, sender.Outcome(None, "the endpoint is disabled", 0, permanent=True), counts=False)
     if url is None or secret is None:
         reason = "the endpoint's URL or secret cannot be opened (the secrets key changed): save it again"
         return _record(delivery, sender.Outcome(None, reason, 0, permanent=True))
@@ -400,7 +509,7 @@ def webhook_deliver(*, delivery_id: str) -> str:
                 countdown = (head.next_attempt_at - timezone.now()).total_seconds()
                 dispatch.send(dispatch.DELIVER_WEBHOOK, delivery_id, countdown=countdown)
             return "waiting"
-        with _in_flight_slot() as slot:
+        with _in_flight_slot(head.endpoint.team_id) as slot:
             if slot:
                 result = _attempt(head)
             else:

@@ -7,13 +7,13 @@ from typing import TypeVar
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from tenants import selectors, services
 from tenants.audit import AuditContext
-from tenants.errors import Forbidden, InvalidTransition
+from tenants.errors import Forbidden, InvalidTransition, NoLongerExists
 from tenants.models import Tenant, TenantStatus, User
 
 T = TypeVar("T")
@@ -50,7 +50,8 @@ def deny(request: AuthedRequest, reason: str) -> PermissionDenied:
 
 
 def call(http_request: AuthedRequest, service: Callable[..., T], /, **kwargs) -> T:
-    """Run ``service`` as the signed-in user would; ``Forbidden`` becomes an audited 403 page.
+    """Run ``service`` as the signed-in user would; ``Forbidden`` becomes an audited 403 page, ``NoLongerExists``
+    (removed by someone else since the page read it) a 404.
 
     Positional-only, so a service's own keywords never clash with the page's request.
     ``ValidationError`` and ``InvalidTransition`` pass through: each page shows them its own way.
@@ -59,6 +60,8 @@ def call(http_request: AuthedRequest, service: Callable[..., T], /, **kwargs) ->
         return service(ctx=AuditContext.from_http(http_request), **kwargs)
     except Forbidden as exc:
         raise deny(http_request, str(exc)) from exc
+    except NoLongerExists as exc:
+        raise Http404(str(exc)) from exc
 
 
 def visible_tenant(request: AuthedRequest, pk) -> Tenant:

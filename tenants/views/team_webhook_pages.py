@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 
 from tenants import selectors, services
 from tenants.costs.views import team_page, visible_team
+from tenants.errors import InvalidTransition
 from tenants.forms import WebhookEndpointForm
 from tenants.models import Team, WebhookEndpoint
 from tenants.views.common import AuthedRequest, call, deny
@@ -129,6 +130,10 @@ def team_webhook_rotate(request: AuthedRequest, slug: str, pk: int) -> HttpRespo
 def team_webhook_test(request: AuthedRequest, slug: str, pk: int) -> HttpResponse:
     team = _team(request, slug)
     endpoint = _endpoint(team, pk)
-    call(request, services.webhook_endpoint_test, endpoint=endpoint, actor=request.user)
-    messages.success(request, f"Queued a test event for “{endpoint.name}”; its status shows here once it is sent.")
+    try:
+        call(request, services.webhook_endpoint_test, endpoint=endpoint, actor=request.user)
+    except InvalidTransition as exc:  # an earlier test event still pending
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Queued a test event for “{endpoint.name}”; its status shows here once it is sent.")
     return _back(team)

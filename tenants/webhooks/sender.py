@@ -9,6 +9,7 @@ Messages name the host, never the URL's path (a Slack webhook's path is its cred
 from __future__ import annotations
 
 import http.client
+import logging
 import socket
 import ssl
 import threading
@@ -21,6 +22,7 @@ from django.conf import settings
 from tenants.webhooks import targets
 from tenants.webhooks.targets import IPAddress, Target, TargetRefused
 
+logger = logging.getLogger(__name__)
 RESPONSE_READ_LIMIT = 64 * 1024
 
 
@@ -134,8 +136,9 @@ def post(*, url: str, body: bytes, headers: dict[str, str], allow_private: bool,
     try:
         target = targets.parse(url)
         addresses = targets.checked_addresses(target, allow_private=allow_private)
-    except TargetRefused as exc:
-        return Outcome(None, f"refused: {exc}", 0, permanent=True)
+    except TargetRefused as exc:  # the team reads the delivery log: the resolved address goes to the log only
+        logger.warning("webhook refused: %s", exc)
+        return Outcome(None, f"refused: {exc.undetailed}", 0, permanent=True)
     with _Watchdog(deadline - time.monotonic()) as watchdog:
         try:
             sock = _connect(target, addresses, deadline, watchdog)

@@ -29,7 +29,14 @@ NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 
 class TargetRefused(Exception):
-    """The URL or one of its addresses may not be reached; the message names the host, never the path."""
+    """The URL or one of its addresses may not be reached; the message names the host, never the path.
+
+    ``undetailed`` says the same without the address a name resolved to: what people other than platform admins
+    are told (and what the delivery log keeps), so the server's resolver cannot map internal names for them."""
+
+    def __init__(self, message: str, *, undetailed: str = "") -> None:
+        super().__init__(message)
+        self.undetailed = undetailed or message
 
 
 @dataclass(frozen=True)
@@ -138,9 +145,15 @@ def checked_addresses(target: Target, *, allow_private: bool) -> list[IPAddress]
         raise TargetRefused(f"{target.host} does not resolve.")
     for ip in addresses:
         refusal = address_refusal(ip, allow_private=allow_private)
-        if refusal:
-            where = refusal if target.host == str(ip) else f"{target.host} resolves to {refusal}"
-            raise TargetRefused(f"{where}; webhooks go to public addresses only.")
+        if not refusal:
+            continue
+        if target.host == str(ip):  # an address in the URL itself: nothing to hide
+            raise TargetRefused(f"{refusal}; webhooks go to public addresses only.")
+        raise TargetRefused(
+            f"{target.host} resolves to {refusal}; webhooks go to public addresses only.",
+            undetailed=f"{target.host} resolves to an address that is not public; webhooks go to public addresses "
+            "only (a platform admin may allow private ones for an endpoint).",
+        )
     return addresses
 
 

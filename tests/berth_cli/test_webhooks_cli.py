@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tenants import services
 from tenants.models import AuditEvent, WebhookEndpoint
 from tenants.sealing import unseal
 from tests.fixtures import TokenFactory
@@ -67,3 +68,29 @@ def test_an_owner_creates_lists_and_deletes_a_teams_webhook(
     assert removed.code == 0, removed.stderr
     assert not WebhookEndpoint.objects.exists()
     assert AuditEvent.objects.filter(action="webhook.delete", actor=alice).exists()
+
+
+def test_delete_by_name_never_takes_a_name_of_digits_for_another_endpoints_id(
+    berth: BerthRunner, api_token: TokenFactory, alice, team_a, receiver
+):
+    """An endpoint named like another's id: the name is the one removed; an id is said with --id."""
+    url = receiver().url()
+    first, _ = services.webhook_endpoint_create(
+        actor=alice, team=team_a, name="payments", url=url, events=["tenant.ready"]
+    )
+    named_like_an_id, _ = services.webhook_endpoint_create(
+        actor=alice, team=team_a, name=str(first.pk), url=url, events=["tenant.ready"]
+    )
+    owner = api_token(alice)
+    removed = berth("webhooks", "delete", str(first.pk), "--team", "team-a", token=owner)
+    assert removed.code == 0, removed.stderr
+    assert list(WebhookEndpoint.objects.values_list("pk", flat=True)) == [first.pk]
+    unknown = berth("webhooks", "delete", "999999", "--team", "team-a", token=owner)
+    assert unknown.code != 0 and "no webhook named '999999'; give its --id" in unknown.stderr
+    for args in ([], ["payments", "--id", str(first.pk)]):
+        usage = berth("webhooks", "delete", *args, "--team", "team-a", token=owner)
+        assert usage.code != 0 and "NAME or its --id" in usage.stderr
+    assert WebhookEndpoint.objects.filter(pk=first.pk).exists()
+    by_id = berth("webhooks", "delete", "--id", str(first.pk), "--team", "team-a", token=owner)
+    assert by_id.code == 0, by_id.stderr
+    assert not WebhookEndpoint.objects.exists() and named_like_an_id.pk != first.pk

@@ -11,9 +11,11 @@ alice owns team-a, amir is a plain member of it; bob owns team-b.
 from __future__ import annotations
 
 import ipaddress
+import time
 
 import pytest
 import requests
+from django.conf import settings
 from django.test import Client
 
 from tenants import services
@@ -251,3 +253,44 @@ def test_a_team_endpoint_never_receives_another_teams_events(
     wait_for(lambda: WebhookDelivery.objects.filter(status="delivered").count() == 4, timeout=30, what="4 deliveries")
     assert ping.json["type"] == "ping" and len(bobs_receiver.received) == 1
     assert not WebhookDelivery.objects.filter(endpoint=spy, tenant=tenant).exists()
+
+
+def test_a_teams_tarpits_and_piled_up_tests_do_not_delay_another_teams_events(
+    celery_worker, live_portal: LivePortal, api_token: TokenFactory, alice, bob, team_a, team_b, receiver
+):
+    """alice points four endpoints at receivers that never answer (each attempt holds a worker until the
+    deadline) and presses every test button again and again; bob's team's event still goes out at once."""
+    tarpits = [receiver(hang=True) for _ in range(4)]
+    call = Caller(live_portal, api_token(alice))
+    ids = []
+    for n, tarpit in enumerate(tarpits):
+        created = call(
+            "POST", "/team-a/webhooks/", {"name": f"tarpit {n}", "url": tarpit.url(), "events": ["tenant.alert_firing"]}
+        )
+        assert created.status_code == 201, created.text
+        ids.append(created.json()["id"])
+    for endpoint_id in ids:
+        assert call("POST", f"/team-a/webhooks/{endpoint_id}/test/").status_code == 202
+        again = call("POST", f"/team-a/webhooks/{endpoint_id}/test/")
+        assert again.status_code == 409 and "still being sent" in again.json()["detail"]
+    assert WebhookDelivery.objects.count() == len(ids)  # the refused tests queued nothing
+    wait_for(lambda: any(t.received for t in tarpits), timeout=30, what="a tarpit's first request")
+    bobs = receiver()
+    created = Caller(live_portal, api_token(bob))(
+        "POST", "/team-b/webhooks/", {"name": "alerts", "url": bobs.url(), "events": ["tenant.alert_firing"]}
+    )
+    assert created.status_code == 201, created.text
+    started = time.monotonic()
+    services.webhook_endpoint_test(endpoint=WebhookEndpoint.objects.get(pk=created.json()["id"]), actor=bob)
+    bobs.wait_for(1, timeout=settings.BERTH_WEBHOOK_TIMEOUT_SECONDS)
+    took = time.monotonic() - started
+    print(f"\nteam-b's event arrived {took:.1f}s after it happened while team-a's tarpits held their slot")
+    assert took < 5, took
+    hanging = [got for tarpit in tarpits for got in tarpit.received]
+    assert len(hanging) <= settings.BERTH_WEBHOOK_MAX_IN_FLIGHT_PER_TEAM  # team-a never held more than its share
+    for tarpit in tarpits:  # let the tarpits answer so the worker drains
+        tarpit.hang = False
+        tarpit.release.set()
+    wait_for(
+        lambda: not WebhookDelivery.objects.filter(status="pending").exists(), timeout=120, what="every delivery done"
+    )

@@ -13,14 +13,18 @@ import re
 import pytest
 import yaml
 from django.core.exceptions import ValidationError
+from rest_framework.exceptions import NotFound
 
 from tenants import services
+from tenants.api.errors import to_api_exception
 from tenants.api.throttling import SharedRateThrottle
-from tenants.errors import Forbidden
+from tenants.api.webhooks import TeamWebhookViewSet
+from tenants.errors import Forbidden, NoLongerExists
 from tenants.models import AuditEvent, WebhookDelivery, WebhookEndpoint
 from tenants.sealing import unseal
 from tenants.services.webhooks import PRIVATE_ADMIN_ONLY, SUBSCRIBABLE
-from tenants.webhooks import targets
+from tenants.views import team_webhook_pages
+from tenants.webhooks import sender, targets
 
 pytestmark = pytest.mark.django_db
 
@@ -126,7 +130,9 @@ def test_an_owners_new_url_loses_the_private_allowance_a_platform_admin_gave(
         services.webhook_endpoint_update(
             endpoint=endpoint, actor=alice, team=team_a, url="https://other.internal.test/"
         )
-    assert "10.20.30.40 is a private address" in refused.value.message_dict["url"][0]
+    # An owner is not told where the name points (the server's resolver is no map of internal names).
+    assert "resolves to an address that is not public" in refused.value.message_dict["url"][0]
+    assert "10.20.30.40" not in refused.value.message_dict["url"][0]
     services.webhook_endpoint_update(endpoint=endpoint, actor=alice, team=team_a, url=receiver().url())
     endpoint.refresh_from_db()
     assert not endpoint.allow_private_network and endpoint.url_origin.startswith("http://127.0.0.1:")
@@ -191,6 +197,150 @@ def test_a_team_endpoint_hears_only_its_teams_tenants_even_after_a_transfer(
     services.tenant_remind_expiry(tenant=shop)
     services.tenant_mark_failed(tenant=shop, reason="quota")
     assert heard() == {"tenant.expiring": {for_b.pk}, "tenant.failed": {for_b.pk}}
+
+
+def test_a_stale_copy_never_undoes_a_rotation_or_another_owners_change(alice, amir, team_a, alices_endpoint):
+    """Two owners at once: the page or the API read the endpoint before another request rotated its secret and
+    changed its events; saving the stale copy changes only what it was asked to."""
+    stale = WebhookEndpoint.objects.get(pk=alices_endpoint.pk)
+    rotated = services.webhook_endpoint_rotate_secret(endpoint=alices_endpoint, actor=alice)
+    services.webhook_endpoint_update(endpoint=alices_endpoint, actor=alice, team=team_a, events=["tenant.expiring"])
+    services.webhook_endpoint_update(endpoint=stale, actor=alice, team=team_a, name="renamed")
+    now = WebhookEndpoint.objects.get(pk=alices_endpoint.pk)
+    assert unseal(now.secret_sealed) == rotated
+    assert (now.name, now.events) == ("renamed", ["tenant.expiring"])
+    # A stale copy of a now-disabled endpoint leaves it disabled unless the change says otherwise.
+    services.webhook_endpoint_update(endpoint=now, actor=alice, team=team_a, is_active=False)
+    services.webhook_endpoint_update(endpoint=stale, actor=alice, team=team_a, name="again")
+    assert not WebhookEndpoint.objects.get(pk=now.pk).is_active
+
+
+def test_a_change_to_an_endpoint_removed_meanwhile_is_not_found(alice, team_a, alices_endpoint, dispatched):
+    stale = WebhookEndpoint.objects.get(pk=alices_endpoint.pk)
+    services.webhook_endpoint_delete(endpoint=alices_endpoint, actor=alice)
+    before = world()
+    for change in (
+        lambda: services.webhook_endpoint_test(endpoint=stale, actor=alice),
+        lambda: services.webhook_endpoint_update(endpoint=stale, actor=alice, team=team_a, name="back"),
+        lambda: services.webhook_endpoint_rotate_secret(endpoint=stale, actor=alice),
+        lambda: services.webhook_endpoint_delete(endpoint=stale, actor=alice),
+    ):
+        with pytest.raises(NoLongerExists):
+            change()
+    assert world() == before and not WebhookDelivery.objects.exists() and not dispatched
+    assert isinstance(to_api_exception(NoLongerExists("gone")), NotFound)
+
+
+def test_a_removal_between_reading_and_acting_answers_404_in_the_api_and_on_the_page(
+    api, client, monkeypatch, alice, team_a, receiver, dispatched
+):
+    """Another owner removes the endpoint after the request read it and before the service locked it."""
+
+    def removed_after_reading(read):
+        def read_then_removed(*args):
+            endpoint = read(*args)
+            WebhookEndpoint.objects.filter(pk=endpoint.pk).delete()
+            return endpoint
+
+        return read_then_removed
+
+    monkeypatch.setattr(TeamWebhookViewSet, "endpoint", removed_after_reading(TeamWebhookViewSet.endpoint))
+    monkeypatch.setattr(team_webhook_pages, "_endpoint", removed_after_reading(team_webhook_pages._endpoint))
+    client.force_login(alice)
+    url = receiver().url()
+    for method, action in (("post", "test/"), ("post", "rotate-secret/"), ("patch", ""), ("delete", "")):
+        endpoint, _ = services.webhook_endpoint_create(
+            actor=alice, team=team_a, name="x", url=url, events=["tenant.ready"]
+        )
+        answer = getattr(api(alice), method)(f"{API}/team-a/webhooks/{endpoint.pk}/{action}", {}, format="json")
+        assert answer.status_code == 404, (method, action, answer.content)
+    for action in ("test/", "rotate/", "delete/"):
+        endpoint, _ = services.webhook_endpoint_create(
+            actor=alice, team=team_a, name="x", url=url, events=["tenant.ready"]
+        )
+        assert client.post(f"/teams/team-a/webhooks/{endpoint.pk}/{action}").status_code == 404, action
+    assert not WebhookDelivery.objects.exists()
+    assert not AuditEvent.objects.filter(action__in=["webhook.test", "webhook.rotate_secret", "webhook.update"])
+
+
+def test_a_test_event_waits_for_the_last_one_to_finish(api, client, alice, alices_endpoint, dispatched):
+    one = f"{API}/team-a/webhooks/{alices_endpoint.pk}/"
+    first = api(alice).post(f"{one}test/")
+    assert first.status_code == 202, first.content
+    again = api(alice).post(f"{one}test/")
+    assert again.status_code == 409 and "still being sent" in again.json()["detail"], again.content
+    client.force_login(alice)
+    page = client.post(f"/teams/team-a/webhooks/{alices_endpoint.pk}/test/", follow=True)
+    assert page.status_code == 200 and "still being sent" in page.content.decode()
+    assert WebhookDelivery.objects.count() == 1
+    assert AuditEvent.objects.filter(action="webhook.test").count() == 1
+    WebhookDelivery.objects.update(status="failed")  # given up: the owner may try again
+    assert api(alice).post(f"{one}test/").status_code == 202 and WebhookDelivery.objects.count() == 2
+
+
+def test_an_endpoint_whose_deliveries_keep_failing_is_turned_off_until_an_owner_turns_it_on(
+    api, client, settings, alice, amir, team_a, receiver, dispatched
+):
+    settings.BERTH_WEBHOOK_DISABLE_AFTER_FAILURES = 3
+    answers = iter([410, 200, 410, 410, 410])  # 410 Gone: given up at once
+    hooks = receiver(respond=lambda got: next(answers, 200))
+    endpoint, _ = services.webhook_endpoint_create(
+        actor=alice, team=team_a, name="gone", url=hooks.url(), events=["tenant.ready"]
+    )
+
+    def ping() -> str:
+        delivery = services.webhook_endpoint_test(endpoint=endpoint, actor=alice)
+        return services.webhook_deliver(delivery_id=str(delivery.pk))
+
+    assert [ping(), ping()] == ["failed", "delivered"]  # a delivery that went through starts the count anew
+    assert [ping(), ping()] == ["failed", "failed"]
+    assert WebhookEndpoint.objects.get(pk=endpoint.pk).is_active
+    assert ping() == "failed"
+    off = WebhookEndpoint.objects.get(pk=endpoint.pk)
+    assert not off.is_active and off.disabled_at is not None
+    assert "the last 3 deliveries were all given up (HTTP 410)" in off.disabled_reason
+    (event,) = AuditEvent.objects.filter(action="webhook.disable")
+    assert (event.actor, event.actor_name, event.team) == (None, "system", team_a)
+    assert event.before["is_active"] and not event.after["is_active"]
+    # A delivery refused because the endpoint is off is not another failure of the receiver.
+    assert ping() == "failed" and WebhookEndpoint.objects.get(pk=endpoint.pk).consecutive_failures == 3
+    one = f"{API}/team-a/webhooks/{endpoint.pk}/"
+    shown = api(amir).get(one).json()
+    assert shown["is_active"] is False and shown["disabled_reason"] == off.disabled_reason and shown["disabled_at"]
+    client.force_login(amir)
+    assert off.disabled_reason in client.get("/teams/team-a/").content.decode()
+    assert api(amir).patch(one, {"is_active": True}, format="json").status_code == 403
+    turned_on = api(alice).patch(one, {"is_active": True}, format="json")
+    assert turned_on.status_code == 200 and turned_on.json()["disabled_reason"] == ""
+    on = WebhookEndpoint.objects.get(pk=endpoint.pk)
+    assert on.is_active and on.consecutive_failures == 0 and on.disabled_at is None
+
+
+def test_a_team_owner_is_not_told_where_a_name_resolves_and_a_platform_admin_is(
+    api, alice, dave, team_a, monkeypatch, dispatched
+):
+    answers = {"localhost": "127.0.0.2", "db.corp.test": "10.1.2.3", "meta.corp.test": "169.254.169.254"}
+    monkeypatch.setattr(targets, "resolve", lambda host, port: [ipaddress.ip_address(answers.get(host) or host)])
+    for host, address in answers.items():
+        body = {"name": "x", "url": f"https://{host}/hook", "events": ["tenant.ready"]}
+        owner = api(alice).post(f"{API}/team-a/webhooks/", body, format="json")
+        assert owner.status_code == 400 and address not in owner.content.decode()
+        assert owner.json()["url"] == [
+            f"{host} resolves to an address that is not public; webhooks go to public addresses only (a platform "
+            "admin may allow private ones for an endpoint)."
+        ]
+        admin = api(dave).post(f"{API}/team-a/webhooks/", body, format="json")
+        assert admin.status_code == 400 and f"{host} resolves to {address} is" in admin.json()["url"][0]
+    # An address typed into the URL itself is the owner's own: the refusal may name it.
+    typed = api(alice).post(f"{API}/team-a/webhooks/", {**body, "url": "http://127.0.0.2/"}, format="json")
+    assert typed.json()["url"][0].startswith("127.0.0.2 is a loopback address")
+    assert not WebhookEndpoint.objects.exists()
+
+
+def test_the_delivery_log_never_shows_where_a_name_resolves(monkeypatch):
+    monkeypatch.setattr(targets, "resolve", lambda host, port: [ipaddress.ip_address("10.9.8.7")])
+    outcome = sender.post(url="https://rebound.test/x", body=b"{}", headers={}, allow_private=False, timeout=1)
+    assert outcome.permanent and "10.9.8.7" not in outcome.error and "not public" in outcome.error
 
 
 # --- API ----------------------------------------------------------------------------------------
@@ -395,7 +545,7 @@ def test_the_schema_says_what_the_endpoints_answer(schema):
             responses = operation["responses"]
             assert "404" in responses and "400" in responses, (method, path)
             assert ("403" in responses) == (method != "get"), (method, path)
-            assert "409" not in responses, (method, path)
+            assert ("409" in responses) == path.endswith("/test/"), (method, path)  # a test event still pending
     components = schema["components"]["schemas"]
     assert "secret" not in components["WebhookEndpoint"]["properties"]
     assert "url" not in components["WebhookEndpoint"]["properties"]
