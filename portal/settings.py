@@ -289,6 +289,9 @@ BERTH_RECONCILE_SECONDS = env.float("BERTH_RECONCILE_SECONDS", default=6 * 3600.
 BERTH_WATCH_COALESCE_SECONDS = env.float("BERTH_WATCH_COALESCE_SECONDS", default=1.0)
 # The server ends each watch after this long (it is resumed at once from its last resourceVersion).
 BERTH_WATCH_TIMEOUT_SECONDS = env.int("BERTH_WATCH_TIMEOUT_SECONDS", default=300)
+# How often the watcher checks every ready tenant against what it holds in memory (no API request): what a tier or
+# setting change renders differently is found although nothing changed on the cluster.
+BERTH_WATCH_RESYNC_SECONDS = env.float("BERTH_WATCH_RESYNC_SECONDS", default=3600.0)
 # How often a standby asks for the leader's lock, and the leader checks it still holds it.
 BERTH_WATCH_LEADER_POLL_SECONDS = env.float("BERTH_WATCH_LEADER_POLL_SECONDS", default=2.0)
 # The watcher's metrics exporter (events, repairs enqueued, relists, bookmark age): a port, 0 = off.

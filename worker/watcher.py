@@ -15,6 +15,10 @@ only what differs, under the tenant's advisory lock (so a second job finds nothi
 Objects without a live tenant's id, and tenants not ready or with a tier change in flight, are left alone: their
 own jobs, and the periodic pass (now a slow safety net), see to them.
 
+Every ``BERTH_WATCH_RESYNC_SECONDS`` the leader checks every ready tenant against its index again, in memory (no
+request to the API server), as informers resync: a tier or a setting changed since renders differently without
+any event on the cluster to say so.
+
 Leadership: a PostgreSQL session-level advisory lock per cluster (docs/architecture.md says why not a Lease).
 Whoever holds it watches; the others ask again every ``BERTH_WATCH_LEADER_POLL_SECONDS``. The lock goes with the
 holder's database session, so a killed leader's lock is free as soon as PostgreSQL sees its connection close
@@ -232,7 +236,9 @@ class ClusterWatcher:
                 logger.info("watch %s: resourceVersion %s expired; listing again", kind, version)
                 relisted = self._relisted[kind] = threading.Event()
                 self.events.put((kind, None))
-                relisted.wait()
+                while not relisted.wait(1.0):
+                    if self.stop.is_set():
+                        return
             except KubeError as exc:
                 failures += 1
                 delay = min(30.0, 0.5 * 2**failures)
@@ -250,9 +256,16 @@ class ClusterWatcher:
         for thread in threads:
             thread.start()
         next_leader_check = time.monotonic() + settings.BERTH_WATCH_LEADER_POLL_SECONDS
+        next_resync = time.monotonic() + settings.BERTH_WATCH_RESYNC_SECONDS
         try:
             while not outer.is_set():
                 now = time.monotonic()
+                if now >= next_resync:
+                    # In memory, as informers resync: a tier or setting changed since renders differently, with
+                    # no event on the cluster to say so. No request to the API server.
+                    for tenant in self._ready_tenants():
+                        self.check_tenant(tenant)
+                    next_resync = now + settings.BERTH_WATCH_RESYNC_SECONDS
                 if now >= next_leader_check:
                     if not still_leader():
                         logger.warning("watcher of cluster %s: leadership lost", self.cluster_name)
