@@ -944,6 +944,10 @@ class ControlPlane:
         reasons = [line for line in log.splitlines() if "authentication config" in line][-5:]
         raise ControlPlaneError("kube-apiserver did not apply the new authentication config:\n" + "\n".join(reasons))
 
+    def metrics(self) -> str:
+        """The API server's own /metrics (Prometheus text), read as the admin; '' when it does not answer."""
+        return self._metrics()
+
     def _metrics(self) -> str:
         answer = self._api_get("/metrics", self._tls_context("admin"), timeout=10.0)
         return answer[1].decode() if answer and answer[0] == 200 else ""
