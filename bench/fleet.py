@@ -23,9 +23,11 @@ database, a team with room for N tenants, and real Celery workers started as dep
      the 2 cores with everything else) runs passes, over the same for 10 approvals with it idle.
   6. The watcher (manage.py berth_watch, worker/watcher.py): how long its first list and check of N tenants
      takes; the LIST and WATCH requests on the managed resources the API server counts itself
-     (apiserver_request_total) over a quiet window with the watcher running, minus the same window before it
-     started (the controller manager's own reflectors); and hand edit → repair (the audit entry) for
-     ``--drift-edits`` quota edits on as many tenants, one every half second, repaired by the reconcile worker.
+     (apiserver_request_total, where a watch counts when it ends: the window outlasts one) over a quiet window
+     with the watcher running, minus the same window before it started (the controller manager's own
+     reflectors), and the watches it holds open (apiserver_longrunning_requests); and hand edit → repair (the
+     audit entry) for ``--drift-edits`` quota edits on as many tenants, one every half second, repaired by the
+     reconcile worker.
 
 Each ready tenant queues an isolation check on the reconcile queue; those of step 1 are purged before the
 reconcile worker starts (they are not part of approve → ready and would take minutes on 2 cores).
@@ -237,18 +239,24 @@ def busy_window(ctx: dict, worker: Component, passes: int) -> tuple[dict[str, An
     return busy, still_running
 
 
-def list_and_watch_requests(cp: ControlPlane) -> float:
-    """LIST and WATCH requests on the managed resources the API server has counted so far (all clients)."""
-    total = 0.0
+def list_and_watch_requests(cp: ControlPlane) -> tuple[float, float]:
+    """LIST and WATCH requests on the managed resources the API server has counted so far (a watch counts when it
+    ends), and the watches on them open now (apiserver_longrunning_requests); all clients."""
+    total = open_watches = 0.0
     for line in cp.metrics().splitlines():
-        if not line.startswith("apiserver_request_total{"):
+        name, _, rest = line.partition("{")
+        if name not in ("apiserver_request_total", "apiserver_longrunning_requests"):
             continue
-        labels, _, value = line.rpartition(" ")
+        labels, _, value = rest.rpartition(" ")
         verb = labels.split('verb="', 1)[-1].split('"', 1)[0]
         resource = labels.split('resource="', 1)[-1].split('"', 1)[0]
-        if verb in ("LIST", "WATCH") and resource in WATCHED_RESOURCES:
+        if resource not in WATCHED_RESOURCES:
+            continue
+        if name == "apiserver_request_total" and verb in ("LIST", "WATCH"):
             total += float(value)
-    return total
+        elif name == "apiserver_longrunning_requests" and verb == "WATCH":
+            open_watches += float(value)
+    return total, open_watches
 
 
 def watcher_figures(ctx: dict, env: dict[str, str], work_dir: Path, cp: ControlPlane, args: argparse.Namespace) -> dict:
@@ -258,9 +266,9 @@ def watcher_figures(ctx: dict, env: dict[str, str], work_dir: Path, cp: ControlP
     from worker import kube
 
     window = args.watch_window
-    before = list_and_watch_requests(cp)
+    before, watches_before = list_and_watch_requests(cp)
     time.sleep(window)
-    baseline = list_and_watch_requests(cp) - before
+    baseline = list_and_watch_requests(cp)[0] - before
     log = work_dir / "watcher.log"
     watcher_env = {**os.environ, **env, "PYTHONPATH": str(ROOT), "LOG_LEVEL": "INFO"}
     watcher_env["BERTH_WATCH_COALESCE_SECONDS"] = "0.5"
@@ -273,9 +281,9 @@ def watcher_figures(ctx: dict, env: dict[str, str], work_dir: Path, cp: ControlP
                 raise RuntimeError(f"the watcher did not start watching:\n{watcher.log_tail()}")
             time.sleep(0.2)
         sync = time.monotonic() - started
-        before = list_and_watch_requests(cp)
+        before, watches_with = list_and_watch_requests(cp)
         time.sleep(window)
-        with_watcher = list_and_watch_requests(cp) - before
+        with_watcher = list_and_watch_requests(cp)[0] - before
         k = kube.for_cluster(ctx["cluster"])
         ready = list(Tenant.objects.filter(cluster=ctx["cluster"], status="ready").order_by("pk")[: args.drift_edits])
         edited: dict[str, float] = {}
@@ -301,6 +309,7 @@ def watcher_figures(ctx: dict, env: dict[str, str], work_dir: Path, cp: ControlP
         "baseline": baseline,
         "with_watcher": with_watcher,
         "steady_rps": max(0.0, with_watcher - baseline) / window,
+        "watches_opened": watches_with - watches_before,
         "repaired": len(latency),
         "edits": len(edited),
         "latency": sorted(latency.values()),
@@ -314,7 +323,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=base.WORKER_CONCURRENCY, help="provision worker and kubectl")
     parser.add_argument("--request-samples", type=int, default=3)
     parser.add_argument("--reconcile-nice", type=int, default=10, help="CPU niceness of the reconcile worker")
-    parser.add_argument("--watch-window", type=float, default=120.0, help="seconds of each steady-request window")
+    # Longer than a watch (BERTH_WATCH_TIMEOUT_SECONDS, 300): the API server counts a watch when it ends.
+    parser.add_argument("--watch-window", type=float, default=330.0, help="seconds of each steady-request window")
     parser.add_argument("--drift-edits", type=int, default=20, help="hand edits for the repair latency (step 6)")
     parser.add_argument("--keep-logs", action="store_true")
     args = parser.parse_args(argv)
@@ -435,7 +445,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"first list and check {watch['sync_seconds']:.1f}s")
         print(
             f"LIST+WATCH on the managed resources in {watch['window']:.0f}s: {watch['with_watcher']:.0f} with the "
-            f"watcher, {watch['baseline']:.0f} before it ran: {watch['steady_rps']:.3f} requests/s"
+            f"watcher, {watch['baseline']:.0f} before it ran: {watch['steady_rps']:.3f} requests/s; "
+            f"watches it holds open {watch['watches_opened']:.0f}"
         )
         lat = watch["latency"]
         print(
