@@ -57,6 +57,12 @@ EVENTS = Counter("berth_watch_events", "Watch events seen, by kind and type.", [
 REPAIRS = Counter("berth_watch_repairs_enqueued", "Coalesced repair jobs sent.", registry=REGISTRY)
 DRIFTS = Counter("berth_watch_drift", "Objects found drifted or deleted, by kind.", ["kind"], registry=REGISTRY)
 RELISTS = Counter("berth_watch_relists", "Lists of a kind again after 410 Gone.", ["kind"], registry=REGISTRY)
+RESUMES = Counter(
+    "berth_watch_resumes",
+    "Watches started again from their resourceVersion (ended or dropped).",
+    ["kind"],
+    registry=REGISTRY,
+)
 BOOKMARK_AGE = Gauge(
     "berth_watch_last_bookmark_age_seconds",
     "Seconds since a kind's stream last brought a bookmark.",
@@ -154,12 +160,12 @@ class ClusterWatcher:
         RELISTS.labels(kind=kind).inc()
         before = self.objects[kind]
         after = self.list_kind(kind)
-        version = _resource_version
         changed = {
             _tenant_id(obj)
             for key in before.keys() | after.keys()
+            if _resource_version(before.get(key)) != _resource_version(after.get(key))
             for obj in (before.get(key), after.get(key))
-            if obj is not None and version(before.get(key)) != version(after.get(key))
+            if obj is not None
         }
         tenants = {str(t.pk): t for t in self._ready_tenants([tid for tid in changed if _is_uuid(tid)])}
         for tenant in tenants.values():
@@ -186,9 +192,7 @@ class ClusterWatcher:
                 return
 
     def on_event(self, kind: str, event: WatchEvent) -> None:
-        EVENTS.labels(kind=kind, type=event.type).inc()
-        if event.resource_version:
-            self.versions[kind] = event.resource_version
+        EVENTS.labels(kind=kind, type=event.type).inc()  # (the stream keeps its resourceVersion: ``stream``)
         if event.type == "BOOKMARK":
             self.bookmarks[kind] = time.monotonic()
             return
@@ -232,6 +236,7 @@ class ClusterWatcher:
                     self.events.put((kind, event))
                     if self.stop.is_set():
                         return
+                RESUMES.labels(kind=kind).inc()  # the server ended the watch (timeoutSeconds): on from here
             except KubeGone:
                 logger.info("watch %s: resourceVersion %s expired; listing again", kind, version)
                 relisted = self._relisted[kind] = threading.Event()
@@ -242,7 +247,8 @@ class ClusterWatcher:
             except KubeError as exc:
                 failures += 1
                 delay = min(30.0, 0.5 * 2**failures)
-                logger.warning("watch %s: %s; resuming from %s in %.1fs", kind, exc, version, delay)
+                logger.warning("watch %s: %s; resuming from %s in %.1fs", kind, exc, self.versions.get(kind), delay)
+                RESUMES.labels(kind=kind).inc()
                 self.stop.wait(delay)
 
     def run(self, still_leader: Callable[[], bool], outer: threading.Event) -> None:

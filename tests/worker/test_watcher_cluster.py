@@ -24,6 +24,7 @@ from tenants import services
 from tenants.models import AuditEvent, Tenant, TenantRequest
 from tests.plugins.kube import wait_for
 from tests.plugins.worker import OUTPUT, ROOT, django_process_env, free_port, wait_status
+from worker import reconcile
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster, pytest.mark.worker]
 
@@ -43,6 +44,8 @@ class Watcher:
             "BERTH_WATCHER_METRICS_ADDRESS": "127.0.0.1",
             "BERTH_WATCH_LEADER_POLL_SECONDS": "0.5",
             "BERTH_WATCH_COALESCE_SECONDS": "0.5",
+            # The server ends each watch after 5 s: the streams resume from their resourceVersion all along.
+            "BERTH_WATCH_TIMEOUT_SECONDS": "5",
         }
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)
         self.process = process.berth_watcher(self.log, cwd=ROOT, env=env, clusters=[cluster], name=f"watcher {name}")
@@ -203,6 +206,14 @@ def test_hand_edits_of_every_kind_are_repaired_by_the_watcher_without_a_pass(
     for tenant in tenants:
         assert AuditEvent.objects.filter(action="tenant.drift_repaired", object_id=str(tenant.pk)).count() == 1
     assert foreign() == before
+    # Every watch ended and resumed from its resourceVersion several times meanwhile, never needing a new list.
+    wait_for(
+        lambda: watcher.metric("berth_watch_resumes_total") >= 2 * len(reconcile.MANAGED_KINDS),
+        timeout=30,
+        what="every watch to end and resume twice",
+    )
+    assert watcher.metric("berth_watch_relists_total") == 0
+    assert AuditEvent.objects.filter(action="tenant.drift_repaired").count() == len(tenants)  # nothing more
     print(f"8 hand edits on 2 tenants repaired in {took:.1f}s")
 
 
