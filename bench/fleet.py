@@ -21,6 +21,13 @@ database, a team with room for N tenants, and real Celery workers started as dep
      seconds and API requests; then the same after 10 hand edits on 10 tenants: repairs found and requests.
   5. approve → ready p95 of 10 new approvals while the reconcile worker (nice 10, as in the demo; it shares
      the 2 cores with everything else) runs passes, over the same for 10 approvals with it idle.
+  6. The watcher (manage.py berth_watch, worker/watcher.py): how long its first list and check of N tenants
+     takes; the LIST and WATCH requests on the managed resources the API server counts itself
+     (apiserver_request_total, where a watch counts when it ends: the window outlasts one) over a quiet window
+     with the watcher running, minus the same window before it started (the controller manager's own
+     reflectors), and the watches it holds open (apiserver_longrunning_requests); and hand edit → repair (the
+     audit entry) for ``--drift-edits`` quota edits on as many tenants, one every half second, repaired by the
+     reconcile worker.
 
 Each ready tenant queues an isolation check on the reconcile queue; those of step 1 are purged before the
 reconcile worker starts (they are not part of approve → ready and would take minutes on 2 cores).
@@ -56,6 +63,17 @@ from devcluster.process import Component, celery_worker, wait_for_celery_ready  
 say, pct, p50, fmt, table = base.say, base.pct, base.p50, base.fmt, base.table
 EDITS = 10
 BUSY_APPROVALS = 10
+# The managed kinds' resources, as apiserver_request_total names them (worker.reconcile.MANAGED_KINDS).
+WATCHED_RESOURCES = (
+    "namespaces",
+    "serviceaccounts",
+    "resourcequotas",
+    "limitranges",
+    "networkpolicies",
+    "roles",
+    "rolebindings",
+    "flowschemas",
+)
 
 
 def start_worker(
@@ -223,6 +241,83 @@ def busy_window(ctx: dict, worker: Component, passes: int) -> tuple[dict[str, An
     return busy, still_running
 
 
+def list_and_watch_requests(cp: ControlPlane) -> tuple[float, float]:
+    """LIST and WATCH requests on the managed resources the API server has counted so far (a watch counts when it
+    ends), and the watches on them open now (apiserver_longrunning_requests); all clients."""
+    total = open_watches = 0.0
+    for line in cp.metrics().splitlines():
+        name, _, rest = line.partition("{")
+        if name not in ("apiserver_request_total", "apiserver_longrunning_requests"):
+            continue
+        labels, _, value = rest.rpartition(" ")
+        verb = labels.split('verb="', 1)[-1].split('"', 1)[0]
+        resource = labels.split('resource="', 1)[-1].split('"', 1)[0]
+        if resource not in WATCHED_RESOURCES:
+            continue
+        if name == "apiserver_request_total" and verb in ("LIST", "WATCH"):
+            total += float(value)
+        elif name == "apiserver_longrunning_requests" and verb == "WATCH":
+            open_watches += float(value)
+    return total, open_watches
+
+
+def watcher_figures(ctx: dict, env: dict[str, str], work_dir: Path, cp: ControlPlane, args: argparse.Namespace) -> dict:
+    """Step 6 (see the module's docstring)."""
+    from devcluster.process import berth_watcher
+    from tenants.models import AuditEvent, Tenant
+    from worker import kube
+
+    window = args.watch_window
+    before, watches_before = list_and_watch_requests(cp)
+    time.sleep(window)
+    baseline = list_and_watch_requests(cp)[0] - before
+    log = work_dir / "watcher.log"
+    watcher_env = {**os.environ, **env, "PYTHONPATH": str(ROOT), "LOG_LEVEL": "INFO"}
+    watcher_env["BERTH_WATCH_COALESCE_SECONDS"] = "0.5"
+    watcher = berth_watcher(log, cwd=ROOT, env=watcher_env, clusters=[ctx["cluster"].name])
+    started = time.monotonic()
+    watcher.start()
+    try:
+        while "; watching" not in (log.read_text(errors="replace") if log.exists() else ""):
+            if watcher.exited() is not None or time.monotonic() - started > 900:
+                raise RuntimeError(f"the watcher did not start watching:\n{watcher.log_tail()}")
+            time.sleep(0.2)
+        sync = time.monotonic() - started
+        before, watches_with = list_and_watch_requests(cp)
+        time.sleep(window)
+        with_watcher = list_and_watch_requests(cp)[0] - before
+        k = kube.for_cluster(ctx["cluster"])
+        ready = list(Tenant.objects.filter(cluster=ctx["cluster"], status="ready").order_by("pk")[: args.drift_edits])
+        edited: dict[str, float] = {}
+        for i, tenant in enumerate(ready):
+            since = time.time()
+            k.patch(
+                "ResourceQuota", "berth-quota", {"spec": {"hard": {"pods": str(7000 + i)}}}, namespace=tenant.namespace
+            )
+            edited[str(tenant.pk)] = since
+            time.sleep(0.5)
+        deadline = time.monotonic() + 120
+        latency: dict[str, float] = {}
+        while len(latency) < len(edited) and time.monotonic() < deadline:
+            for event in AuditEvent.objects.filter(action="tenant.drift_repaired", object_id__in=list(edited)):
+                if event.object_id not in latency and event.at.timestamp() >= edited[event.object_id]:
+                    latency[event.object_id] = event.at.timestamp() - edited[event.object_id]
+            time.sleep(0.25)
+    finally:
+        watcher.stop(grace_seconds=10)
+    return {
+        "sync_seconds": sync,
+        "window": window,
+        "baseline": baseline,
+        "with_watcher": with_watcher,
+        "steady_rps": max(0.0, with_watcher - baseline) / window,
+        "watches_opened": watches_with - watches_before,
+        "repaired": len(latency),
+        "edits": len(edited),
+        "latency": sorted(latency.values()),
+    }
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Berth at fleet scale against the dev control plane.")
     parser.add_argument("--tenants", type=int, default=1000, help="namespace tenants to provision (default 1000)")
@@ -230,6 +325,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=base.WORKER_CONCURRENCY, help="provision worker and kubectl")
     parser.add_argument("--request-samples", type=int, default=3)
     parser.add_argument("--reconcile-nice", type=int, default=10, help="CPU niceness of the reconcile worker")
+    # Longer than a watch (BERTH_WATCH_TIMEOUT_SECONDS, 300): the API server counts a watch when it ends.
+    parser.add_argument("--watch-window", type=float, default=330.0, help="seconds of each steady-request window")
+    parser.add_argument("--drift-edits", type=int, default=20, help="hand edits for the repair latency (step 6)")
     parser.add_argument("--keep-logs", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
@@ -303,6 +401,10 @@ def main(argv: list[str] | None = None) -> int:
         passes = max(2, math.ceil(10 / max(steady.seconds, 0.5)) + 1)
         busy, covered = busy_window(ctx, reconcile_worker, passes)
 
+        say("6. the watcher: first list, steady requests, hand edit → repair ...")
+        purge("reconcile")
+        watch = watcher_figures(ctx, env, work_dir, cp, args)
+
         tenants_min = 60 * fleet["ready"] / fleet["wall"]
         ratio = fleet["wall"] / kubectl["wall"]
         print(f"Fleet benchmark: {n} medium namespace tenants, provision worker prefork x{args.concurrency}")
@@ -341,6 +443,19 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"a pass was still running when the last busy tenant was ready: {'yes' if covered else 'no'}")
         print()
+        print(f"6. the watcher over {n} tenants")
+        print(f"first list and check {watch['sync_seconds']:.1f}s")
+        print(
+            f"LIST+WATCH on the managed resources in {watch['window']:.0f}s: {watch['with_watcher']:.0f} with the "
+            f"watcher, {watch['baseline']:.0f} before it ran: {watch['steady_rps']:.3f} requests/s; "
+            f"watches it holds open {watch['watches_opened']:.0f}"
+        )
+        lat = watch["latency"]
+        print(
+            f"hand edit → repair: {watch['repaired']}/{watch['edits']} repaired, "
+            f"p50 {fmt(p50(lat)) if lat else '-'} s, p95 {fmt(pct(lat, 95)) if lat else '-'} s"
+        )
+        print()
         print(f"total run time {time.monotonic() - began:.0f}s")
         kinds = len(reconcile.MANAGED_KINDS) + 2
         print(
@@ -360,6 +475,10 @@ def main(argv: list[str] | None = None) -> int:
                     "reconcile_worker_nice": args.reconcile_nice,
                     "wall_ratio_vs_kubectl_1000": round(ratio, 2),
                     "tenants_per_min": round(tenants_min),
+                    "watch_sync_seconds": round(watch["sync_seconds"], 2),
+                    "watch_steady_requests_per_second": round(watch["steady_rps"], 4),
+                    "watch_drift_repaired": f"{watch['repaired']}/{watch['edits']}",
+                    "drift_repair_p95_seconds": round(pct(watch["latency"], 95), 2) if watch["latency"] else None,
                     "run_s": round(time.monotonic() - began),
                 },
                 sort_keys=True,

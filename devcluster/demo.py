@@ -1,4 +1,4 @@
-"""`make demo`: PostgreSQL, Redis, the dev control plane, the OIDC provider, the portal, a worker and beat.
+"""`make demo`: PostgreSQL, Redis, the dev control plane, the OIDC provider, the portal, workers, the watcher and beat.
 
 The control plane has kube-scheduler and BERTH_DEMO_NODES real nodes (default 2: the shared pool and the large
 tier's dedicated pool; 0 for none), so the team's pods run and the quota bars show their use.
@@ -31,7 +31,7 @@ from devcluster.images import (
 from devcluster.launcher import ControlPlane, OIDCIssuer, find_bin_dir, free_port, helm_binary
 from devcluster.oidc import API_RESOURCE, DEMO_PORT, KUBECTL_CLIENT_ID, OidcProvider
 from devcluster.pki import CertificateAuthority
-from devcluster.process import Component, celery_worker
+from devcluster.process import Component, berth_watcher, celery_worker
 from devcluster.prometheus import start_label_proxy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,6 +72,8 @@ def settings_env(*, data_dir: Path, port: int, debug: bool) -> dict[str, str]:
         "DJANGO_SECURE_HSTS_SECONDS": "0",
         "EMAIL_URL": "consolemail://",
         "BERTH_PUBLIC_URL": f"http://127.0.0.1:{port}",
+        # The watcher runs (below): drift is repaired as it happens, the periodic pass is the slow safety net.
+        "BERTH_WATCHER": "true",
     }
 
 
@@ -276,6 +278,13 @@ def main() -> int:
             )
             worker.start()
             stack.callback(worker.stop, grace_seconds=15)
+        watcher_env = dict(env)
+        if plane.prometheus:
+            watcher_env["BERTH_WATCHER_METRICS_PORT"] = str(watcher_port := free_port())
+            worker_targets.append(f"127.0.0.1:{watcher_port}")
+        watcher = berth_watcher(CACHE / "watcher.log", cwd=ROOT, env=watcher_env)
+        watcher.start()
+        stack.callback(watcher.stop, grace_seconds=10)
         _spawn(
             stack,
             env,
@@ -347,7 +356,7 @@ Dev cluster:    {plane.api_url}  admin kubeconfig: {plane.kubeconfig_path}
 Nodes:          {node_names}; pods run the image {WORKLOAD_IMAGE} (imagePullPolicy: Never)
 vclusters:      {vclusters}
 Prometheus:     {monitoring}
-Logs:           {CACHE}/{{web,worker-provision,worker-reconcile,beat}}.log  (mail is printed to web and worker logs)
+Logs:           {CACHE}/{{web,worker-provision,worker-reconcile,watcher,beat}}.log  (mail: web and worker logs)
 Ctrl-C stops everything.
 """,
             flush=True,

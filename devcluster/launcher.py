@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import base64
 import hashlib
 import http.client
 import ipaddress
@@ -31,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -266,6 +267,7 @@ class ControlPlane:
         self._components: list[Component] = []
         self.data_dir: Path | None = None
         self.apiserver_port = 0
+        self.etcd_port = 0
         self.start_to_ready_seconds: float | None = None
 
     # -- what callers use -------------------------------------------------
@@ -456,6 +458,7 @@ class ControlPlane:
         self._write_authentication_config()
         (self._dir / "logs").mkdir(exist_ok=True)
 
+        self.etcd_port = etcd_port
         etcd = self._component("etcd", self._etcd_argv(bin_dir, etcd_port, etcd_peer_port))
         etcd_client = self._tls_context("apiserver-etcd-client")
         wait_until(
@@ -889,6 +892,47 @@ class ControlPlane:
             "--profiling=false",
         ]
 
+    # -- disruptions (the watcher's reliability tests) -------------------------------
+
+    def restart_apiserver(self, meanwhile: Callable[[], None] | None = None) -> None:
+        """Stop kube-apiserver (every watch and connection drops), run ``meanwhile``, start it again on the same
+        port, and return once it is ready."""
+        apiserver = next(c for c in self._components if c.name == "kube-apiserver")
+        apiserver.stop()
+        if meanwhile is not None:
+            meanwhile()
+        apiserver.start()
+        admin = self._tls_context("admin")
+        wait_until(
+            lambda: self._api_get("/readyz", admin) == (200, b"ok"),
+            timeout=START_TIMEOUT,
+            watched=[apiserver],
+            what="kube-apiserver /readyz after a restart",
+        )
+
+    def compact_etcd(self) -> int:
+        """Write a key no one reads and compact etcd's history up to it, through etcd's JSON gateway: every
+        resourceVersion before now is gone (a watch resuming from one gets 410 Gone). The revision compacted to."""
+        context = self._tls_context("apiserver-etcd-client")
+
+        def post(path: str, body: dict) -> dict:
+            connection = http.client.HTTPSConnection("127.0.0.1", self.etcd_port, context=context, timeout=10)
+            try:
+                connection.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+                response = connection.getresponse()
+                answer = response.read()
+                if response.status != 200:
+                    raise ControlPlaneError(f"etcd {path}: {response.status} {answer[:200]!r}")
+                return dict(json.loads(answer))
+            finally:
+                connection.close()
+
+        key = base64.b64encode(b"/berth-devcluster/compaction-marker").decode()
+        put = post("/v3/kv/put", {"key": key, "value": base64.b64encode(b"x").decode()})
+        revision = int(put["header"]["revision"])
+        post("/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
+
     # -- OIDC ----------------------------------------------------------------------
 
     def set_oidc_issuers(self, issuers: Iterable[IssuerSpec], *, wait: bool = True, timeout: float = 90.0) -> None:
@@ -923,6 +967,10 @@ class ControlPlane:
         log = self.logs()["kube-apiserver"].read_text(errors="replace")
         reasons = [line for line in log.splitlines() if "authentication config" in line][-5:]
         raise ControlPlaneError("kube-apiserver did not apply the new authentication config:\n" + "\n".join(reasons))
+
+    def metrics(self) -> str:
+        """The API server's own /metrics (Prometheus text), read as the admin; '' when it does not answer."""
+        return self._metrics()
 
     def _metrics(self) -> str:
         answer = self._api_get("/metrics", self._tls_context("admin"), timeout=10.0)

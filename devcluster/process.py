@@ -208,6 +208,16 @@ def celery_worker(
     return Component("celery worker", argv, log_path, cwd=cwd, env=env)
 
 
+def berth_watcher(
+    log_path: Path, *, cwd: Path, env: dict[str, str], clusters: list[str] | None = None, name: str = "berth watcher"
+) -> Component:
+    """`manage.py berth_watch` (worker/watcher.py) as a Component: the demo, the tests and the bench start it so."""
+    argv = [sys.executable, "manage.py", "berth_watch"]
+    for cluster in clusters or []:
+        argv += ["--cluster", cluster]
+    return Component(name, argv, log_path, cwd=cwd, env=env)
+
+
 def wait_for_celery_ready(worker: Component, timeout: float = 60.0) -> None:
     """Wait for the worker's "ready." log line (it is consuming); fail fast if it exits."""
     log_path = worker.log_path

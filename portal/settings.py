@@ -275,6 +275,7 @@ CELERY_TASK_ROUTES = {
         (
             "worker.tasks.reconcile",
             "worker.tasks.reconcile_cluster",
+            "worker.tasks.repair_tenant",
             "worker.tasks.check_isolation",
             "worker.tasks.refresh_usage",
         ),
@@ -282,7 +283,22 @@ CELERY_TASK_ROUTES = {
     ),
     "worker.events.*": {"queue": "events"},
 }
-BERTH_RECONCILE_SECONDS = env.float("BERTH_RECONCILE_SECONDS", default=300.0)
+# The watcher (manage.py berth_watch, worker/watcher.py) notices drift as it happens; with it deployed the periodic
+# pass is a slow safety net (every 6 hours unless BERTH_RECONCILE_SECONDS says otherwise), without it every 5 min.
+BERTH_WATCHER = env.bool("BERTH_WATCHER", default=False)
+BERTH_RECONCILE_SECONDS = env.float("BERTH_RECONCILE_SECONDS", default=6 * 3600.0 if BERTH_WATCHER else 300.0)
+# A tenant's drift events within this window become one repair job.
+BERTH_WATCH_COALESCE_SECONDS = env.float("BERTH_WATCH_COALESCE_SECONDS", default=1.0)
+# The server ends each watch after this long (it is resumed at once from its last resourceVersion).
+BERTH_WATCH_TIMEOUT_SECONDS = env.int("BERTH_WATCH_TIMEOUT_SECONDS", default=300)
+# How often the watcher checks every ready tenant against what it holds in memory (no API request): what a tier or
+# setting change renders differently is found although nothing changed on the cluster.
+BERTH_WATCH_RESYNC_SECONDS = env.float("BERTH_WATCH_RESYNC_SECONDS", default=3600.0)
+# How often a standby asks for the leader's lock, and the leader checks it still holds it.
+BERTH_WATCH_LEADER_POLL_SECONDS = env.float("BERTH_WATCH_LEADER_POLL_SECONDS", default=2.0)
+# The watcher's metrics exporter (events, repairs enqueued, relists, bookmark age): a port, 0 = off.
+BERTH_WATCHER_METRICS_PORT = env.int("BERTH_WATCHER_METRICS_PORT", default=0)
+BERTH_WATCHER_METRICS_ADDRESS = env.str("BERTH_WATCHER_METRICS_ADDRESS", default="0.0.0.0")
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "worker.tasks.sweep", "schedule": env.float("BERTH_SWEEP_SECONDS", default=60.0)},
     "reconcile": {"task": "worker.tasks.reconcile", "schedule": BERTH_RECONCILE_SECONDS},

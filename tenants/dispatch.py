@@ -20,6 +20,7 @@ APPLY_SLEEP = "worker.tasks.apply_sleep"  # scale a tenant's workloads to zero, 
 # On the ``reconcile`` queue: background work that may take long and must never hold up provisioning.
 RECONCILE = "worker.tasks.reconcile"  # beat: one pass per cluster
 RECONCILE_CLUSTER = "worker.tasks.reconcile_cluster"
+REPAIR_TENANT = "worker.tasks.repair_tenant"  # the watcher's coalesced repair of one tenant's drift
 ISOLATION_CHECK = "worker.tasks.check_isolation"
 REFRESH_USAGE = "worker.tasks.refresh_usage"
 # On the default ``celery`` queue: short periodic chores.

@@ -1,11 +1,12 @@
 """The one module that talks to Kubernetes (and the only importer of ``kubernetes``).
 
 A few idempotent verbs over plain dicts: ``apply`` (server-side apply, field
-manager ``berth``), ``get``, ``list``, ``delete``, ``request_token``; none of
-them waits for anything (a caller that finds the cluster not ready yet comes
-back later). ``ApiException`` becomes ``KubeTransientError`` (429, 5xx,
-connection trouble: retry later) or ``KubePermanentError`` (other 4xx, with
-the server's message: a person must act).
+manager ``berth``), ``get``, ``list``, ``watch``, ``delete``, ``request_token``;
+none of them waits for anything (a caller that finds the cluster not ready yet
+comes back later) except ``watch``, a stream the watcher (worker.watcher)
+reads. ``ApiException`` becomes ``KubeTransientError`` (429, 5xx, connection
+trouble: retry later) or ``KubePermanentError`` (other 4xx, with the server's
+message: a person must act; ``KubeGone`` for 410, a watch to list again).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 LIST_PAGE_SIZE = 2000
 # A Kubernetes object or kubeconfig as plain JSON-like data.
 Manifest = dict[str, Any]
+Manifests = list[Manifest]
 # The kubernetes client has no type hints: these are typed where Berth calls them.
 _parse_quantity: Callable[[str], Decimal] = parse_quantity
 _kube_config: Any = config
@@ -61,6 +63,22 @@ class KubePermanentError(KubeError):
 
 class KubeForbidden(KubePermanentError):
     """403: RBAC, admission or quota refused (the isolation checks expect these)."""
+
+
+class KubeGone(KubePermanentError):
+    """410: the resourceVersion a watch asked for is no longer in the server's history (compacted); list again."""
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One event of a watch: ADDED, MODIFIED, DELETED or BOOKMARK (which carries only a resourceVersion)."""
+
+    type: str
+    object: Manifest
+
+    @property
+    def resource_version(self) -> str:
+        return str((self.object.get("metadata") or {}).get("resourceVersion") or "")
 
 
 @dataclass(frozen=True)
@@ -146,6 +164,8 @@ def _from_status(status: int, data: bytes | None, reason: str | None, what: str)
         return KubeTransientError(msg, status=status, reason=str(reason))
     if status == 403:
         return KubeForbidden(msg, status=status, reason=str(reason))
+    if status == 410:
+        return KubeGone(msg, status=status, reason=str(reason))
     return KubePermanentError(msg, status=status, reason=str(reason))
 
 
@@ -232,6 +252,12 @@ class Kube:
         cfg.api_key = {"authorization": f"Bearer {token}"}
         cfg.api_key_prefix = {}
         return Kube._build(cfg, self._timeout)
+
+    def with_user_agent(self, agent: str) -> Kube:
+        """The same server and identity, naming itself ``agent`` (the API server counts requests by it)."""
+        kube = Kube._build(copy.copy(self._api.configuration), self._timeout)
+        kube._api.user_agent = agent
+        return kube
 
     def with_timeout(self, seconds: float) -> Kube:
         """The same server and identity, giving up on each request after ``seconds``."""
@@ -403,18 +429,66 @@ class Kube:
     ) -> list[Manifest]:
         """Every object of ``kind`` (in ``namespace``, or all namespaces), in pages of ``page_size``; each item
         carries its ``kind`` (the API server leaves it out of list items)."""
+        return self.list_versioned(kind, namespace=namespace, label_selector=label_selector, page_size=page_size)[0]
+
+    def list_versioned(
+        self, kind: str, *, namespace: str | None = None, label_selector: str = "", page_size: int = LIST_PAGE_SIZE
+    ) -> tuple[Manifests, str]:
+        """``list``, and the collection's resourceVersion: where a watch of the same selector starts."""
         query = [("labelSelector", label_selector)] if label_selector else []
         query.append(("limit", str(page_size)))
-        items: list[Manifest] = []
+        items: Manifests = []
         token = ""
         while True:
             page = query + ([("continue", token)] if token else [])
             path = _path(kind, None, namespace, every=True)
             data = self._call("GET", path, query=page, what=f"list {kind}") or {}
             items += ({"kind": kind, **item} for item in data.get("items") or [])
-            token = str((data.get("metadata") or {}).get("continue") or "")
+            meta = data.get("metadata") or {}
+            token = str(meta.get("continue") or "")
             if not token:
-                return items
+                return items, str(meta.get("resourceVersion") or "")
+
+    def watch(
+        self, kind: str, *, resource_version: str, label_selector: str = "", timeout_seconds: int = 300
+    ) -> Iterator[WatchEvent]:
+        """The changes to ``kind`` (all namespaces) after ``resource_version``, as the server streams them, with
+        bookmarks, until the server ends the watch (after about ``timeout_seconds``).
+
+        A dropped or silent connection raises ``KubeTransientError`` (resume from the last resourceVersion seen);
+        a resourceVersion too old for the server's history raises ``KubeGone``, whether the server says so before
+        the stream (410) or in it (an ERROR event): list again. Each event's object carries its ``kind``.
+        """
+        query = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        what = f"watch {kind}"
+        self.requests += 1
+        try:
+            method, url, headers, _, _ = self._api.param_serialize(
+                "GET",
+                _path(kind, every=True),
+                query_params=query,
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+            )
+            # The read timeout outlasts the server's bookmarks (about one a minute): silence longer than that is a
+            # dead connection.
+            resp = self._api.call_api(method, url, header_params=headers, _request_timeout=(self._timeout, 150.0))
+        except Exception as exc:
+            raise _translate(exc, what) from None
+        stream = resp.response
+        try:
+            if not 200 <= resp.status < 300:
+                raise _from_status(resp.status, stream.data, resp.reason, what)
+            yield from _watch_events(kind, _lines(stream, what), what)
+        finally:
+            stream.release_conn()
 
     def pod_log(
         self,
@@ -497,6 +571,33 @@ class Kube:
         except KubeError:
             return False
         return True
+
+
+def _lines(stream: Any, what: str) -> Iterator[bytes]:
+    """The stream's newline-delimited JSON documents, as they arrive."""
+    buffered = b""
+    try:
+        for chunk in stream.stream(65536, decode_content=True):
+            buffered += chunk
+            *whole, buffered = buffered.split(b"\n")
+            yield from (line for line in whole if line.strip())
+    except Exception as exc:
+        raise _translate(exc, what) from None
+    if buffered.strip():
+        yield buffered
+
+
+def _watch_events(kind: str, lines: Iterable[bytes], what: str) -> Iterator[WatchEvent]:
+    for line in lines:
+        try:
+            event = json.loads(line)
+            kind_of_event, obj = str(event["type"]), event["object"]
+        except (ValueError, KeyError, TypeError):
+            raise KubeTransientError(f"{what}: a garbled event") from None
+        if kind_of_event == "ERROR":
+            status = int(obj.get("code") or 500)
+            raise _from_status(status, json.dumps(obj).encode(), str(obj.get("reason") or ""), what)
+        yield WatchEvent(kind_of_event, {**obj, "kind": kind})
 
 
 class PerServer(Generic[T]):

@@ -182,6 +182,16 @@ def reconcile_cluster(self: Task[[str], dict[str, object]], cluster_id: str) -> 
         raise _retry(self, exc) from None
 
 
+@shared_task(name=dispatch.REPAIR_TENANT, **TENANT_TASK)
+def repair_tenant(self: Task[[str], str], tenant_id: str) -> str:
+    """Repair a ready tenant the watcher saw drift in (worker.watcher): its objects are read afresh and only what
+    differs is applied, under the tenant's lock, so a second job for the same edit finds nothing and records
+    nothing. A tenant no longer ready is left to its own job."""
+    if not Tenant.objects.filter(pk=tenant_id, status=S.READY).exists():
+        return "skipped: not ready"
+    return _run_tenant_job(self, lambda: provisioning.provision(tenant_id), tenant_id)
+
+
 @shared_task(name=dispatch.DELETE_ORPHAN, bind=True, acks_late=True, max_retries=8)
 def delete_orphan_namespace(self: Task[[int], str], orphan_id: int) -> str:
     """Delete an orphan namespace an admin decommissioned, UID-checked (provisioning.delete_orphan); the next

@@ -28,7 +28,7 @@ DOCKERFILE = ROOT / "Dockerfile"
 SETTINGS_FILE = ROOT / "portal" / "settings.py"
 REALM_FILE = ROOT / "deploy" / "keycloak" / "berth-realm.json"
 SECRETS_DIR = ROOT / "deploy" / "secrets"
-PORTAL_SERVICES = ("web", "worker", "worker-reconcile", "beat")
+PORTAL_SERVICES = ("web", "worker", "worker-reconcile", "watcher", "beat")
 COMPOSE_PACKAGE = "docker-compose"  # Debian package: compose v1, whose `config` needs no engine
 
 # Settings that have a default, but one that is wrong inside a container (loopback hosts, a

@@ -37,7 +37,7 @@ from tests.deploy.helpers import (
     required_secret_settings,
     run_python,
 )
-from worker import guards, manifests
+from worker import guards, kube, manifests, reconcile
 
 VALUES = pytest.mark.parametrize("values", VALUES_FILES, ids=[p.stem for p in VALUES_FILES])
 PORTAL_VALUES = [p for p in VALUES_FILES if not load_values(p).get("rbacOnly")]
@@ -163,7 +163,7 @@ def test_migrations_run_as_a_hook_before_every_upgrade(helm_bin, values, hook):
 
 
 @PORTAL
-def test_only_web_and_worker_pods_carry_a_cluster_token(helm_bin, values):
+def test_only_web_worker_and_watcher_pods_carry_a_cluster_token(helm_bin, values):
     objs = render(helm_bin, values)
     for sa in by_kind(objs, "ServiceAccount"):
         assert sa["automountServiceAccountToken"] is False, sa["metadata"]["name"]
@@ -172,8 +172,9 @@ def test_only_web_and_worker_pods_carry_a_cluster_token(helm_bin, values):
         for where, spec in pod_specs(objs)
         if spec.get("automountServiceAccountToken")
     }
-    assert set(with_token.values()) == {f"{FULLNAME}-web", f"{FULLNAME}-worker"}
+    assert set(with_token.values()) == {f"{FULLNAME}-web", f"{FULLNAME}-worker", f"{FULLNAME}-watcher"}
     assert with_token[f"{FULLNAME}-web"] == f"{FULLNAME}-web"
+    assert with_token[f"{FULLNAME}-watcher"] == f"{FULLNAME}-watcher"
     for where, spec in pod_specs(objs):
         if where.split("/")[1] not in with_token:
             assert spec["automountServiceAccountToken"] is False, where
@@ -306,7 +307,11 @@ def test_rbac_only_renders_identities_and_rules_and_nothing_that_runs(helm_bin):
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
     }
-    assert {o["metadata"]["name"] for o in by_kind(objs, "ServiceAccount")} == {f"{FULLNAME}-web", f"{FULLNAME}-worker"}
+    assert {o["metadata"]["name"] for o in by_kind(objs, "ServiceAccount")} == {
+        f"{FULLNAME}-web",
+        f"{FULLNAME}-worker",
+        f"{FULLNAME}-watcher",
+    }
 
 
 def _rules(objs: list[dict], name: str) -> list[dict]:
@@ -353,6 +358,49 @@ def test_no_cluster_wide_rule_reaches_secrets_or_escalates(helm_bin, values):
             assert not {"escalate", "impersonate"} & set(rule["verbs"]), rule
 
 
+def test_the_watcher_reads_exactly_the_managed_kinds_and_writes_nothing(helm_bin):
+    """get/list/watch cluster-wide on every kind the reconcile pass manages (worker.reconcile.MANAGED_KINDS), never
+    Secrets; the storage and priority class names a tenant's quota is rendered from; nothing else, no write verb."""
+    objs = render(helm_bin, CHART / "ci" / "production-values.yaml")
+    rules = _rules(objs, f"{FULLNAME}-watcher")
+    watched = {
+        (group, resource)
+        for rule in rules
+        if rule["verbs"] == ["get", "list", "watch"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    expected = set()
+    for kind in reconcile.MANAGED_KINDS:
+        api = kube.KINDS[kind]
+        expected.add((api.api_version.rpartition("/")[0], api.plural))
+    assert watched == expected
+    facts = [r for r in rules if r["verbs"] != ["get", "list", "watch"]]
+    assert facts == [
+        {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["list"]},
+        {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["list"]},
+    ]
+    assert not any("resourceNames" in r or "nonResourceURLs" in r for r in rules)
+    binding = named(objs, "ClusterRoleBinding", f"{FULLNAME}-watcher")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": f"{FULLNAME}-watcher", "namespace": NAMESPACE}]
+
+
+@PORTAL
+def test_two_watchers_run_the_watch_command_and_the_pass_is_a_safety_net(helm_bin, values):
+    objs = render(helm_bin, values)
+    deployment = named(objs, "Deployment", f"{FULLNAME}-watcher")
+    assert deployment["spec"]["replicas"] == 2
+    spec = deployment["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == f"{FULLNAME}-watcher"
+    assert spec["containers"][0]["args"] == ["python", "manage.py", "berth_watch"]
+    for where, container in portal_containers(objs).items():
+        env = env_of(container)
+        assert env["BERTH_WATCHER"]["value"] == "true", where
+        assert float(env["BERTH_RECONCILE_SECONDS"]["value"]) >= 3600, where
+    off = render(helm_bin, values, "watcher.enabled=false")
+    assert not [d for d in by_kind(off, "Deployment") if d["metadata"]["name"].endswith("-watcher")]
+
+
 def test_oidc_isolation_impersonation_is_an_explicit_choice(helm_bin):
     plain = _rules(render(helm_bin, CHART / "ci" / "production-values.yaml"), f"{FULLNAME}-worker")
     opted = _rules(render(helm_bin, CHART / "ci" / "virtual-clusters-values.yaml"), f"{FULLNAME}-worker")
@@ -378,7 +426,8 @@ def test_network_policy_lets_only_the_ingress_controller_reach_the_web(helm_bin)
 def test_disruption_budgets_cover_what_runs_more_than_once(helm_bin):
     objs = render(helm_bin, CHART / "ci" / "production-values.yaml")
     budgets = {p["metadata"]["name"] for p in by_kind(objs, "PodDisruptionBudget")}
-    assert budgets == {f"{FULLNAME}-web", f"{FULLNAME}-worker-provision"}  # beat has one replica: no budget
+    # beat has one replica: no budget
+    assert budgets == {f"{FULLNAME}-web", f"{FULLNAME}-worker-provision", f"{FULLNAME}-watcher"}
     assert not by_kind(render(helm_bin, CHART / "ci" / "virtual-clusters-values.yaml"), "PodDisruptionBudget")
 
 

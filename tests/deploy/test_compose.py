@@ -33,7 +33,18 @@ from tests.deploy.helpers import (
     url_host_port,
 )
 
-EXPECTED_SERVICES = {"web", "migrate", "worker", "worker-reconcile", "beat", "postgres", "redis", "keycloak", "mailpit"}
+EXPECTED_SERVICES = {
+    "web",
+    "migrate",
+    "worker",
+    "worker-reconcile",
+    "watcher",
+    "beat",
+    "postgres",
+    "redis",
+    "keycloak",
+    "mailpit",
+}
 BACKCHANNEL = ("OIDC_OP_TOKEN_ENDPOINT", "OIDC_OP_USER_ENDPOINT", "OIDC_OP_JWKS_ENDPOINT")
 FRONTCHANNEL = ("OIDC_OP_AUTHORIZATION_ENDPOINT", "OIDC_OP_LOGOUT_ENDPOINT")
 KUBECONFIG_REF = "kubeconfig:/run/berth/kubeconfig"

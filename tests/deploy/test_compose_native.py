@@ -84,9 +84,9 @@ def test_the_compose_services_run_natively_and_carry_the_readme_journey(control_
     beat_dir.mkdir()
     shutil.copyfile(control_plane.kubeconfig_path, kube_dir / "kubeconfig")  # deploy/kube/kubeconfig
     mounts = {KUBE_MOUNT: kube_dir, BEAT_MOUNT: beat_dir}
-    # Every process built from Berth's images but the one-shot migrate: web, the workers, beat.
+    # Every process built from Berth's images but the one-shot migrate: web, the workers, the watcher, beat.
     portal_processes = [name for name, service in services.items() if "build" in service and name != "migrate"]
-    assert {"web", "worker", "beat"} <= set(portal_processes)
+    assert {"web", "worker", "watcher", "beat"} <= set(portal_processes)
 
     def mounts_of(name: str) -> dict[str, Path]:
         """The shared mounts, and each of the service's tmpfs but /tmp as an empty directory of its own."""
@@ -135,8 +135,9 @@ def test_the_compose_services_run_natively_and_carry_the_readme_journey(control_
         # The container binds 0.0.0.0:8000 (gunicorn.conf.py's default), published on 127.0.0.1:8000.
         envs["web"]["GUNICORN_BIND"] = web
         for env in envs.values():  # a port a process listens on, fixed in the container: a free one here
-            if "BERTH_WORKER_METRICS_PORT" in env:
-                env["BERTH_WORKER_METRICS_PORT"] = str(free_port())
+            for port in ("BERTH_WORKER_METRICS_PORT", "BERTH_WATCHER_METRICS_PORT"):
+                if port in env:
+                    env[port] = str(free_port())
 
         migrate = subprocess.run(
             native_command(services["migrate"], mounts_of("migrate")),

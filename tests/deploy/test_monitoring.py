@@ -235,7 +235,7 @@ def test_production_scrapes_the_web_with_its_token_and_each_worker_on_its_port(h
     ]
 
     monitors = {m["metadata"]["name"]: m for m in by_kind(objs, "ServiceMonitor")}
-    assert set(monitors) == {f"{RELEASE}-web", f"{RELEASE}-workers"}
+    assert set(monitors) == {f"{RELEASE}-web", f"{RELEASE}-workers", f"{RELEASE}-watcher"}
     (web_endpoint,) = monitors[f"{RELEASE}-web"]["spec"]["endpoints"]
     assert web_endpoint["port"] == "http" and web_endpoint["path"] == "/metrics" and web_endpoint["honorLabels"]
     assert web_endpoint["authorization"] == {"type": "Bearer", "credentials": {"name": "berth-metrics", "key": "token"}}
@@ -252,6 +252,20 @@ def test_production_scrapes_the_web_with_its_token_and_each_worker_on_its_port(h
     assert policy["ingress"] == [{"from": [monitoring], "ports": [{"port": 9808, "protocol": "TCP"}]}]
     web_policy = named(objs, "NetworkPolicy", f"{RELEASE}-web")["spec"]
     assert {"from": [monitoring], "ports": [{"port": 8000, "protocol": "TCP"}]} in web_policy["ingress"]
+
+    # The watchers' own exporter: its port, its Service and ServiceMonitor, reachable from Prometheus only.
+    watcher = _container(objs, f"{RELEASE}-watcher")
+    assert _env(watcher)["BERTH_WATCHER_METRICS_PORT"] == "9809"
+    assert {"name": "metrics", "containerPort": 9809} in watcher["ports"]
+    assert "PROMETHEUS_MULTIPROC_DIR" not in _env(watcher)  # one process: its own registry
+    watcher_service = named(objs, "Service", f"{RELEASE}-watcher-metrics")
+    (watcher_endpoint,) = monitors[f"{RELEASE}-watcher"]["spec"]["endpoints"]
+    assert watcher_endpoint["port"] == watcher_service["spec"]["ports"][0]["name"] == "metrics"
+    assert monitors[f"{RELEASE}-watcher"]["spec"]["selector"]["matchLabels"].items() <= (
+        watcher_service["metadata"]["labels"].items()
+    )
+    watcher_policy = named(objs, "NetworkPolicy", f"{RELEASE}-watcher-metrics")["spec"]
+    assert watcher_policy["ingress"] == [{"from": [monitoring], "ports": [{"port": 9809, "protocol": "TCP"}]}]
 
 
 def test_metrics_are_opt_in_and_need_a_token_secret(helm_bin):

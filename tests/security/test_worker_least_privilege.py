@@ -25,7 +25,7 @@ import yaml
 from django.conf import settings
 from kubernetes import client
 
-from devcluster.process import Component, wait_until
+from devcluster.process import Component, berth_watcher, wait_until
 from portal.celery import app
 from tenants import services
 from tenants.audit import AuditContext
@@ -53,7 +53,7 @@ class Release:
 
     def __init__(self, name: str, namespace: str) -> None:
         self.name, self.namespace = name, namespace
-        self.worker_sa, self.web_sa = f"{name}-worker", f"{name}-web"
+        self.worker_sa, self.web_sa, self.watcher_sa = f"{name}-worker", f"{name}-web", f"{name}-watcher"
         self.worker_user = f"system:serviceaccount:{namespace}:{self.worker_sa}"
         self.grants = (
             f"{name}-worker-namespace={namespace}/{self.worker_sa},{name}-web-namespace={namespace}/{self.web_sa}"
@@ -108,7 +108,7 @@ def kubeconfigs(release, control_plane, kube_admin, tmp_path_factory) -> dict[st
         role: control_plane.write_kubeconfig(
             where / f"{role}.kubeconfig", user=sa, token=_token(kube_admin, release.namespace, sa)
         )
-        for role, sa in (("worker", release.worker_sa), ("web", release.web_sa))
+        for role, sa in (("worker", release.worker_sa), ("web", release.web_sa), ("watcher", release.watcher_sa))
     }
 
 
@@ -159,6 +159,31 @@ def confined_worker(release, kubeconfigs, django_db_setup, django_db_blocker) ->
         yield broker
     finally:
         worker.stop(grace_seconds=20)
+
+
+@pytest.fixture
+def confined_watcher(release, kubeconfigs, confined_worker, lp_cluster) -> Iterator[Path]:
+    """The watcher (manage.py berth_watch) whose only cluster credential is the watcher ServiceAccount's token,
+    sending its repairs to the confined worker; its log."""
+    log = OUTPUT / "watcher-least-privilege.log"
+    env = {
+        **django_process_env(),
+        "CELERY_BROKER_URL": confined_worker,
+        "BERTH_NAMESPACE_GRANTS": release.grants,
+        CREDENTIAL_VARIABLE: kubeconfigs["watcher"].read_text(),
+        "BERTH_WATCH_COALESCE_SECONDS": "0.5",
+    }
+    env.pop("KUBECONFIG", None)
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    watcher = berth_watcher(log, cwd=ROOT, env=env, clusters=[lp_cluster.name], name="watcher (least privilege)")
+    watcher.start()
+    try:
+        wait_until(
+            lambda: b"; watching" in log.read_bytes(), timeout=60, watched=[watcher], what="the confined watcher"
+        )
+        yield log
+    finally:
+        watcher.stop(grace_seconds=5)
 
 
 @pytest.fixture
@@ -386,6 +411,84 @@ def test_the_worker_holds_nothing_cluster_wide_that_berth_does_not_manage(releas
     assert web("create", "namespaces") == "no"
     assert web("create", "rolebindings", "-n", "kube-system") == "no"
     assert web("list", "secrets", "--all-namespaces") == "no"
+
+
+def test_the_watcher_reads_berths_kinds_and_nothing_else_and_writes_nothing(release, kubeconfigs, kubectl):
+    can = _can(kubectl, kubeconfigs["watcher"])
+    for resource in (
+        "namespaces",
+        "serviceaccounts",
+        "resourcequotas",
+        "limitranges",
+        "networkpolicies",
+        "roles",
+        "rolebindings",
+        "flowschemas",
+    ):
+        for verb in ("get", "list", "watch"):
+            assert can(verb, resource, "--all-namespaces") == "yes", f"watcher cannot {verb} {resource}"
+        for verb in ("create", "update", "patch", "delete", "deletecollection"):
+            assert can(verb, resource, "--all-namespaces") == "no", f"watcher can {verb} {resource}"
+            assert can(verb, resource, "-n", "kube-system") == "no", f"watcher can {verb} {resource} in kube-system"
+    for namespace in NOT_BERTHS:
+        assert can("get", "secrets", "-n", namespace) == "no"
+        assert can("list", "secrets", "-n", namespace) == "no"
+        assert can("get", "configmaps", "-n", namespace) == "no"
+    assert can("list", "secrets", "--all-namespaces") == "no"
+    assert can("watch", "secrets", "--all-namespaces") == "no"
+    assert can("list", "pods", "--all-namespaces") == "no"
+    assert can("create", "serviceaccounts", "--subresource=token", "-n", "kube-system") == "no"
+    assert can("impersonate", "users") == "no"
+    assert can("escalate", "clusterroles") == "no"
+    assert can("create", "leases", "-n", release.namespace) == "no"  # leader election is a database lock
+
+
+def test_the_confined_watcher_has_a_hand_edit_repaired_without_a_pass(
+    as_web,
+    release,
+    kubeconfigs,
+    kubectl,
+    lp_cluster,
+    every_rule_tier,
+    kube_admin,
+    alice,
+    carol,
+    team_a,
+    confined_watcher,
+):
+    """The watcher with nothing but its chart identity lists and watches; the confined worker repairs. No task is
+    sent by hand, no pass runs. Once the tenant is decommissioned its Secrets were never readable to the watcher."""
+    request = services.request_submit(
+        actor=alice,
+        action=TenantRequest.Action.CREATE,
+        team=team_a,
+        tier=every_rule_tier,
+        cluster=lp_cluster,
+        name="watched",
+        purpose="least privilege",
+    )
+    tenant = request.tenant
+    services.request_approve(tenant_request=request, actor=carol, comment="ok")
+    wait_status(tenant, "ready", timeout=120)
+    ns = tenant.namespace
+    net = client.NetworkingV1Api(kube_admin)
+    net.delete_namespaced_network_policy("berth-default-deny", ns)
+    client.CoreV1Api(kube_admin).patch_namespaced_resource_quota(
+        "berth-quota", ns, {"spec": {"hard": {"pods": "4242"}}}
+    )
+    wait_for(
+        lambda: AuditEvent.objects.filter(action="tenant.drift_repaired", object_id=str(tenant.pk)).exists(),
+        timeout=30,
+        what="the watcher and the confined worker to repair the tenant",
+    )
+    repaired = AuditEvent.objects.get(action="tenant.drift_repaired", object_id=str(tenant.pk)).after["repaired"]
+    assert sorted(repaired) == ["NetworkPolicy/berth-default-deny was missing", "ResourceQuota/berth-quota was changed"]
+    assert net.read_namespaced_network_policy("berth-default-deny", ns)
+    watcher_can = _can(kubectl, kubeconfigs["watcher"])
+    assert watcher_can("get", "secrets", "-n", ns) == "no"  # a Berth namespace too
+    assert watcher_can("patch", "resourcequotas", "-n", ns) == "no"
+    services.tenant_decommission(tenant=tenant, actor=alice, reason="done", ctx=AuditContext())
+    wait_status(tenant, "deleted", timeout=120)
 
 
 def test_what_rbac_cannot_scope_the_confinement_policy_refuses(release, kubeconfigs, kubectl, make_namespace):

@@ -106,13 +106,26 @@ def drift(want: Manifest, live: Manifest | None) -> str:
     return f"{name} was changed" if differs(want, live) else ""
 
 
-def _drift(k: Kube, objs: list[Manifest]) -> list[str]:
-    """What is missing or was edited by hand, before we apply over it."""
-    found = (
-        drift(obj, k.get(obj["kind"], obj["metadata"]["name"], namespace=obj["metadata"].get("namespace")))
-        for obj in objs
-    )
-    return [what for what in found if what]
+def _repair(k: Kube, objs: list[Manifest]) -> list[str]:
+    """Apply (in order, the Namespace first) each object that is missing or was edited by hand, over the very
+    version read: one changed again since is refused (409) and left to the next repair, which the change itself
+    brings (the watcher sees it), so every repair recorded is one that was made. What was repaired."""
+    repaired = []
+    for obj in objs:
+        live = k.get(obj["kind"], obj["metadata"]["name"], namespace=obj["metadata"].get("namespace"))
+        what = drift(obj, live)
+        if not what:
+            continue
+        version = ((live or {}).get("metadata") or {}).get("resourceVersion")
+        want = {**obj, "metadata": {**obj["metadata"], "resourceVersion": version}} if version else obj
+        try:
+            k.apply([want])
+        except KubePermanentError as exc:
+            if exc.status != 409:
+                raise
+            continue
+        repaired.append(what)
+    return repaired
 
 
 def namespace_grants() -> tuple[manifests.NamespaceGrant, ...]:
@@ -241,12 +254,13 @@ class NamespaceBackend:
         ensure_guards(k)  # before the namespace exists, so it is never unguarded
         grants = manifests.namespace_grants(tenant, tenant.tier, namespace_grants())
         created = grant_berth_access(k, objs[0], grants) if grants else []
-        repaired = created + _drift(k, objs) if detect_drift else []
+        if detect_drift:  # a ready tenant, as it was applied: only what someone changed is applied again
+            return created + _repair(k, objs)
         k.apply(objs[:1])  # the Namespace first, so namespaced objects have a home
         k.apply(objs[1:])
         if tenant.applied_generation and tenant.applied_generation != tenant.generation:
             self.prune(tenant, k, objs)
-        return repaired
+        return []
 
     def prune(self, tenant: Tenant, k: Kube, objs: list[Manifest]) -> None:
         """Remove berth objects a tier change no longer wants (e.g. an ingress policy)."""

@@ -35,6 +35,7 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace 
 
 {{/* The ServiceAccounts: web and worker talk to the cluster; everything else runs as the base one, without a token. */}}
 {{- define "berth.serviceAccount.web" -}}{{ include "berth.component" (dict "root" . "name" "web") }}{{- end -}}
+{{- define "berth.serviceAccount.watcher" -}}{{ include "berth.component" (dict "root" . "name" "watcher") }}{{- end -}}
 {{- define "berth.serviceAccount.worker" -}}{{ include "berth.component" (dict "root" . "name" "worker") }}{{- end -}}
 {{- define "berth.serviceAccount.base" -}}{{ include "berth.fullname" . }}{{- end -}}
 
@@ -290,6 +291,8 @@ postgres://berth@{{ include "berth.postgresql.host" . }}:5432/berth
   value: {{ $v.config.sweepSeconds | quote }}
 - name: BERTH_RECONCILE_SECONDS
   value: {{ $v.config.reconcileSeconds | quote }}
+- name: BERTH_WATCHER
+  value: {{ $v.watcher.enabled | quote }}
 - name: BERTH_STUCK_AFTER_SECONDS
   value: {{ $v.config.stuckAfterSeconds | int64 | quote }}
 - name: BERTH_PROVISION_TIMEOUT_SECONDS

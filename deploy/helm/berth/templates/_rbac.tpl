@@ -31,6 +31,32 @@ Extend the part that needs it (and say why), or use rbac.extraClusterRules / rba
 {{- define "berth.rbac.allVerbs" -}}[get, list, watch, create, update, patch, delete, deletecollection]{{- end -}}
 {{- define "berth.rbac.readVerbs" -}}[get, list, watch]{{- end -}}
 
+{{/* Watcher, cluster-wide (ClusterRoleBinding): read-only. It lists and watches, with Berth's label selector, every
+kind Berth makes a namespace tenant of (worker/reconcile.py MANAGED_KINDS; tests/deploy checks the list matches),
+never Secrets, and reads the storage and priority class names the quota is rendered from. RBAC cannot scope a list
+by label: what it may read is every object of these kinds, in every namespace (docs/security.md). No verb writes. */}}
+{{- define "berth.rbac.watcher.cluster" -}}
+- apiGroups: [""]
+  resources: [namespaces, serviceaccounts, resourcequotas, limitranges]
+  verbs: {{ include "berth.rbac.readVerbs" . }}
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: {{ include "berth.rbac.readVerbs" . }}
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles, rolebindings]
+  verbs: {{ include "berth.rbac.readVerbs" . }}
+- apiGroups: [flowcontrol.apiserver.k8s.io]
+  resources: [flowschemas]
+  verbs: {{ include "berth.rbac.readVerbs" . }}
+# What Berth renders depends on which classes exist (the quota zeroes those a tier does not allow): names only.
+- apiGroups: [storage.k8s.io]
+  resources: [storageclasses]
+  verbs: [list]
+- apiGroups: [scheduling.k8s.io]
+  resources: [priorityclasses]
+  verbs: [list]
+{{- end -}}
+
 {{/* Worker, cluster-wide (ClusterRoleBinding). */}}
 {{- define "berth.rbac.worker.cluster" -}}
 # Provisioning: is the name free, is this namespace the tenant's (its labels), which physical cluster is this

@@ -1,0 +1,385 @@
+"""The watcher: notices drift on a cluster as it happens, instead of waiting for the next reconcile pass.
+
+One watcher per cluster (``manage.py berth_watch``, a process of its own) lists each kind Berth manages once, with
+Berth's label selector, then watches it from the list's resourceVersion with bookmarks: no periodic relist. A
+dropped connection resumes from the last resourceVersion seen (an event's or a bookmark's); ``410 Gone`` (the
+server's history no longer reaches back that far, after an etcd compaction say) lists that kind again, and every
+tenant whose objects changed meanwhile is checked whole.
+
+An event's object is compared with what Berth renders for its tenant by the comparison the reconcile pass uses
+(``worker.backends.namespace.differs``: only the fields, labels and annotations Berth renders). An object that
+differs, or that was deleted (or lost Berth's label, which a label-selected watch reports as a deletion), marks
+its tenant for repair; the marks of one tenant within ``BERTH_WATCH_COALESCE_SECONDS`` become one
+``worker.tasks.repair_tenant`` job on the reconcile queue, which reads the tenant's objects afresh and applies
+only what differs, under the tenant's advisory lock (so a second job finds nothing left and records nothing).
+Objects without a live tenant's id, and tenants not ready or with a tier change in flight, are left alone: their
+own jobs, and the periodic pass (now a slow safety net), see to them.
+
+Every ``BERTH_WATCH_RESYNC_SECONDS`` the leader checks every ready tenant against its index again, in memory (no
+request to the API server), as informers resync: a tier or a setting changed since renders differently without
+any event on the cluster to say so.
+
+Leadership: a PostgreSQL session-level advisory lock per cluster (docs/architecture.md says why not a Lease).
+Whoever holds it watches; the others ask again every ``BERTH_WATCH_LEADER_POLL_SECONDS``. The lock goes with the
+holder's database session, so a killed leader's lock is free as soon as PostgreSQL sees its connection close
+(TCP keepalives bound a silent partition); the new leader lists everything and checks every ready tenant before
+it watches, so drift made while nobody watched is found.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError, connections
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from tenants import dispatch
+from tenants.models import Cluster, Tenant, TenantStatus
+from worker import kube, manifests
+from worker.backends import namespace as ns_backend
+from worker.kube import Kube, KubeError, KubeGone, KubeTransientError, Manifest, WatchEvent
+from worker.reconcile import MANAGED_KINDS, Key, key_of
+
+logger = logging.getLogger(__name__)
+
+USER_AGENT = "berth-watcher"
+REGISTRY = CollectorRegistry(auto_describe=True)
+EVENTS = Counter("berth_watch_events", "Watch events seen, by kind and type.", ["kind", "type"], registry=REGISTRY)
+REPAIRS = Counter("berth_watch_repairs_enqueued", "Coalesced repair jobs sent.", registry=REGISTRY)
+DRIFTS = Counter("berth_watch_drift", "Objects found drifted or deleted, by kind.", ["kind"], registry=REGISTRY)
+RELISTS = Counter("berth_watch_relists", "Lists of a kind again after 410 Gone.", ["kind"], registry=REGISTRY)
+RESUMES = Counter(
+    "berth_watch_resumes",
+    "Watches started again from their resourceVersion (ended or dropped).",
+    ["kind"],
+    registry=REGISTRY,
+)
+BOOKMARK_AGE = Gauge(
+    "berth_watch_last_bookmark_age_seconds",
+    "Seconds since a kind's stream last brought a bookmark.",
+    ["kind"],
+    registry=REGISTRY,
+)
+LEADER = Gauge("berth_watch_leader", "Clusters this process watches as leader.", registry=REGISTRY)
+
+
+def _tenant_id(obj: Manifest) -> str:
+    return str(((obj.get("metadata") or {}).get("labels") or {}).get(manifests.TENANT_ID_LABEL, ""))
+
+
+def _slim(obj: Manifest) -> Manifest:
+    """What the index keeps of an object: what the comparison reads (no managedFields, the bulk of an object)."""
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    return {**obj, "metadata": meta}
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass
+class Coalescer:
+    """Tenants marked for repair, each sent once ``window`` seconds after its first mark."""
+
+    send: Callable[[str], object]
+    window: float
+    due: dict[str, float] = field(default_factory=dict)
+
+    def mark(self, tenant_id: str, now: float) -> None:
+        self.due.setdefault(tenant_id, now + self.window)
+
+    def next_due(self) -> float | None:
+        return min(self.due.values(), default=None)
+
+    def flush(self, now: float) -> list[str]:
+        ready = [tid for tid, at in self.due.items() if at <= now]
+        for tid in ready:
+            del self.due[tid]
+            self.send(tid)
+            REPAIRS.inc()
+        return ready
+
+
+def send_repair(tenant_id: str) -> bool:
+    return dispatch.send(dispatch.REPAIR_TENANT, tenant_id)
+
+
+class ClusterWatcher:
+    """The index of one cluster's Berth-labelled objects, kept current by one stream per managed kind.
+
+    The streams only read and hand their events over; one thread (``run``) owns the index, the database
+    connection and the coalescer, so nothing is shared but the event queue.
+    """
+
+    def __init__(self, cluster: Cluster, k: Kube, *, send: Callable[[str], object] = send_repair) -> None:
+        self.cluster_pk, self.cluster_name = cluster.pk, cluster.name
+        self.k = k
+        self.objects: dict[str, dict[Key, Manifest]] = {kind: {} for kind in MANAGED_KINDS}
+        self.versions: dict[str, str] = {}
+        self.bookmarks: dict[str, float] = {}
+        self.events: queue.Queue[tuple[str, WatchEvent | None]] = queue.Queue()
+        self.coalescer = Coalescer(send=send, window=settings.BERTH_WATCH_COALESCE_SECONDS)
+        self.stop = threading.Event()  # the streams end: leadership ended
+        self._relisted: dict[str, threading.Event] = {}  # kind → set once ``run`` has listed it again
+
+    # --- listing and checking ------------------------------------------------------------
+    def list_kind(self, kind: str) -> dict[Key, Manifest]:
+        items, version = self.k.list_versioned(kind, label_selector=ns_backend.MANAGED_BY_SELECTOR)
+        self.versions[kind] = version
+        self.bookmarks[kind] = time.monotonic()
+        found = {key_of(obj): _slim(obj) for obj in items}
+        self.objects[kind] = found
+        return found
+
+    def sync(self) -> int:
+        """List every kind, then check every ready tenant whole (drift made while nobody watched is found); how
+        many tenants were checked."""
+        for kind in MANAGED_KINDS:
+            self.list_kind(kind)
+        ns_backend.cluster_facts(self.k, fresh=True)
+        tenants = self._ready_tenants()
+        for tenant in tenants:
+            self.check_tenant(tenant)
+        return len(tenants)
+
+    def relist(self, kind: str) -> None:
+        """After 410 Gone: list ``kind`` again; each tenant with an object of it changed, gone or new is checked."""
+        RELISTS.labels(kind=kind).inc()
+        before = self.objects[kind]
+        after = self.list_kind(kind)
+        changed = {
+            _tenant_id(obj)
+            for key in before.keys() | after.keys()
+            if _resource_version(before.get(key)) != _resource_version(after.get(key))
+            for obj in (before.get(key), after.get(key))
+            if obj is not None
+        }
+        tenants = {str(t.pk): t for t in self._ready_tenants([tid for tid in changed if _is_uuid(tid)])}
+        for tenant in tenants.values():
+            self.check_tenant(tenant)
+
+    def _ready_tenants(self, ids: list[str] | None = None) -> list[Tenant]:
+        """The cluster's ready namespace tenants with nothing of theirs in flight (a tier change is its own job's)."""
+        found = Tenant.objects.select_related("tier", "cluster", "team").filter(
+            cluster_id=self.cluster_pk, status=TenantStatus.READY, kind=ns_backend.NamespaceBackend.kind
+        )
+        if ids is not None:
+            found = found.filter(pk__in=ids)
+        return [t for t in found.order_by("pk") if t.applied_generation == t.generation]
+
+    def desired(self, tenant: Tenant) -> dict[Key, Manifest]:
+        return {key_of(obj): obj for obj in ns_backend.NamespaceBackend().render(tenant, self.k)}
+
+    def check_tenant(self, tenant: Tenant) -> None:
+        """Mark the tenant when anything Berth renders for it is missing from the index or differs."""
+        for key, want in self.desired(tenant).items():
+            if ns_backend.differs(want, self.objects[key[0]].get(key)):
+                DRIFTS.labels(kind=key[0]).inc()
+                self.coalescer.mark(str(tenant.pk), time.monotonic())
+                return
+
+    def on_event(self, kind: str, event: WatchEvent) -> None:
+        EVENTS.labels(kind=kind, type=event.type).inc()  # (the stream keeps its resourceVersion: ``stream``)
+        if event.type == "BOOKMARK":
+            self.bookmarks[kind] = time.monotonic()
+            return
+        obj = _slim(event.object)
+        key = key_of(obj)
+        if event.type == "DELETED":
+            self.objects[kind].pop(key, None)
+        else:
+            self.objects[kind][key] = obj
+        tid = _tenant_id(obj)
+        if not _is_uuid(tid):
+            return  # not a tenant's (no id, or a forged one): never Berth's to touch
+        tenants = self._ready_tenants([tid])
+        if not tenants:
+            return
+        want = self.desired(tenants[0]).get(key)
+        if want is None:
+            return  # not something Berth renders for this tenant: the pass decides about leftovers
+        if event.type == "DELETED" or ns_backend.differs(want, obj):
+            DRIFTS.labels(kind=kind).inc()
+            self.coalescer.mark(tid, time.monotonic())
+
+    # --- streams -------------------------------------------------------------------------------
+    def stream(self, kind: str) -> None:
+        """Watch ``kind`` from where the index is, handing events to ``run``; resume after a dropped connection,
+        ask ``run`` to list again after 410 Gone (by a ``None`` event)."""
+        failures = 0
+        while not self.stop.is_set():
+            version = self.versions.get(kind, "")
+            try:
+                for event in self.k.watch(
+                    kind,
+                    resource_version=version,
+                    label_selector=ns_backend.MANAGED_BY_SELECTOR,
+                    timeout_seconds=settings.BERTH_WATCH_TIMEOUT_SECONDS,
+                ):
+                    failures = 0
+                    # The next watch resumes here; ``run`` applies the event to the index in order.
+                    if event.resource_version:
+                        self.versions[kind] = event.resource_version
+                    self.events.put((kind, event))
+                    if self.stop.is_set():
+                        return
+                RESUMES.labels(kind=kind).inc()  # the server ended the watch (timeoutSeconds): on from here
+            except KubeGone:
+                logger.info("watch %s: resourceVersion %s expired; listing again", kind, version)
+                relisted = self._relisted[kind] = threading.Event()
+                self.events.put((kind, None))
+                while not relisted.wait(1.0):
+                    if self.stop.is_set():
+                        return
+            except KubeError as exc:
+                failures += 1
+                delay = min(30.0, 0.5 * 2**failures)
+                logger.warning("watch %s: %s; resuming from %s in %.1fs", kind, exc, self.versions.get(kind), delay)
+                RESUMES.labels(kind=kind).inc()
+                self.stop.wait(delay)
+
+    def run(self, still_leader: Callable[[], bool], outer: threading.Event) -> None:
+        """List, check, then follow the streams until leadership is lost or ``outer`` (the process's stop) is set."""
+        checked = self.sync()
+        logger.info("watcher of cluster %s: %d tenants checked; watching", self.cluster_name, checked)
+        threads = [
+            threading.Thread(target=self.stream, args=(kind,), name=f"watch-{kind}", daemon=True)
+            for kind in MANAGED_KINDS
+        ]
+        for thread in threads:
+            thread.start()
+        next_leader_check = time.monotonic() + settings.BERTH_WATCH_LEADER_POLL_SECONDS
+        next_resync = time.monotonic() + settings.BERTH_WATCH_RESYNC_SECONDS
+        try:
+            while not outer.is_set():
+                now = time.monotonic()
+                if now >= next_resync:
+                    # In memory, as informers resync: a tier or setting changed since renders differently, with
+                    # no event on the cluster to say so. No request to the API server.
+                    for tenant in self._ready_tenants():
+                        self.check_tenant(tenant)
+                    next_resync = now + settings.BERTH_WATCH_RESYNC_SECONDS
+                if now >= next_leader_check:
+                    if not still_leader():
+                        logger.warning("watcher of cluster %s: leadership lost", self.cluster_name)
+                        return
+                    next_leader_check = now + settings.BERTH_WATCH_LEADER_POLL_SECONDS
+                due = self.coalescer.next_due()
+                wait = min(next_leader_check, due if due is not None else next_leader_check) - now
+                try:
+                    kind, event = self.events.get(timeout=max(0.0, min(wait, 1.0)))
+                except queue.Empty:
+                    pass
+                else:
+                    self._handle(kind, event)
+                self.coalescer.flush(time.monotonic())
+                for kind in MANAGED_KINDS:
+                    BOOKMARK_AGE.labels(kind=kind).set(time.monotonic() - self.bookmarks.get(kind, now))
+        finally:
+            self.stop.set()
+            for gone in self._relisted.values():
+                gone.set()
+
+    def _handle(self, kind: str, event: WatchEvent | None) -> None:
+        if event is None:
+            try:
+                self.relist(kind)
+            finally:
+                self._relisted.pop(kind).set()
+            return
+        self.on_event(kind, event)
+
+
+def _resource_version(obj: Manifest | None) -> str:
+    return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
+
+
+class Leadership:
+    """A PostgreSQL session-level advisory lock per cluster, on a connection of its own (not Django's
+    per-thread one, which a request cycle may close): held while the session lives."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.key = zlib.crc32(f"berth-watch:{cluster.pk}".encode()) - 2**31
+        self.wrapper: Any = None
+
+    def _connect(self) -> Any:
+        wrapper = connections.create_connection("default")
+        options = dict(wrapper.settings_dict.get("OPTIONS") or {})
+        # A leader cut off without a word (a partition) loses its session, and so the lock, within ~25 s.
+        options.update({"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3})
+        wrapper.settings_dict = {**wrapper.settings_dict, "OPTIONS": options}
+        wrapper.ensure_connection()
+        return wrapper
+
+    def try_acquire(self) -> bool:
+        try:
+            if self.wrapper is None:
+                self.wrapper = self._connect()
+            with self.wrapper.cursor() as cur:
+                cur.execute("SELECT pg_try_advisory_lock(%s)", [self.key])
+                row = cur.fetchone()
+        except Exception as exc:  # the database is away: not the leader, ask again later
+            logger.warning("leader election: %s", type(exc).__name__)
+            self.release()
+            return False
+        return bool(row and row[0])
+
+    def held(self) -> bool:
+        """Whether the session, and with it the lock, is still there."""
+        try:
+            with self.wrapper.cursor() as cur:
+                cur.execute("SELECT 1")
+        except Exception:
+            self.release()
+            return False
+        return True
+
+    def release(self) -> None:
+        if self.wrapper is not None:
+            try:
+                self.wrapper.close()
+            except Exception:  # already gone; so is the lock
+                logger.debug("closing the leader election connection failed", exc_info=True)
+            self.wrapper = None
+
+
+def client_for(cluster: Cluster) -> Kube:
+    """The cluster's client, as this process's credential resolves it, naming itself the watcher."""
+    return kube.for_cluster(cluster).with_user_agent(USER_AGENT)
+
+
+def watch_cluster(cluster: Cluster, stop: threading.Event) -> None:
+    """Be (or wait to become) the leader for ``cluster``, and watch it while leader; until ``stop``."""
+    leadership = Leadership(cluster)
+    while not stop.is_set():
+        if not leadership.try_acquire():
+            stop.wait(settings.BERTH_WATCH_LEADER_POLL_SECONDS)
+            continue
+        logger.info("watcher of cluster %s: leader; listing", cluster.name)
+        LEADER.inc()
+        try:
+            ClusterWatcher(cluster, client_for(cluster)).run(leadership.held, stop)
+        except KubeError as exc:
+            # Cluster trouble (or a permanent refusal, which an admin must fix): start over, listing again.
+            logger.warning("watcher of cluster %s: %s; starting over shortly", cluster.name, exc)
+            stop.wait(5.0 if isinstance(exc, KubeTransientError) else 60.0)
+        except DatabaseError as exc:
+            logger.warning("watcher of cluster %s: database: %s; starting over shortly", cluster.name, exc)
+            stop.wait(5.0)
+        finally:
+            LEADER.dec()
+            connections.close_all()  # this thread's connection; a fresh one next time
+    leadership.release()
