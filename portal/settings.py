@@ -305,9 +305,15 @@ CELERY_BEAT_SCHEDULE = {
     "recheck-identities": {"task": "worker.tasks.recheck_identities", "schedule": 60.0},
     "sweep-webhooks": {"task": "worker.events.sweep_webhooks", "schedule": 60.0},
 }
+# With the watcher, its leader takes a quota reading of every ready tenant from its index this often (no API request;
+# the measured part by the cluster's Prometheus) for the usage history and the idle clock; the pass then takes none.
+BERTH_USAGE_SECONDS = env.float("BERTH_USAGE_SECONDS", default=300.0)
 # A quota reading goes into the usage history covering the time since the tenant's previous one, at most this
-# long: a longer silence (workers down) is unknown time, not usage (tenants.services.usage).
-BERTH_USAGE_MAX_GAP_SECONDS = env.float("BERTH_USAGE_MAX_GAP_SECONDS", default=2 * BERTH_RECONCILE_SECONDS)
+# long: a longer silence (workers down) is unknown time, not usage (tenants.services.usage). Default: two readings'
+# intervals (the watcher's, else the pass's).
+BERTH_USAGE_MAX_GAP_SECONDS = env.float(
+    "BERTH_USAGE_MAX_GAP_SECONDS", default=2 * (BERTH_USAGE_SECONDS if BERTH_WATCHER else BERTH_RECONCILE_SECONDS)
+)
 # Showback (tenants.costs): the currency cluster prices are set in unless an admin names another.
 BERTH_CURRENCY = env.str("BERTH_CURRENCY", default="EUR")
 # Right-sizing (tenants/rightsizing.py, docs/rightsizing.md): over the last BERTH_RIGHTSIZE_DAYS complete days on
@@ -447,6 +453,8 @@ if not isinstance(BERTH_PROMETHEUS, dict) or not all(
     )
 if BERTH_MEASURED_USAGE_TIMEOUT <= 0:
     raise ImproperlyConfigured("BERTH_MEASURED_USAGE_TIMEOUT must be a positive number of seconds")
+if BERTH_USAGE_SECONDS <= 0:
+    raise ImproperlyConfigured("BERTH_USAGE_SECONDS must be a positive number of seconds")
 
 # --- Logging ----------------------------------------------------------------
 # One JSON object per line (tenants/logs.py) with request_id, user and tenant_id, in the web and the worker alike;

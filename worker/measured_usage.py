@@ -182,6 +182,10 @@ class Pending:
             self._done = True
         return self._measurement
 
+    def ready(self) -> bool:
+        """Whether ``result`` would answer without waiting (every query answered or failed, or none was asked)."""
+        return self._done or all(answer.done() for answer in (self._answers or {}).values())
+
     @property
     def measured(self) -> bool:
         """Whether a measurement was asked for and came (without waiting for one that has not been asked for)."""

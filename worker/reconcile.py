@@ -21,7 +21,14 @@ lock is taken) is left to that worker. Virtual-cluster tenants keep their per-te
 
 The quota readings of the pass go into the usage history with each tenant's measured usage when the cluster has a
 Prometheus (worker.measured_usage): two queries for the whole cluster, asked in the background while the pass
-lists, whose failure only leaves the measured part out.
+lists, whose failure only leaves the measured part out. With the watcher deployed (BERTH_WATCHER), its leader takes
+the readings every BERTH_USAGE_SECONDS (worker.watcher) and the pass takes none of a tenant the watcher read within
+BERTH_USAGE_MAX_GAP_SECONDS: its list is older than the watcher's reading, and storing it would put older usage over
+newer and restart idle clocks for nothing. A tenant the watcher has not read for that long (no watcher running) is
+read by the pass, as before.
+
+A repair is applied over the resourceVersion the pass listed: an object changed since (by the watcher's repair job,
+say) is refused (409) and left alone, so one edit is repaired, and audited, once.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -284,6 +292,9 @@ def _reconcile_tenant(
             services.tenant_note_progress(tenant=tenant, note=f"Last reconcile failed: {exc}")
             result.failed[tid] = str(exc)
             return
+    if not repaired:  # every repair refused: changed since the pass listed it, by whoever repairs it (the watcher)
+        result.busy += 1
+        return
     services.tenant_record_applied(tenant=tenant, generation=tenant.generation, repaired=repaired)
     result.repaired[tid] = repaired
 
@@ -382,8 +393,18 @@ def _repair(
         # Berth's own rights inside the namespace: created (POST) before anything is applied there.
         repaired += ns_backend.grant_berth_access(k, desired[0], missing_grants)
         stale = [obj for obj in stale if key_of(obj) not in {key_of(g) for g in missing_grants}]
-    repaired += [ns_backend.drift(obj, live.get(key_of(obj))) for obj in stale]
-    k.apply(stale)
+    for obj in stale:
+        there = live.get(key_of(obj))
+        version = ((there or {}).get("metadata") or {}).get("resourceVersion")
+        try:
+            # Over the version listed: one changed since (a watcher's repair, another edit) is refused, not
+            # repaired and audited a second time; the change that moved it is the next repair's to see.
+            k.apply([{**obj, "metadata": {**obj["metadata"], "resourceVersion": version}} if version else obj])
+        except KubePermanentError as exc:
+            if exc.status != 409:
+                raise
+            continue
+        repaired.append(ns_backend.drift(obj, there))
     for obj in extra:
         kind, namespace, name = key_of(obj)
         k.delete(kind, name, namespace=namespace or None, uid=str(obj["metadata"].get("uid", "")))
@@ -400,6 +421,8 @@ def _note_readiness(tenant: Tenant, live: dict[Key, Manifest], result: PassResul
     if (namespace.get("status") or {}).get("phase", "Active") != "Active" or not usage.get("hard"):
         services.tenant_note_progress(tenant=tenant, note="In sync; the cluster does not report it ready.")
         return
+    if _watcher_reads(tenant):
+        return  # the watcher records its readings (worker.watcher)
     reading = {"hard": usage.get("hard", {}), "used": usage.get("used", {})}
     result.readings[str(tenant.pk)] = reading
     result.namespaces[str(tenant.pk)] = tenant.namespace
@@ -407,3 +430,10 @@ def _note_readiness(tenant: Tenant, live: dict[Key, Manifest], result: PassResul
         result.usage[str(tenant.pk)] = reading
         if tenant.quota_usage:  # a first reading is no activity; a change in what it uses is (services.sleep)
             result.previous_used[str(tenant.pk)] = tenant.quota_usage.get("used")
+
+
+def _watcher_reads(tenant: Tenant) -> bool:
+    """Whether the watcher records this tenant's quota readings: it is deployed and read it lately."""
+    if not settings.BERTH_WATCHER or tenant.usage_sampled_at is None:
+        return False
+    return (timezone.now() - tenant.usage_sampled_at).total_seconds() < float(settings.BERTH_USAGE_MAX_GAP_SECONDS)

@@ -19,6 +19,17 @@ Every ``BERTH_WATCH_RESYNC_SECONDS`` the leader checks every ready tenant agains
 request to the API server), as informers resync: a tier or a setting changed since renders differently without
 any event on the cluster to say so.
 
+Every ``BERTH_USAGE_SECONDS`` the leader also records a quota reading of every ready tenant from its index (the
+ResourceQuota's ``status``, which the watch brings with every change of what the tenant uses; no request to the API
+server) through ``tenants.services.tenants_record_usage``, as the pass did: the usage history (right-sizing,
+showback), the tenant's quota usage, and its idle clock (``Tenant.last_activity_at``: restarted by a tenant whose
+``used`` changed since the previous reading, or changed and changed back in between, which the stream shows and a
+reading alone would miss). Each reading carries the measured part from the cluster's Prometheus
+(worker.measured_usage: two queries for the whole cluster), asked in the background and waited for by the event
+loop only until ``BERTH_MEASURED_USAGE_TIMEOUT`` (plus a little) has passed: a slow Prometheus leaves the measured
+part out, never holds up the watch. With the watcher recording, the pass takes no readings of its own
+(``worker.reconcile``).
+
 Leadership: a PostgreSQL session-level advisory lock per cluster (docs/architecture.md says why not a Lease).
 Whoever holds it watches; the others ask again every ``BERTH_WATCH_LEADER_POLL_SECONDS``. The lock goes with the
 holder's database session, so a killed leader's lock is free as soon as PostgreSQL sees its connection close
@@ -34,7 +45,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,9 +53,9 @@ from django.conf import settings
 from django.db import DatabaseError, connections
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from tenants import dispatch
+from tenants import dispatch, services
 from tenants.models import Cluster, Tenant, TenantStatus
-from worker import kube, manifests
+from worker import kube, manifests, measured_usage
 from worker.backends import namespace as ns_backend
 from worker.kube import Kube, KubeError, KubeGone, KubeTransientError, Manifest, WatchEvent
 from worker.reconcile import MANAGED_KINDS, Key, key_of
@@ -70,6 +81,8 @@ BOOKMARK_AGE = Gauge(
     registry=REGISTRY,
 )
 LEADER = Gauge("berth_watch_leader", "Clusters this process watches as leader.", registry=REGISTRY)
+READINGS = Counter("berth_watch_usage_readings", "Tenant quota readings recorded from the index.", registry=REGISTRY)
+QUOTA_NAME = "berth-quota"
 
 
 def _tenant_id(obj: Manifest) -> str:
@@ -88,6 +101,50 @@ def _is_uuid(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def usage_readings(
+    tenants: Iterable[tuple[str, str]], objects: Mapping[str, Mapping[Key, Manifest]]
+) -> dict[str, dict[str, Any]]:
+    """Each tenant's (id, namespace) quota reading from the index, as the pass takes it: the ResourceQuota's
+    ``status.hard`` and ``status.used``, for a tenant whose Namespace is there and Active and whose quota is enforced
+    (has a ``hard``); the others are left out (pure)."""
+    found: dict[str, dict[str, Any]] = {}
+    for tid, namespace in tenants:
+        ns = objects.get("Namespace", {}).get(("Namespace", "", namespace))
+        quota = objects.get("ResourceQuota", {}).get(("ResourceQuota", namespace, QUOTA_NAME)) or {}
+        status = quota.get("status") or {}
+        if ns is None or (ns.get("status") or {}).get("phase", "Active") != "Active" or not status.get("hard"):
+            continue
+        found[tid] = {"hard": dict(status.get("hard") or {}), "used": dict(status.get("used") or {})}
+    return found
+
+
+def usage_changes(
+    readings: Mapping[str, Mapping[str, Any]], stored: Mapping[str, Any], moved: Iterable[str] = ()
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """What to store of ``readings`` against each tenant's ``stored`` quota usage: the readings that changed, and
+    the tenants active since the previous reading (``used`` differs from a stored one, or ``moved``: the stream saw
+    it change in between). A first reading is no activity (pure)."""
+    changed = {tid: dict(r) for tid, r in readings.items() if r != stored.get(tid)}
+    moved = set(moved)
+    active = sorted(
+        tid
+        for tid, reading in readings.items()
+        if stored.get(tid) and (tid in moved or reading.get("used") != (stored.get(tid) or {}).get("used"))
+    )
+    return changed, active
+
+
+@dataclass
+class PendingReadings:
+    """Readings taken from the index, waiting (in the event loop, never blocking it) for their measured part."""
+
+    readings: dict[str, dict[str, Any]]
+    namespaces: dict[str, str]
+    stored: dict[str, Any]
+    measure: measured_usage.Pending
+    deadline: float
 
 
 @dataclass
@@ -133,6 +190,8 @@ class ClusterWatcher:
         self.events: queue.Queue[tuple[str, WatchEvent | None]] = queue.Queue()
         self.coalescer = Coalescer(send=send, window=settings.BERTH_WATCH_COALESCE_SECONDS)
         self.stop = threading.Event()  # the streams end: leadership ended
+        self.pending: PendingReadings | None = None  # readings waiting for their measured part
+        self.moved: set[str] = set()  # tenants whose quota ``used`` changed since the last reading
         self._relisted: dict[str, threading.Event] = {}  # kind → set once ``run`` has listed it again
 
     # --- listing and checking ------------------------------------------------------------
@@ -201,7 +260,10 @@ class ClusterWatcher:
         if event.type == "DELETED":
             self.objects[kind].pop(key, None)
         else:
+            before = self.objects[kind].get(key)
             self.objects[kind][key] = obj
+            if kind == "ResourceQuota" and before is not None and _used(before) != _used(obj):
+                self.moved.add(_tenant_id(obj))  # activity, even if it is back where it was at the next reading
         tid = _tenant_id(obj)
         if not _is_uuid(tid):
             return  # not a tenant's (no id, or a forged one): never Berth's to touch
@@ -214,6 +276,50 @@ class ClusterWatcher:
         if event.type == "DELETED" or ns_backend.differs(want, obj):
             DRIFTS.labels(kind=kind).inc()
             self.coalescer.mark(tid, time.monotonic())
+
+    # --- quota readings ---------------------------------------------------------------------------
+    def take_readings(self) -> int:
+        """Take every ready tenant's quota reading from the index and start measuring the cluster; recorded by
+        ``record_readings`` once measured (or the measurement is given up). How many readings were taken."""
+        tenants = self._ready_tenants()
+        readings = usage_readings([(str(t.pk), t.namespace) for t in tenants], self.objects)
+        if not readings:
+            return 0
+        cluster = Cluster.objects.get(pk=self.cluster_pk)  # its Prometheus as configured now
+        self.pending = PendingReadings(
+            readings=readings,
+            namespaces={str(t.pk): t.namespace for t in tenants},
+            stored={str(t.pk): t.quota_usage for t in tenants},
+            measure=measured_usage.start(cluster),
+            deadline=time.monotonic() + float(settings.BERTH_MEASURED_USAGE_TIMEOUT) + 2.0,
+        )
+        return len(readings)
+
+    def record_readings(self, now: float) -> bool:
+        """Record the pending readings once their measurement is in or overdue (then without it); whether they
+        were recorded. Never waits."""
+        pending = self.pending
+        if pending is None:
+            return False
+        ready = pending.measure.ready()
+        if not ready and now < pending.deadline:
+            return False
+        measurement = pending.measure.result() if ready else None
+        if not ready:
+            logger.warning(
+                "watcher of cluster %s: Prometheus did not answer in time; readings carry requests only",
+                self.cluster_name,
+            )
+        moved, self.moved = self.moved, set()
+        changed, active = usage_changes(pending.readings, pending.stored, moved)
+        history = {
+            tid: reading if measurement is None else {**reading, "measured": measurement.of(pending.namespaces[tid])}
+            for tid, reading in pending.readings.items()
+        }
+        services.tenants_record_usage(usages=changed, readings=history, active=active)
+        READINGS.inc(len(history))
+        self.pending = None
+        return True
 
     # --- streams -------------------------------------------------------------------------------
     def stream(self, kind: str) -> None:
@@ -263,9 +369,14 @@ class ClusterWatcher:
             thread.start()
         next_leader_check = time.monotonic() + settings.BERTH_WATCH_LEADER_POLL_SECONDS
         next_resync = time.monotonic() + settings.BERTH_WATCH_RESYNC_SECONDS
+        next_reading = time.monotonic()  # at once: the first covers the time since the last leader's (or pass's)
         try:
             while not outer.is_set():
                 now = time.monotonic()
+                if now >= next_reading and self.pending is None:
+                    self.take_readings()
+                    next_reading = now + settings.BERTH_USAGE_SECONDS
+                self.record_readings(now)
                 if now >= next_resync:
                     # In memory, as informers resync: a tier or setting changed since renders differently, with
                     # no event on the cluster to say so. No request to the API server.
@@ -301,6 +412,10 @@ class ClusterWatcher:
                 self._relisted.pop(kind).set()
             return
         self.on_event(kind, event)
+
+
+def _used(obj: Manifest) -> object:
+    return (obj.get("status") or {}).get("used")
 
 
 def _resource_version(obj: Manifest | None) -> str:

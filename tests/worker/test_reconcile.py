@@ -13,7 +13,7 @@ from tests.worker.fake_kube import FakeKube
 from worker import manifests, provisioning, reconcile, tasks
 from worker.backends import backend_for
 from worker.backends.namespace import NamespaceBackend
-from worker.kube import KubeForbidden
+from worker.kube import KubeForbidden, KubePermanentError
 from worker.provisioning import Outcome
 
 # Each managed kind and the two guard kinds are listed once; the cluster facts are two lists more.
@@ -308,3 +308,40 @@ def test_a_tenant_that_became_ready_while_the_pass_listed_does_not_diverge(make_
     result, _ = _pass(cluster, host)
     tenant.refresh_from_db()
     assert tenant.status == "ready" and result.diverged == {}
+
+
+def test_an_edit_the_watchers_repair_fixed_while_the_pass_listed_is_repaired_and_audited_once(
+    make_tenant, host, cluster, monkeypatch
+):
+    """The API server's resourceVersion check, as the fake plays it: the pass applies over the version it listed,
+    and the watcher's repair job, done in between, moved it on."""
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    key = ("ResourceQuota", tenant.namespace, "berth-quota")
+    for obj in host.objects.values():
+        obj["metadata"]["resourceVersion"] = "1"
+    host.objects[key]["spec"]["hard"]["pods"] = "1000"  # the hand edit
+    apply = host._apply
+
+    def guarded(objs, *, dry_run=False):
+        for obj in objs:
+            version = obj["metadata"].get("resourceVersion")
+            there = host.objects.get(reconcile.key_of(obj))
+            if version and there is not None and there["metadata"].get("resourceVersion") != version:
+                raise KubePermanentError(f"apply {obj['kind']}: the object has been modified", status=409)
+        return apply(objs, dry_run=dry_run)
+
+    monkeypatch.setattr(host, "_apply", guarded)
+    listed = reconcile.live_objects
+
+    def list_then_watcher_repairs(k):
+        found = listed(k)
+        provisioning.provision(str(tenant.pk))  # the watcher's repair job (tasks.repair_tenant), meanwhile
+        host.objects[key]["metadata"]["resourceVersion"] = "2"  # the server moved it on with that write
+        return found
+
+    monkeypatch.setattr(reconcile, "live_objects", list_then_watcher_repairs)
+    result, writes = _pass(cluster, host)
+    assert host.objects[key]["spec"]["hard"]["pods"] == "100"
+    assert result.repaired == {} and writes == ["apply ResourceQuota/berth-quota"]  # the job's; the pass's refused
+    repairs = AuditEvent.objects.filter(action="tenant.drift_repaired", object_id=str(tenant.pk))
+    assert [e.after["repaired"] for e in repairs] == [["ResourceQuota/berth-quota was changed"]]

@@ -21,7 +21,7 @@ from kubernetes import client
 
 from devcluster import process
 from tenants import services
-from tenants.models import AuditEvent, Tenant, TenantRequest
+from tenants.models import AuditEvent, Tenant, TenantRequest, TenantUsageDay
 from tests.plugins.kube import wait_for
 from tests.plugins.worker import OUTPUT, ROOT, django_process_env, free_port, wait_status
 from worker import reconcile
@@ -35,7 +35,7 @@ NAMESPACE = "Namespace"
 class Watcher:
     """One watcher replica (``manage.py berth_watch``) as a process, with its log and metrics."""
 
-    def __init__(self, cluster: str, name: str) -> None:
+    def __init__(self, cluster: str, name: str, extra: dict[str, str] | None = None) -> None:
         self.log = OUTPUT / f"watcher-{name}.log"
         self.port = free_port()
         env = {
@@ -46,6 +46,7 @@ class Watcher:
             "BERTH_WATCH_COALESCE_SECONDS": "0.5",
             # The server ends each watch after 5 s: the streams resume from their resourceVersion all along.
             "BERTH_WATCH_TIMEOUT_SECONDS": "5",
+            **(extra or {}),
         }
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)
         self.process = process.berth_watcher(self.log, cwd=ROOT, env=env, clusters=[cluster], name=f"watcher {name}")
@@ -65,11 +66,11 @@ class Watcher:
 
 
 @pytest.fixture
-def start_watcher(live_cluster) -> Iterator[Callable[[str], Watcher]]:
+def start_watcher(live_cluster) -> Iterator[Callable[..., Watcher]]:
     started: list[Watcher] = []
 
-    def start(name: str) -> Watcher:
-        watcher = Watcher(live_cluster.name, name).start()
+    def start(name: str, **extra: str) -> Watcher:
+        watcher = Watcher(live_cluster.name, name, extra).start()
         started.append(watcher)
         return watcher
 
@@ -263,3 +264,44 @@ def test_every_edit_is_repaired_once_through_restart_compaction_and_a_killed_lea
     _all_repaired(editor, by_id)
     _settle(editor, by_id)
     assert foreign() == before
+
+
+def test_the_leader_records_quota_usage_from_its_watch_without_a_pass(
+    live_cluster, kube_admin, alice, carol, team_a, small, celery_worker, start_watcher
+):
+    (tenant,) = _ready_tenants(alice, carol, team_a, small, live_cluster, 1)
+    watcher = start_watcher("usage", BERTH_USAGE_SECONDS="2")
+    wait_for(watcher.watching, timeout=60, what="the watcher to list and watch")
+    core = client.CoreV1Api(kube_admin)
+
+    def counted() -> int:
+        quota = core.read_namespaced_resource_quota("berth-quota", tenant.namespace)
+        return int((quota.status.used or {}).get("configmaps", "0"))
+
+    def recorded() -> tuple[int, float]:
+        fresh = Tenant.objects.get(pk=tenant.pk)
+        day = TenantUsageDay.objects.filter(tenant=tenant).order_by("-day").first()
+        peak = float(((day.usage if day else {}).get("configmaps") or {}).get("max", 0))
+        return int((fresh.quota_usage or {}).get("used", {}).get("configmaps", "0")), peak
+
+    wait_for(lambda: recorded()[0] == counted(), timeout=20, what="the watcher's first reading")
+
+    def samples() -> int:
+        return sum(TenantUsageDay.objects.filter(tenant=tenant).values_list("samples", flat=True))
+
+    first = samples()
+    before = counted()
+    started = time.monotonic()
+    for i in range(2):
+        core.create_namespaced_config_map(
+            tenant.namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name=f"counted-{i}"), data={"k": "v"})
+        )
+    wait_for(lambda: counted() == before + 2, timeout=30, what="the quota controller to count the ConfigMaps")
+    # Within the interval (2 s) of the quota's status changing, a reading holds it: history and quota usage.
+    wait_for(lambda: recorded() == (before + 2, float(before + 2)), timeout=15, what=f"a reading of {before + 2}")
+    took = time.monotonic() - started
+    assert samples() > first
+    assert Tenant.objects.get(pk=tenant.pk).last_activity_at is not None
+    assert watcher.metric("berth_watch_usage_readings_total") >= 2
+    assert AuditEvent.objects.filter(action="tenant.drift_repaired").count() == 0  # status changes are not drift
+    print(f"2 ConfigMaps counted by the quota and recorded from the watch {took:.1f}s after creating them")
