@@ -140,7 +140,7 @@ def test_a_transfer_is_not_asked_for_through_the_requests_endpoint(api, alice, s
 def test_the_schema_documents_the_transfer_operations_exactly(api, erin):
     schema = yaml.safe_load(api(erin).get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi").content)
     transfer = schema["paths"]["/api/v1/tenants/{id}/transfer/"]["post"]
-    assert set(transfer["responses"]) == {"201", "400", "401", "403", "404", "409", "415", "429"}
+    assert set(transfer["responses"]) == {"201", "400", "401", "403", "404", "409", "415", "429", "503"}
     assert transfer["responses"]["201"]["content"]["application/json"]["schema"]["$ref"].endswith("/Request")
     body = schema["components"]["schemas"]["TransferRequest"]
     assert body["required"] == ["target_team"] and body["additionalProperties"] is False

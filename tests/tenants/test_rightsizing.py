@@ -377,9 +377,9 @@ def test_the_schema_says_exactly_what_the_endpoints_answer(api, erin):
     get = schema["paths"][base]["get"]
     accept = schema["paths"][base + "accept/"]["post"]
     dismiss = schema["paths"][base + "dismiss/"]["post"]
-    assert set(get["responses"]) == {"200", "400", "401", "404", "429"}
-    assert set(accept["responses"]) == {"201", "400", "401", "403", "404", "409", "415", "429"}
-    assert set(dismiss["responses"]) == {"200", "400", "401", "403", "404", "409", "415", "429"}
+    assert set(get["responses"]) == {"200", "400", "401", "404", "429", "503"}
+    assert set(accept["responses"]) == {"201", "400", "401", "403", "404", "409", "415", "429", "503"}
+    assert set(dismiss["responses"]) == {"200", "400", "401", "403", "404", "409", "415", "429", "503"}
     ref = {"$ref": "#/components/schemas/Rightsizing"}
     assert get["responses"]["200"]["content"]["application/json"]["schema"] == ref
     assert dismiss["responses"]["200"]["content"]["application/json"]["schema"] == ref

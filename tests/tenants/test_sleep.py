@@ -374,7 +374,7 @@ def test_schema_documents_sleep_endpoints_exactly(api, erin):
     schema = yaml.safe_load(api(erin).get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi").content)
     for verb in ("sleep", "wake"):
         operation = schema["paths"]["/api/v1/tenants/{id}/" + verb + "/"]["post"]
-        assert set(operation["responses"]) == {"202", "400", "401", "403", "404", "409", "429"}
+        assert set(operation["responses"]) == {"202", "400", "401", "403", "404", "409", "429", "503"}
         assert operation["responses"]["202"]["content"]["application/json"]["schema"]["$ref"].endswith("/Tenant")
     components = schema["components"]["schemas"]
     tenant = components["Tenant"]["properties"]
@@ -391,7 +391,7 @@ def test_schema_documents_sleep_endpoints_exactly(api, erin):
     assert "nullable" not in nights["properties"]["start"]
     operation = schema["paths"]["/api/v1/tenants/{id}/sleep-schedule/"]["post"]
     assert list(operation["requestBody"]["content"]) == ["application/json"]
-    assert set(operation["responses"]) == {"200", "400", "401", "403", "404", "409", "415", "429"}
+    assert set(operation["responses"]) == {"200", "400", "401", "403", "404", "409", "415", "429", "503"}
     output = components["SleepSchedule"]["properties"]
     assert output["nights"]["nullable"] is True
 
