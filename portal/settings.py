@@ -373,6 +373,11 @@ BERTH_METRICS_TOKEN = secret("BERTH_METRICS_TOKEN", required=False)
 # Alertmanager posts tenant alerts to POST /hooks/alertmanager/ with this bearer token (docs/monitoring.md);
 # unset (the default), the receiver is 404.
 BERTH_ALERTMANAGER_TOKEN = secret("BERTH_ALERTMANAGER_TOKEN", required=False)
+# A firing alert Alertmanager has not posted again for this long (it repeats every repeat_interval, 4h in the
+# documented route, while it fires) is resolved as expired by the sweep: its resolution was lost. A few repeats.
+BERTH_ALERT_EXPIRE_HOURS = env.float("BERTH_ALERT_EXPIRE_HOURS", default=13.0)
+# Resolved alerts are kept this many days (the tenant page, the API and the admin show them).
+BERTH_ALERT_LOG_DAYS = env.int("BERTH_ALERT_LOG_DAYS", default=90)
 # The Celery worker's own exporter (its tasks' counters and histograms): a port of the worker's main process,
 # 0 = off. Prefork children share their numbers through PROMETHEUS_MULTIPROC_DIR, which it then requires.
 BERTH_WORKER_METRICS_PORT = env.int("BERTH_WORKER_METRICS_PORT", default=0)
@@ -427,6 +432,8 @@ if not all(
     for value in (BERTH_KUBELET_JOB, BERTH_KUBELET_CADVISOR_PATH, BERTH_KUBELET_RESOURCE_PATH)
 ):
     raise ImproperlyConfigured("BERTH_KUBELET_JOB and BERTH_KUBELET_*_PATH must be set, without quotes or backslashes")
+if BERTH_ALERT_EXPIRE_HOURS <= 0 or BERTH_ALERT_LOG_DAYS < 1:
+    raise ImproperlyConfigured("BERTH_ALERT_EXPIRE_HOURS must be positive and BERTH_ALERT_LOG_DAYS at least 1")
 if BERTH_MEASURED_USAGE_TIMEOUT <= 0:
     raise ImproperlyConfigured("BERTH_MEASURED_USAGE_TIMEOUT must be a positive number of seconds")
 
