@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from tenants import alert_rules, audit, notifications
@@ -125,13 +125,21 @@ def _row(*, tenant: Tenant, alert: Alert) -> tuple[TenantAlert, bool]:
     disagree, one moving it earlier)."""
     key = {"tenant": tenant, "fingerprint": alert.fingerprint, "starts_at": alert.starts_at}
     locked = TenantAlert.objects.select_for_update(no_key=True)
+    existing = locked.filter(**key).first()
+    if existing is not None:  # the common case: Alertmanager repeats what it sent
+        return existing, False
+    # Both peers of an HA pair may post at once with different starts: one at a time per alert from here.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"tenant-alert:{tenant.pk}:{alert.fingerprint}"]
+        )
     existing = (
         locked.filter(**key).first()
         or locked.filter(tenant=tenant, fingerprint=alert.fingerprint, status=Status.FIRING)
         .order_by("starts_at")
         .first()
     )
-    if existing is not None:  # the common case: Alertmanager repeats what it sent
+    if existing is not None:
         return existing, False
     try:
         with transaction.atomic():
