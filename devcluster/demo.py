@@ -32,7 +32,7 @@ from devcluster.launcher import ControlPlane, OIDCIssuer, find_bin_dir, free_por
 from devcluster.oidc import API_RESOURCE, DEMO_PORT, KUBECTL_CLIENT_ID, OidcProvider
 from devcluster.pki import CertificateAuthority
 from devcluster.process import Component, berth_watcher, celery_worker
-from devcluster.prometheus import start_label_proxy
+from devcluster.prometheus import SOURCES, start_label_proxy
 
 ROOT = Path(__file__).resolve().parent.parent
 VCLUSTER_CHART = ROOT / "third_party" / "upstream" / "vcluster-chart-0.30.0"
@@ -173,6 +173,8 @@ def _start_monitoring(stack: ExitStack, plane: ControlPlane) -> dict[str, str]:
         "BERTH_PROMETHEUS": json.dumps(
             {PROMETHEUS_NAME: {"label_proxy": f"http://127.0.0.1:{port}", "url": plane.prometheus.url}}
         ),
+        # The dev Prometheus's kubelet jobs, whose series measured usage reads (docs/monitoring.md).
+        "BERTH_KUBELET_JOB": SOURCES.kubelet_job,
         # What Prometheus shows to read the portal's /metrics: made per run, never logged.
         "BERTH_METRICS_TOKEN": secrets.token_urlsafe(32),
         # What Alertmanager shows to post tenant alerts to the portal (/hooks/alertmanager/).

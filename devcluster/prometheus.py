@@ -7,15 +7,17 @@
 Jobs, as a kubeadm cluster's Prometheus scrapes them (kube-prometheus' ServiceMonitors for the kubelet):
 
 - ``kubelet``, ``cadvisor`` and ``resource``: each node's kubelet at ``/metrics``, ``/metrics/cadvisor`` and
-  ``/metrics/resource`` over TLS, verified against the cluster CA, as the user ``berth-dev-prometheus`` whose
-  ClusterRole grants ``nodes/metrics`` and nothing else (the kubelet asks the API server, webhook authorization);
+  ``/metrics/resource`` over TLS, each series labelled with its endpoint (``metrics_path``, as kube-prometheus
+  does), verified against the cluster CA, as the user ``berth-dev-prometheus`` whose ClusterRole grants
+  ``nodes/metrics`` and nothing else (the kubelet asks the API server, webhook authorization);
 - ``berth-web`` and ``berth-worker``: the portal's ``/metrics`` (bearer token, BERTH_METRICS_TOKEN) and the
   worker's exporter (BERTH_WORKER_METRICS_PORT), named in file_sd files whoever starts them writes;
 - ``synthetic``: empty unless a benchmark names targets (bench/metrics.py serves many tenants' worth of
   kubelet-like series); their own labels are kept, as the kubelet jobs keep theirs.
 
 With an Alertmanager (devcluster/alertmanager.py) it evaluates the alert rules about tenants' workloads
-(tenants/alert_rules.py, the chart's defaults unless ``set_rules`` gives others) and sends what fires there.
+(tenants/alert_rules.py, the chart's thresholds unless ``set_rules`` gives others, over ``SOURCES``: these kubelet
+jobs and ``berth-web``) and sends what fires there.
 
 It listens on 127.0.0.1 on a free port with its own data directory, and it is one Component: stopped with the
 rest of the control plane.
@@ -34,6 +36,7 @@ from pathlib import Path
 from devcluster.kubeconfig import write_private
 from devcluster.process import Component, wait_until
 from tenants.alert_rules import rule_group
+from tenants.metric_sources import Sources
 
 USER = "berth-dev-prometheus"
 CLUSTER_ROLE = "berth:dev-prometheus"
@@ -45,6 +48,8 @@ RETENTION = "8d"  # the tenant page's longest graph (7 days), and a little
 FILE_SD_JOBS = ("berth-web", "berth-worker", "synthetic")
 RULES_FILE = "rules.yml"
 KUBELET_PATHS = {"kubelet": "/metrics", "cadvisor": "/metrics/cadvisor", "resource": "/metrics/resource"}
+# The series Berth believes a namespace of here (tenants.metric_sources; BERTH_KUBELET_JOB in tests/settings.py).
+SOURCES = Sources(kubelet_job="|".join(KUBELET_PATHS), berth_job="berth-web")
 
 
 def rbac_objects() -> list[dict]:
@@ -97,6 +102,7 @@ def config(
                 "tls_config": tls,
                 # The kubelet's own labels (namespace, pod, container) are the ones tenants are held to.
                 "honor_labels": True,
+                "relabel_configs": [{"source_labels": ["__metrics_path__"], "target_label": "metrics_path"}],
                 "static_configs": [
                     {"targets": [f"{address}:{kubelet_port}"], "labels": {"node": name}} for name, address in nodes
                 ],
@@ -190,7 +196,7 @@ class Prometheus:
         for job in FILE_SD_JOBS:
             self.set_targets(job, [])
         write_private(self.directory / "berth-web.token", "unset\n")
-        self._write_rules([rule_group()])
+        self._write_rules([rule_group(sources=SOURCES)])
         document = config(
             nodes=nodes,
             kubelet_port=kubelet_port,

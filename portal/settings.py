@@ -408,6 +408,11 @@ BERTH_METRICS_TOKEN = secret("BERTH_METRICS_TOKEN", required=False)
 # Alertmanager posts tenant alerts to POST /hooks/alertmanager/ with this bearer token (docs/monitoring.md);
 # unset (the default), the receiver is 404.
 BERTH_ALERTMANAGER_TOKEN = secret("BERTH_ALERTMANAGER_TOKEN", required=False)
+# A firing alert Alertmanager has not posted again for this long (it repeats every repeat_interval, 4h in the
+# documented route, while it fires) is resolved as expired by the sweep: its resolution was lost. A few repeats.
+BERTH_ALERT_EXPIRE_HOURS = env.float("BERTH_ALERT_EXPIRE_HOURS", default=13.0)
+# Resolved alerts are kept this many days (the tenant page, the API and the admin show them).
+BERTH_ALERT_LOG_DAYS = env.int("BERTH_ALERT_LOG_DAYS", default=90)
 # The Celery worker's own exporter (its tasks' counters and histograms): a port of the worker's main process,
 # 0 = off. Prefork children share their numbers through PROMETHEUS_MULTIPROC_DIR, which it then requires.
 BERTH_WORKER_METRICS_PORT = env.int("BERTH_WORKER_METRICS_PORT", default=0)
@@ -423,6 +428,12 @@ BERTH_WORKER_METRICS_ADDRESS = env.str("BERTH_WORKER_METRICS_ADDRESS", default="
 BERTH_PROMETHEUS = env.json("BERTH_PROMETHEUS", default={})
 # Seconds the worker waits for each of its two measured-usage queries to one Prometheus (a reconcile pass).
 BERTH_MEASURED_USAGE_TIMEOUT = env.float("BERTH_MEASURED_USAGE_TIMEOUT", default=5.0)
+# The kubelet's scrape job (a regular expression of job names) and its two endpoints (the series' metrics_path
+# label): measured usage believes a namespace label only of these series (tenants/metric_sources.py; the chart
+# sets them from monitoring.sources, as it renders the alert rules).
+BERTH_KUBELET_JOB = env.str("BERTH_KUBELET_JOB", default="kubelet")
+BERTH_KUBELET_CADVISOR_PATH = env.str("BERTH_KUBELET_CADVISOR_PATH", default="/metrics/cadvisor")
+BERTH_KUBELET_RESOURCE_PATH = env.str("BERTH_KUBELET_RESOURCE_PATH", default="/metrics/resource")
 # Slow reads one person may have running at once, per kind (metrics queries; events and logs): more get 429 at
 # once, so a few slow requests cannot hold every web worker (tenants/concurrency.py).
 BERTH_READS_AT_ONCE = env.int("BERTH_READS_AT_ONCE", default=4)
@@ -451,6 +462,13 @@ if not isinstance(BERTH_PROMETHEUS, dict) or not all(
         "BERTH_PROMETHEUS must map names to http(s) addresses of label proxies, or to objects with "
         '"label_proxy" and/or "url" addresses, e.g. {"dev": {"label_proxy": "http://…", "url": "http://…"}}'
     )
+if not all(
+    value and '"' not in value and "\\" not in value
+    for value in (BERTH_KUBELET_JOB, BERTH_KUBELET_CADVISOR_PATH, BERTH_KUBELET_RESOURCE_PATH)
+):
+    raise ImproperlyConfigured("BERTH_KUBELET_JOB and BERTH_KUBELET_*_PATH must be set, without quotes or backslashes")
+if BERTH_ALERT_EXPIRE_HOURS <= 0 or BERTH_ALERT_LOG_DAYS < 1:
+    raise ImproperlyConfigured("BERTH_ALERT_EXPIRE_HOURS must be positive and BERTH_ALERT_LOG_DAYS at least 1")
 if BERTH_MEASURED_USAGE_TIMEOUT <= 0:
     raise ImproperlyConfigured("BERTH_MEASURED_USAGE_TIMEOUT must be a positive number of seconds")
 if BERTH_USAGE_SECONDS <= 0:

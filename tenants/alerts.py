@@ -106,6 +106,11 @@ def _strings(value: Any, where: str) -> dict[str, str]:
             )
         if "\x00" in key or "\x00" in text:
             raise PayloadError(f"{where} must not hold NUL characters.")
+        try:  # JSON may escape a lone surrogate ("\ud800"), which no database or mail can hold
+            key.encode("utf-8")
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise PayloadError(f"{where} must hold valid Unicode (no lone surrogates).") from None
         result[key] = text
     return result
 

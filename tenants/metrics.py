@@ -73,7 +73,8 @@ HTTP_REQUESTS = Counter("berth_http_requests", "Requests the portal answered (pa
 ALERTS_RECEIVED = Counter(
     "berth_alerts_received",
     "Alerts Alertmanager posted to Berth, by outcome: fired, resolved, suppressed (the tenant slept or was not "
-    "ready), repeated, unknown_namespace (no tenant's), refused (a post that was not a valid webhook).",
+    "ready), repeated, unknown_rule (not one of Berth's tenant rules), unknown_namespace (no tenant's), refused (a "
+    "post that was not a valid webhook).",
     ["outcome"],
 )
 CELERY_TASKS = Counter("berth_celery_tasks", "Celery task runs by how they ended.", ["task", "state"])

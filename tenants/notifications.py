@@ -336,10 +336,11 @@ def tenant_woke(tenant: Tenant, *, reason: str, actor: Any) -> None:
 # --- Alerts (tenants.services.alerts) ---------------------------------------------------------
 
 
-def tenant_alert(tenant: Tenant, alert: TenantAlert) -> None:
-    """An alert about the tenant's workloads fired or resolved: its team hears of it, once per transition."""
+def tenant_alert(tenant: Tenant, alert: TenantAlert, *, expired: bool = False) -> None:
+    """An alert about the tenant's workloads fired or resolved: its team hears of it, once per transition. An
+    expired one is resolved because Alertmanager stopped sending it (tenants.services.alerts.alerts_sweep)."""
     firing = alert.status == TenantAlert.Status.FIRING
-    what = "fires" if firing else "resolved"
+    what = "fires" if firing else ("expired" if expired else "resolved")
     about = ", ".join(f"{key}={alert.labels[key]}" for key in ("pod", "container", "resource") if key in alert.labels)
     summary = f"{alert.name} {what} on {tenant.name} ({tenant.team.slug})" + (
         f": {alert.summary}" if alert.summary else ""
@@ -357,6 +358,7 @@ def tenant_alert(tenant: Tenant, alert: TenantAlert) -> None:
             "starts_at": alert.starts_at.isoformat(),
             "ends_at": alert.ends_at.isoformat() if alert.ends_at else None,
             "labels": alert.labels,
+            "expired": expired,
         },
     )
     event = replace(event, details={**event.details, "Alert": alert.name, "About": about or "-"})
@@ -366,6 +368,7 @@ def tenant_alert(tenant: Tenant, alert: TenantAlert) -> None:
             f"{alert.name} {what} on {tenant.name}",
             f"Alert {alert.name} ({alert.severity or 'no severity'}) {what} on tenant {tenant.name} on "
             f"{tenant.cluster.name}.\n{alert.summary or ''}\n"
+            + ("Alertmanager stopped reporting it; it is taken as resolved.\n" if expired else "")
             + (f"About: {about}\n" if about else "")
             + f"Since: {alert.starts_at:%Y-%m-%d %H:%M} UTC\n"
             + (f"Until: {alert.ends_at:%Y-%m-%d %H:%M} UTC\n" if alert.ends_at and not firing else "")

@@ -15,6 +15,8 @@ os.environ.setdefault("BERTH_WEBHOOK_RETRY_MAX_SECONDS", "2")
 os.environ.setdefault("BERTH_WEBHOOK_MAX_ATTEMPTS", "4")
 os.environ.setdefault("BERTH_WEBHOOK_TIMEOUT_SECONDS", "20")
 os.environ.setdefault("BERTH_WEBHOOK_MAX_IN_FLIGHT", "2")
+# The test bed's Prometheus names the kubelet's endpoints as three jobs (devcluster/prometheus.py SOURCES).
+os.environ.setdefault("BERTH_KUBELET_JOB", "kubelet|cadvisor|resource")
 
 from portal.settings import *  # noqa: F403
 

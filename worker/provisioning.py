@@ -197,7 +197,8 @@ def _provision(tenant: Tenant, applied_generation: int | None, measure: measured
 
 def _record_usage(tenant: Tenant, backend: Backend, k: kube.Kube, measure: measured_usage.Measure) -> None:
     """The tenant's quota reading, with what its containers used when that could be measured."""
-    services.tenant_record_usage(tenant=tenant, usage=backend.usage(tenant, k), measured=measure(tenant))
+    usage = backend.usage(tenant, k)
+    services.tenant_record_usage(tenant=tenant, usage=usage, measured=measure(tenant, usage))
 
 
 def _divergence(tenant: Tenant, backend: Backend, k: kube.Kube) -> str:

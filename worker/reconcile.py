@@ -191,7 +191,9 @@ def _add_measured(result: PassResult, measurement: measured_usage.Measurement | 
     if measurement is None:
         return
     for tid, reading in result.readings.items():
-        result.readings[tid] = {**reading, "measured": measurement.of(result.namespaces[tid])}
+        measured = measurement.of(result.namespaces[tid], reading)
+        if measured is not None:  # else its node was not scraped: a gap, not "used nothing"
+            result.readings[tid] = {**reading, "measured": measured}
 
 
 def _diverged(tenant: Tenant, k: Kube, live: dict[Key, Manifest], result: PassResult) -> bool:

@@ -134,7 +134,7 @@ def sweep() -> dict[str, int]:
     now = timezone.now()
     # A tenant untouched this long in a working status has lost its job (worker died, broker was down).
     stuck_before = now - dt.timedelta(seconds=settings.BERTH_STUCK_AFTER_SECONDS)
-    counts = {"provision": 0, "decommission": 0, "reminded": 0, "expired": 0, "sleep": 0}
+    counts = {"provision": 0, "decommission": 0, "reminded": 0, "expired": 0, "sleep": 0, "alerts_expired": 0}
     for tenant in selectors.tenants_stuck(statuses=[S.APPROVED, S.PROVISIONING], older_than=stuck_before):
         counts["provision"] += dispatch.send(dispatch.PROVISION, str(tenant.pk))
     # A ready tenant's change (a tier change) whose job was lost stays ready at the old settings until it is sent.
@@ -157,6 +157,8 @@ def sweep() -> dict[str, int]:
     # A sleep or wake whose job was lost (broker down) is sent again.
     for tenant in selectors.tenants_sleep_unapplied(older_than=stuck_before):
         dispatch.send(dispatch.APPLY_SLEEP, str(tenant.pk))
+    # Firing alerts Alertmanager stopped posting are resolved as expired; old resolved ones are deleted.
+    counts["alerts_expired"] = services.alerts_sweep(now=now)["expired"]
     logger.info("sweep: %s", counts)
     return counts
 

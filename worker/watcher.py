@@ -312,10 +312,11 @@ class ClusterWatcher:
             )
         moved, self.moved = self.moved, set()
         changed, active = usage_changes(pending.readings, pending.stored, moved)
-        history = {
-            tid: reading if measurement is None else {**reading, "measured": measurement.of(pending.namespaces[tid])}
-            for tid, reading in pending.readings.items()
-        }
+        history = {}
+        for tid, reading in pending.readings.items():
+            # None: not measured (no answer, or no series of a namespace where something ran): requests only.
+            part = None if measurement is None else measurement.of(pending.namespaces[tid], reading)
+            history[tid] = reading if part is None else {**reading, "measured": part}
         services.tenants_record_usage(usages=changed, readings=history, active=active)
         READINGS.inc(len(history))
         self.pending = None

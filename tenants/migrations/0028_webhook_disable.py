@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tenants", "0026_tenant_alerts"),
+        ("tenants", "0027_alert_last_seen"),
     ]
 
     operations = [

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Now
+from django.utils import timezone
 
 from tenants.models.tenants import Tenant
 
@@ -36,6 +38,9 @@ class TenantAlert(models.Model):
     notified_at = models.DateTimeField(null=True, blank=True)
     # Why the last transition was not sent: the tenant slept or was not ready ('' when it was sent).
     suppressed_reason = models.CharField(max_length=40, blank=True, db_default="", default="")
+    # When Alertmanager last posted it (each repeat_interval while it fires): a firing alert not seen for
+    # BERTH_ALERT_EXPIRE_HOURS is resolved as expired by the sweep (tenants.services.alerts.alerts_sweep).
+    last_seen_at = models.DateTimeField(db_default=Now(), default=timezone.now)
 
     class Meta:
         ordering = ["-starts_at", "-id"]

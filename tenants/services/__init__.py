@@ -21,7 +21,7 @@ One module per noun; callers import from here (``from tenants import services``)
 
 from tenants.costs.prices import cluster_price_errors, cluster_set_prices
 from tenants.errors import Forbidden, InvalidTransition
-from tenants.services.alerts import alert_record, alerts_receive
+from tenants.services.alerts import alert_record, alerts_receive, alerts_sweep
 from tenants.services.api_tokens import (
     TOKEN_PREFIX,
     api_token_create,
@@ -150,6 +150,7 @@ __all__ = [
     "Forbidden",
     "alert_record",
     "alerts_receive",
+    "alerts_sweep",
     "InvalidTransition",
     "api_token_create",
     "api_token_digest",

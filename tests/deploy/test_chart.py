@@ -484,6 +484,9 @@ def test_each_named_prometheus_gets_a_label_proxy_on_the_web_pods_loopback(helm_
     for where, _, container in containers(objs):
         if container in workers:
             assert json.loads(env_of(container)["BERTH_PROMETHEUS"]["value"]) == {"main": {"url": prometheus}}, where
+            # ... from the kubelet's series only (monitoring.sources, the jobs the alert rules trust as well).
+            assert env_of(container)["BERTH_KUBELET_JOB"]["value"] == "kubelet", where
+            assert env_of(container)["BERTH_KUBELET_CADVISOR_PATH"]["value"] == "/metrics/cadvisor", where
         elif container is not portal:
             assert "BERTH_PROMETHEUS" not in env_of(container), where
     trial = named(render(helm_bin, CHART / "ci" / "trial-values.yaml"), "Deployment", f"{FULLNAME}-web")

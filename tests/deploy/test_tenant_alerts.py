@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from tenants.alert_rules import GROUP, Thresholds, rule_group
+from tenants.metric_sources import Sources
 from tests.deploy.chart import RELEASE, named, render
 from tests.deploy.test_monitoring import TRIAL
 
@@ -89,3 +90,24 @@ def test_the_receivers_token_is_mounted_from_its_secret_only_when_named(helm_bin
     env, secrets = web()
     assert "BERTH_ALERTMANAGER_TOKEN_FILE" not in env
     assert not any(item["path"] == "alertmanager_token" for source in secrets for item in source["items"])
+
+
+def test_the_trusted_sources_come_from_the_values(helm_bin):
+    """The jobs and endpoints a namespace label is believed from: the chart's values render the group Berth renders
+    with the same Sources (and Berth's job is the web Service's name unless set)."""
+    sets = (
+        "monitoring.sources.kubeletJob=kubelet|node-.*",
+        "monitoring.sources.cadvisorPath=/metrics/cadvisor2",
+        "monitoring.sources.resourcePath=/metrics/resource2",
+        "monitoring.sources.berthJob=portal",
+    )
+    (group,) = [g for g in _groups(helm_bin, *sets) if g["name"] == GROUP]
+    expected = Sources(
+        kubelet_job="kubelet|node-.*",
+        cadvisor_path="/metrics/cadvisor2",
+        resource_path="/metrics/resource2",
+        berth_job="portal",
+    )
+    assert group == rule_group(sources=expected)
+    (default,) = [g for g in _groups(helm_bin) if g["name"] == GROUP]
+    assert 'berth_tenant_quota_used{job=~"berth-web"}' in default["rules"][0]["expr"]  # Service berth-web

@@ -28,6 +28,12 @@ def test_the_config_scrapes_each_kubelet_three_ways_and_berth_from_files(tmp_pat
     assert jobs["kubelet"]["tls_config"]["ca_file"] == str(tmp_path / "ca.crt")
     assert jobs["berth-web"]["authorization"] == {"credentials_file": str(tmp_path / "berth-web.token")}
     assert jobs["synthetic"]["honor_labels"] is True  # a benchmark's series keep their namespace
+    # Each kubelet series names its endpoint, as kube-prometheus labels them: the rules and measured usage trust
+    # only these jobs and endpoints (prometheus.SOURCES), never the synthetic job's look-alikes.
+    for job in ("kubelet", "cadvisor", "resource"):
+        relabel = {"source_labels": ["__metrics_path__"], "target_label": "metrics_path"}
+        assert jobs[job]["relabel_configs"] == [relabel]
+    assert "synthetic" not in prometheus.SOURCES.kubelet_job.split("|")
 
 
 @pytest.mark.nodes

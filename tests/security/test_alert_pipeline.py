@@ -19,6 +19,7 @@ from kubernetes import config as kube_config
 
 from devcluster.alertmanager import Timing
 from devcluster.images import WORKLOAD_IMAGE
+from devcluster.prometheus import SOURCES
 from tenants import services
 from tenants.alert_rules import Thresholds, rule_group
 from tenants.models import Tenant, TenantAlert, WebhookDelivery
@@ -41,12 +42,12 @@ EVENTS = ["tenant.alert_firing", "tenant.alert_resolved"]
 def alert_pipeline(node_control_plane, live_portal):
     """The node cluster's Prometheus on the short rules, its Alertmanager posting to the live portal."""
     assert node_control_plane.prometheus is not None and node_control_plane.alertmanager is not None
-    node_control_plane.prometheus.set_rules([rule_group(SHORT)])
+    node_control_plane.prometheus.set_rules([rule_group(SHORT, SOURCES)])
     node_control_plane.alertmanager.route_to(
         f"{live_portal.url}/hooks/alertmanager/", token=live_portal.alertmanager_token, timing=FAST
     )
     yield node_control_plane
-    node_control_plane.prometheus.set_rules([rule_group()])
+    node_control_plane.prometheus.set_rules([rule_group(sources=SOURCES)])
 
 
 def _crash_loop(api: client.ApiClient, namespace: str, *, labels: dict[str, str]) -> str:

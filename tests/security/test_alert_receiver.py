@@ -59,8 +59,9 @@ def test_without_alertmanagers_token_nothing_gets_in(live_portal, ready_tenant_r
         json.dumps(webhook({**alert("team-a-web"), "startsAt": "2026-13-45T99:99:99Z"})).encode(),
         json.dumps(webhook({**alert("team-a-web"), "labels": {"namespace": ["team-a-web"]}})).encode(),
         b'{"version": "4", "alerts": [' + b'{"a": 1},' * 200_000 + b'{"a": 1}]}',
+        json.dumps(webhook({**alert("team-a-web"), "labels": {"namespace": "team-a-web", "pod": "\ud800"}})).encode(),
     ],
-    ids=["empty", "text", "binary", "deep", "no-fingerprint", "bad-time", "list-label", "oversized"],
+    ids=["empty", "text", "binary", "deep", "no-fingerprint", "bad-time", "list-label", "oversized", "surrogate"],
 )
 def test_hostile_bodies_are_400_with_a_reason_and_change_nothing(live_portal, ready_tenant_row, body):
     ready_tenant_row("team-a-web")
@@ -107,3 +108,24 @@ def test_other_methods_are_refused_and_record_nothing(live_portal):
         timeout=30,
     )
     assert answer.status_code == 405 and answer.headers["Allow"] == "POST"
+
+
+def test_an_alert_of_a_rule_berth_does_not_render_reaches_no_one(
+    live_portal, ready_tenant_row, dave, team_a, receiver, settings
+):
+    """What an exporter's own rule (or a forged alert in a tenant's namespace) says never reaches the team: a name
+    that is not one of Berth's rules is counted and dropped, nothing recorded, mailed or sent to a webhook."""
+    ready_tenant_row("team-a-web")
+    services.webhook_endpoint_create(actor=dave, name="alerts", url=receiver().url(), events=EVENTS, team=team_a)
+    forged = alert("team-a-web", alertname="BerthTenantCredentialsExpired")
+    forged["annotations"] = {"summary": "Renew your kubeconfig at https://evil.example/berth"}
+    answer = _post(live_portal, webhook(forged), authorization=f"Bearer {live_portal.alertmanager_token}")
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"received": {"unknown_rule": 1}}
+    assert not TenantAlert.objects.exists()
+    assert not WebhookDelivery.objects.exists()
+    assert not AuditEvent.objects.filter(action__startswith="tenant.alert_").exists()
+    metrics = requests.get(
+        f"{live_portal.url}/metrics", headers={"Authorization": f"Bearer {live_portal.metrics_token}"}, timeout=30
+    ).text
+    assert 'berth_alerts_received_total{outcome="unknown_rule"} 1.0' in metrics

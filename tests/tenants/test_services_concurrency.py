@@ -256,3 +256,29 @@ def test_alertmanager_posting_one_new_alert_twice_at_once_records_and_tells_it_o
         assert TenantAlert.objects.filter(tenant=tenant).count() == 1
     assert AuditEvent.objects.filter(action="tenant.alert_firing").count() == 5
     assert len(mail.outbox) == 5  # once per round
+
+
+def test_both_peers_of_an_alertmanager_pair_posting_different_starts_at_once_record_one_alert(
+    ready_tenant_row, settings
+):
+    import json
+
+    from django.core import mail
+
+    from tenants import alerts
+    from tenants.models import TenantAlert
+    from tests.tenants.test_alerts import alert, webhook
+
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    mail.outbox.clear()
+    tenant = ready_tenant_row("team-a-web")
+    one = alerts.parse(json.dumps(webhook(alert("team-a-web"))).encode())
+    peer = alerts.parse(json.dumps(webhook({**alert("team-a-web"), "startsAt": "2026-11-28T20:59:30Z"})).encode())
+    for _ in range(5):  # a race is not won the same way every time
+        TenantAlert.objects.all().delete()
+        results = run_together(
+            lambda: services.alerts_receive(alerts=one), lambda: services.alerts_receive(alerts=peer)
+        )
+        assert sorted((r.counts for r in results), key=str) == [{"fired": 1}, {"repeated": 1}], results
+        assert TenantAlert.objects.filter(tenant=tenant).count() == 1
+    assert len(mail.outbox) == 5  # once per round

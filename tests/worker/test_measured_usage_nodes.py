@@ -93,7 +93,7 @@ def test_the_pass_records_what_a_tenants_containers_used_and_nothing_for_an_idle
     prometheus = node_control_plane.prometheus
 
     def burning() -> bool:
-        rows = prometheus.query(measured_usage.QUERIES["cpu"])
+        rows = prometheus.query(measured_usage.queries()["cpu"])
         return any(r["metric"].get("namespace") == busy.namespace and float(r["value"][1]) > 0 for r in rows)
 
     wait_for(burning, timeout=180, what="the burner's CPU rate in Prometheus", interval=3)

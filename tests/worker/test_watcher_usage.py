@@ -199,3 +199,28 @@ def test_the_pass_takes_no_reading_of_a_tenant_the_watcher_read_lately(host, clu
     assert {t.pk: _samples(t) - before[t.pk] for t in two} == {a.pk: 0, b.pk: 1}
     settings.BERTH_WATCHER = False  # without a watcher, the pass reads every tenant
     assert set(reconcile.reconcile_cluster(cluster).readings) == {str(a.pk), str(b.pk)}
+
+
+def test_an_answered_measurement_goes_into_the_readings_and_an_unmeasured_namespace_goes_without(
+    host, cluster, two, settings, monkeypatch
+):
+    a, b = two
+    watcher = _watcher(cluster, host)
+    watcher.take_readings()
+    assert watcher.pending is not None
+
+    class Answered:
+        def ready(self) -> bool:
+            return True
+
+        def result(self) -> measured_usage.Measurement:
+            # a's namespace measured; b's has no series (and its reading is not idle, or says nothing): unmeasured
+            return measured_usage.Measurement(cpu={a.namespace: 0.25}, memory={a.namespace: 64 * 2**20})
+
+    monkeypatch.setattr(watcher.pending, "measure", Answered())
+    assert watcher.record_readings(time.monotonic())
+    today = timezone.now().date()
+    usage_a = TenantUsageDay.objects.get(tenant=a, day=today).usage
+    usage_b = TenantUsageDay.objects.get(tenant=b, day=today).usage
+    assert usage_a["measured.cpu"]["max"] == 0.25 and usage_a["measured.memory"]["max"] == 64 * 2**20
+    assert "measured.cpu" not in usage_b

@@ -98,12 +98,21 @@ listed in docs/deployment.md (Monitoring).
           re-attaches or decommissions each one (All tenants, Orphan namespaces).
 {{- $t := .Values.monitoring.tenantAlerts }}
 {{- if $t.enabled }}
+{{- /* The sources a namespace label is believed from (tenants/metric_sources.py): the kubelet's job and endpoints,
+       and Berth's web job (by default the web Service's name, the job a ServiceMonitor gives its series). */}}
+{{- $s := .Values.monitoring.sources }}
+{{- $berthJob := $s.berthJob | default (include "berth.component" (dict "root" . "name" "web")) }}
+{{- $berth := printf "job=~%q" $berthJob }}
+{{- $cadvisor := printf "job=~%q, metrics_path=%q" $s.kubeletJob $s.cadvisorPath }}
+{{- $resource := printf "job=~%q, metrics_path=%q" $s.kubeletJob $s.resourcePath }}
+{{- $oom := printf "container_oom_events_total{%s, container!=\"\", pod!=\"\"}" $cadvisor }}
 # Alerts about tenants' workloads, for Berth's receiver (docs/monitoring.md, Alerts to the team): route
 # berth="tenant" to it in your Alertmanager. The same group as tenants/alert_rules.py renders (tests/deploy).
 - name: berth-tenants
   rules:
     - alert: BerthTenantQuotaNearlyFull
-      expr: max by (namespace, resource, cluster) (berth_tenant_quota_used / (berth_tenant_quota_hard > 0)) >= {{ $t.quotaRatio }}
+      # berth_cluster from the gauge's cluster: a rule's label wins over the Prometheus's external labels.
+      expr: {{ printf "label_replace(max by (namespace, resource, cluster) (berth_tenant_quota_used{%s} / (berth_tenant_quota_hard{%s} > 0)) >= %v, \"berth_cluster\", \"$1\", \"cluster\", \"(.*)\")" $berth $berth $t.quotaRatio | quote }}
       for: {{ $t.quotaFor }}
       labels:
         severity: warning
@@ -112,7 +121,7 @@ listed in docs/deployment.md (Monitoring).
       annotations:
         summary: '{{ "{{ $labels.resource }}" }} of the quota is {{ "{{ $value | humanizePercentage }}" }} used.'
     - alert: BerthTenantCrashLooping
-      expr: max by (namespace, pod, container) (changes(container_start_time_seconds{container!="", pod!="", id=""}[{{ $t.restartWindow }}])) >= {{ $t.restarts }}
+      expr: {{ printf "max by (namespace, pod, container) (changes(container_start_time_seconds{%s, container!=\"\", pod!=\"\"}[%s])) >= %v" $resource $t.restartWindow $t.restarts | quote }}
       for: {{ $t.crashLoopFor }}
       labels:
         severity: warning
@@ -121,7 +130,8 @@ listed in docs/deployment.md (Monitoring).
       annotations:
         summary: 'Container {{ "{{ $labels.container }}" }} of pod {{ "{{ $labels.pod }}" }} restarted {{ "{{ $value }}" }} times in {{ $t.restartWindow }}.'
     - alert: BerthTenantOOMKilled
-      expr: max by (namespace, pod, container) (max_over_time(container_oom_events_total{container!="", pod!=""}[{{ $t.oomWindow }}])) > 0
+      # An OOM kill in the window: the counter increased, or it appeared in the window already above zero.
+      expr: {{ printf "max by (namespace, pod, container) (increase(%s[%s]) > 0 or (%s > 0 unless %s offset %s))" $oom $t.oomWindow $oom $oom $t.oomWindow | quote }}
       labels:
         severity: warning
         berth: tenant

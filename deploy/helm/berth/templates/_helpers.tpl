@@ -374,6 +374,13 @@ postgres://berth@{{ include "berth.postgresql.host" . }}:5432/berth
 {{- if $entries }}
 - name: BERTH_PROMETHEUS
   value: {{ $entries | toJson | quote }}
+{{- $sources := .Values.monitoring.sources }}
+- name: BERTH_KUBELET_JOB
+  value: {{ $sources.kubeletJob | quote }}
+- name: BERTH_KUBELET_CADVISOR_PATH
+  value: {{ $sources.cadvisorPath | quote }}
+- name: BERTH_KUBELET_RESOURCE_PATH
+  value: {{ $sources.resourcePath | quote }}
 {{- end }}
 {{- end -}}
 
