@@ -173,7 +173,9 @@ def test_the_overview_shows_firing_and_resolved_alerts_accessibly(
     firing = group.get_by_role("list", name="Firing alerts").get_by_role("listitem")
     expect(firing).to_have_count(1)
     expect(firing.first).to_contain_text("BerthTenantCrashLooping")
-    expect(firing.first).to_contain_text("Container app of pod web-1 restarted 4 times.")
+    # Berth's own wording from the rule and its labels, never the annotation's text (which an alert could forge).
+    expect(firing.first).to_contain_text("A container of pod web-1 keeps restarting (crash loop).")
+    expect(firing.first).not_to_contain_text("restarted 4 times")
     expect(group.get_by_role("list", name="Recently resolved alerts")).to_contain_text("BerthTenantQuotaNearlyFull")
     assert page.evaluate("document.documentElement.scrollWidth") <= width, "the overview scrolls sideways"
     found = axe_violations(page)
