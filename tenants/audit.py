@@ -172,6 +172,7 @@ ACTION_LABELS = {
     "webhook.create": "Webhook created",
     "webhook.delete": "Webhook deleted",
     "webhook.rotate_secret": "Webhook secret rotated",
+    "webhook.disable": "Webhook switched off after failed deliveries",
     "webhook.test": "Webhook tested",
     "webhook.update": "Webhook changed",
 }
