@@ -274,22 +274,32 @@ def _grant_binding(release, namespace: str) -> dict:
     }
 
 
+def _requested(alice, team_a, tier, cluster, name: str) -> TenantRequest:
+    """alice's request for a tenant ``name`` on the least-privilege cluster."""
+    return services.request_submit(
+        actor=alice,
+        action=TenantRequest.Action.CREATE,
+        team=team_a,
+        tier=tier,
+        cluster=cluster,
+        name=name,
+        purpose="least privilege",
+    )
+
+
+def _ready(alice, carol, team_a, tier, cluster, name: str) -> Tenant:
+    """alice's tenant ``name``, approved by carol and provisioned by the confined worker."""
+    request = _requested(alice, team_a, tier, cluster, name)
+    services.request_approve(tenant_request=request, actor=carol, comment="ok")
+    wait_status(request.tenant, "ready", timeout=120)
+    return request.tenant
+
+
 def test_tenant_lifecycle_with_the_charts_rbac_only(
     as_web, release, kubeconfigs, lp_cluster, every_rule_tier, kube_admin, kubectl, alice, carol, team_a, tmp_path
 ):
     # Provision: submitted, approved by someone else, provisioned by the confined worker.
-    request = services.request_submit(
-        actor=alice,
-        action=TenantRequest.Action.CREATE,
-        team=team_a,
-        tier=every_rule_tier,
-        cluster=lp_cluster,
-        name="web",
-        purpose="least privilege",
-    )
-    tenant = request.tenant
-    services.request_approve(tenant_request=request, actor=carol, comment="ok")
-    wait_status(tenant, "ready", timeout=120)
+    tenant = _ready(alice, carol, team_a, every_rule_tier, lp_cluster, "web")
     ns = tenant.namespace
     core, rbac = client.CoreV1Api(kube_admin), client.RbacAuthorizationV1Api(kube_admin)
     assert (core.read_namespace(ns).metadata.labels or {})["berth.dev/tenant-id"] == str(tenant.pk)
@@ -458,18 +468,7 @@ def test_the_confined_watcher_has_a_hand_edit_repaired_without_a_pass(
 ):
     """The watcher with nothing but its chart identity lists and watches; the confined worker repairs. No task is
     sent by hand, no pass runs. Once the tenant is decommissioned its Secrets were never readable to the watcher."""
-    request = services.request_submit(
-        actor=alice,
-        action=TenantRequest.Action.CREATE,
-        team=team_a,
-        tier=every_rule_tier,
-        cluster=lp_cluster,
-        name="watched",
-        purpose="least privilege",
-    )
-    tenant = request.tenant
-    services.request_approve(tenant_request=request, actor=carol, comment="ok")
-    wait_status(tenant, "ready", timeout=120)
+    tenant = _ready(alice, carol, team_a, every_rule_tier, lp_cluster, "watched")
     ns = tenant.namespace
     net = client.NetworkingV1Api(kube_admin)
     net.delete_namespaced_network_policy("berth-default-deny", ns)
@@ -522,15 +521,7 @@ def test_a_namespace_someone_else_made_meanwhile_is_never_taken_over(
     as_web, release, lp_cluster, every_rule_tier, kube_admin, alice, carol, team_a
 ):
     """Between the request (name free) and the approval, someone creates the namespace: the worker refuses it."""
-    request = services.request_submit(
-        actor=alice,
-        action=TenantRequest.Action.CREATE,
-        team=team_a,
-        tier=every_rule_tier,
-        cluster=lp_cluster,
-        name="squat",
-        purpose="least privilege",
-    )
+    request = _requested(alice, team_a, every_rule_tier, lp_cluster, "squat")
     tenant = request.tenant
     core = client.CoreV1Api(kube_admin)
     core.create_namespace(
@@ -554,18 +545,7 @@ def test_a_ready_tenants_deleted_namespace_is_not_recreated_by_the_confined_work
     """As after a restore of the database from a dump older than a decommission. Without the cluster-wide lists the
     pass reconciles tenant by tenant; the worker could once POST a bare namespace with Berth's labels back before
     its apply failed on the recorded UID. Now the tenant diverges and the name stays free."""
-    request = services.request_submit(
-        actor=alice,
-        action=TenantRequest.Action.CREATE,
-        team=team_a,
-        tier=every_rule_tier,
-        cluster=lp_cluster,
-        name="gone",
-        purpose="least privilege",
-    )
-    tenant = request.tenant
-    services.request_approve(tenant_request=request, actor=carol, comment="ok")
-    wait_status(tenant, "ready", timeout=120)
+    tenant = _ready(alice, carol, team_a, every_rule_tier, lp_cluster, "gone")
     core = client.CoreV1Api(kube_admin)
     uid = str(core.read_namespace(tenant.namespace).metadata.uid)
     core.delete_namespace(tenant.namespace)
