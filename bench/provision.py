@@ -52,7 +52,7 @@ if str(ROOT) not in sys.path:
 
 from devcluster import servers  # noqa: E402  (no Django at import time)
 from devcluster.launcher import ControlPlane  # noqa: E402
-from devcluster.process import celery_worker, wait_for_celery_ready  # noqa: E402
+from devcluster.process import berth_watcher, celery_worker, wait_for_celery_ready, wait_until  # noqa: E402
 
 WORKER_CONCURRENCY = 4
 TIER = "medium"  # needs approval (auto_approve=False in the seeded tiers)
@@ -166,6 +166,10 @@ class Worker:
         pool: str = "prefork",
         hub_tick: float = 0.0,
         heartbeat: bool = False,
+        queues: list[str] | None = None,
+        concurrency: int = WORKER_CONCURRENCY,
+        nice: int = 0,
+        name: str = "bench",
     ):
         self.log_path = log_path
         self.app = "portal"
@@ -179,9 +183,11 @@ class Worker:
             env=env,
             app=self.app,
             pool=pool,
-            concurrency=WORKER_CONCURRENCY,
-            node=f"bench-{os.getpid()}@%h",
+            concurrency=concurrency,
+            node=f"{name}-{os.getpid()}@%h",
             heartbeat=heartbeat,
+            queues=queues,
+            nice=nice,
         )
 
     def start(self, timeout: float = 60.0) -> Worker:
@@ -197,6 +203,17 @@ class Worker:
 
     def stop(self) -> None:
         self.component.stop(grace_seconds=20)  # warm shutdown first: running tasks finish
+
+
+def start_watcher(env: dict[str, str], log_path: Path, cluster: str) -> Any:
+    """The watcher as deployed (manage.py berth_watch), leading at once: its events take provisioning tenants' next
+    step as soon as their quota is counted."""
+    watcher = berth_watcher(
+        log_path, cwd=ROOT, env={**os.environ, **env, "PYTHONPATH": str(ROOT), "LOG_LEVEL": "INFO"}, clusters=[cluster]
+    )
+    watcher.start()
+    wait_until(lambda: b"; watching" in log_path.read_bytes(), timeout=60, watched=[watcher], what="the watcher")
+    return watcher
 
 
 # --- 1. Berth: approve → ready ---------------------------------------------------------------
@@ -537,6 +554,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--keep-logs", action="store_true", help="keep the worker log and rendered files (path printed)"
     )
+    parser.add_argument(
+        "--no-watcher",
+        action="store_true",
+        help="no watcher (manage.py berth_watch): a tenant not ready at its first step waits for its countdown",
+    )
     args = parser.parse_args(argv)
     if args.kubectl_concurrency < 1:
         parser.error("--kubectl-concurrency must be at least 1")
@@ -607,6 +629,8 @@ def measure_size(
         "p95_s": round(pct(lat, 95), 3) if lat else None,
         "tenants_per_min": round(60 * res["ready"] / res["wall"], 1) if res["wall"] > 0 else None,
         "kubectl_p50_s": round(p50(klat), 3) if klat else None,
+        "wall_s": round(res["wall"], 2),
+        "kubectl_wall_s": round(kres["wall"], 2) if klat else None,
         "sweep_ms": round(sweep_s * 1000, 1),
     }
     return berth_row, kubectl_row, sweep_row, entry
@@ -734,17 +758,37 @@ def main(argv: list[str] | None = None) -> int:
 
         call_command("migrate", verbosity=0)
         setup["migrations"] = time.monotonic() - t
-        total = sum(args.sizes) + args.request_samples
+        total = sum(args.sizes) + args.request_samples + 1  # and the warm-up tenant
         ctx = seed(cp, total)
 
         t = time.monotonic()
+        # As deployed (docker-compose.yml, the chart): provisioning has workers of its own; the isolation checks
+        # each ready tenant queues run on the reconcile worker, at nice 10 as in the demo.
         worker = Worker(
-            env, work_dir / "celery-worker.log", pool=args.pool, hub_tick=args.hub_tick, heartbeat=args.with_heartbeat
+            env,
+            work_dir / "celery-worker.log",
+            pool=args.pool,
+            hub_tick=args.hub_tick,
+            heartbeat=args.with_heartbeat,
+            queues=["provision", "celery"],
         )
         stack.callback(worker.stop)
         worker.start()
-        setup["celery worker"] = time.monotonic() - t
+        background = Worker(
+            env, work_dir / "celery-reconcile.log", queues=["reconcile"], concurrency=1, nice=10, name="reconcile"
+        )
+        stack.callback(background.stop)
+        background.start()
+        setup["celery workers"] = time.monotonic() - t
         say(f"celery worker up ({args.pool} x{WORKER_CONCURRENCY}, app {worker.app}); log {worker.log_path}")
+        if not args.no_watcher:
+            t = time.monotonic()
+            watcher = start_watcher(env, work_dir / "watcher.log", ctx["cluster"].name)
+            stack.callback(watcher.stop, grace_seconds=10)
+            setup["watcher"] = time.monotonic() - t
+        say("warm-up: the cluster's first tenant (Berth's admission guards are installed with it) ...")
+        warm = run_berth_batch(ctx, 0, 1, worker)
+        say(f"warm-up tenant ready in {fmt(p50(warm['latency']))}s (not counted)")
 
         berth_rows: list[list[str]] = []
         kubectl_rows: list[list[str]] = []
@@ -770,6 +814,16 @@ def main(argv: list[str] | None = None) -> int:
             summary["requests_first_mean"] = round(statistics.mean(req["first"]), 1)
             summary["requests_noop_mean"] = round(statistics.mean(req["noop"]), 1)
         summary["quota_lag_p50_ms"] = round(p50(lags) * 1000, 1) if lags else None
+        summary["watcher"] = not args.no_watcher
+        summary["first_tenant_on_the_cluster_s"] = round(p50(warm["latency"]), 3) if warm["latency"] else None
+        sizes = summary["sizes"]
+        if sizes.get("1", {}).get("p50_s") and sizes["1"].get("kubectl_p50_s"):
+            summary["approve_ready_p50_ratio_vs_kubectl_1"] = round(
+                sizes["1"]["p50_s"] / sizes["1"]["kubectl_p50_s"], 2
+            )
+        for n, entry in sizes.items():
+            if entry.get("kubectl_wall_s"):
+                summary[f"wall_ratio_vs_kubectl_{n}"] = round(entry["wall_s"] / entry["kubectl_wall_s"], 2)
         summary["run_s"] = round(time.monotonic() - began)
         print(json.dumps(summary, sort_keys=True))
         if args.keep_logs:

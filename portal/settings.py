@@ -268,7 +268,12 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 CELERY_TASK_QUEUES = [Queue(name, routing_key=name) for name in ("provision", "celery", "reconcile", "events")]
 CELERY_TASK_ROUTES = {
     **dict.fromkeys(
-        ("worker.tasks.provision_tenant", "worker.tasks.decommission_tenant", "worker.tasks.apply_sleep"),
+        (
+            "worker.tasks.provision_tenant",
+            "worker.tasks.look_again",
+            "worker.tasks.decommission_tenant",
+            "worker.tasks.apply_sleep",
+        ),
         {"queue": "provision"},
     ),
     **dict.fromkeys(

@@ -17,6 +17,7 @@ logger = logging.getLogger(__name__)
 PROVISION = "worker.tasks.provision_tenant"
 DECOMMISSION = "worker.tasks.decommission_tenant"
 APPLY_SLEEP = "worker.tasks.apply_sleep"  # scale a tenant's workloads to zero, or restore them
+LOOK_AGAIN = "worker.tasks.look_again"  # the watcher saw a provisioning tenant's cluster move on: its next step now
 # On the ``reconcile`` queue: background work that may take long and must never hold up provisioning.
 RECONCILE = "worker.tasks.reconcile"  # beat: one pass per cluster
 RECONCILE_CLUSTER = "worker.tasks.reconcile_cluster"

@@ -101,14 +101,17 @@ def _waited(tenant: Tenant) -> dt.timedelta:
     return timezone.now() - tenant.status_changed_at
 
 
-def _come_back(tenant: Tenant, *, doing: str, note: str, applied_generation: int | None = None) -> Progress:
-    """Not there yet: fail the tenant once it has been at it too long, else say when to look again."""
+def _come_back(
+    tenant: Tenant, *, doing: str, note: str, applied_generation: int | None = None, after: float | None = None
+) -> Progress:
+    """Not there yet: fail the tenant once it has been at it too long, else say when to look again: ``after``
+    seconds (POLL_MIN_SECONDS unless said) at first, then a quarter of the time waited so far."""
     waited = _waited(tenant)
     limit = int(settings.BERTH_PROVISION_TIMEOUT_SECONDS)
     if waited.total_seconds() >= limit:
         return _fail(tenant, f"Not {doing} after {_minutes(limit)}: {note}")
     services.tenant_note_progress(tenant=tenant, note=note)
-    poll = min(POLL_MAX_SECONDS, max(POLL_MIN_SECONDS, waited.total_seconds() / 4))
+    poll = min(POLL_MAX_SECONDS, max(POLL_MIN_SECONDS if after is None else after, waited.total_seconds() / 4))
     return Progress(Outcome.NOT_YET, reason=note, requeue_after=poll, applied_generation=applied_generation)
 
 
@@ -150,6 +153,13 @@ def provision(
                 return Progress(Outcome.RACED)
         if tenant.status not in (S.PROVISIONING, S.READY):
             return Progress(Outcome.SKIPPED, reason=str(tenant.status))
+        if (
+            tenant.status == S.READY
+            and applied_generation is not None
+            and applied_generation == tenant.applied_generation
+        ):
+            # A provisioning run's next step, come back to a tenant an earlier look made ready: its run is over.
+            return Progress(Outcome.SKIPPED, reason="ready")
         with kube.one_step():
             return _provision(tenant, applied_generation, measure or measured_usage.measure_tenant)
 
@@ -168,7 +178,7 @@ def _provision(tenant: Tenant, applied_generation: int | None, measure: measured
             repaired = _apply(tenant, backend, k)
         ready = backend.is_ready(tenant, k)
     except NotReadyYet as exc:
-        return _not_ready(tenant, str(exc))
+        return _not_ready(tenant, str(exc), after=exc.after)
     except KubeTransientError as exc:
         services.tenant_note_progress(tenant=tenant, note=f"Waiting for the cluster: {exc}")
         raise
@@ -262,11 +272,13 @@ def _renew_service_accounts(tenant: Tenant, k: kube.Kube, accounts: list[ownersh
     return deleted
 
 
-def _not_ready(tenant: Tenant, note: str, *, applied_generation: int | None = None) -> Progress:
+def _not_ready(
+    tenant: Tenant, note: str, *, applied_generation: int | None = None, after: float | None = None
+) -> Progress:
     if tenant.status == S.READY:
         services.tenant_note_progress(tenant=tenant, note=note)
-        return Progress(Outcome.NOT_YET, reason=note, requeue_after=POLL_MIN_SECONDS)
-    return _come_back(tenant, doing="ready", note=note, applied_generation=applied_generation)
+        return Progress(Outcome.NOT_YET, reason=note, requeue_after=POLL_MIN_SECONDS if after is None else after)
+    return _come_back(tenant, doing="ready", note=note, applied_generation=applied_generation, after=after)
 
 
 def _place_on_physical_cluster(tenant: Tenant, k: kube.Kube) -> None:

@@ -27,6 +27,10 @@ BERTH_USAGE_MAX_GAP_SECONDS: its list is older than the watcher's reading, and s
 newer and restart idle clocks for nothing. A tenant the watcher has not read for that long (no watcher running) is
 read by the pass, as before.
 
+A worker that may not list cluster-wide (the Helm chart's RBAC) cannot do any of this in one go: its pass leaves to the
+watcher every namespace tenant the watcher has read lately (it checks them against its index, and lists everything
+again every BERTH_RECONCILE_SECONDS), and reconciles the others tenant by tenant.
+
 A repair is applied over the resourceVersion the pass listed: an object changed since (by the watcher's repair job,
 say) is refused (409) and left alone, so one edit is repaired, and audited, once.
 """
@@ -103,6 +107,7 @@ class PassResult:
     virtual: int = 0  # reconciled one by one (provisioning.provision)
     asleep: dict[str, str] = field(default_factory=dict)  # tenant id → what keeping it asleep (or waking) did
     per_tenant: bool = False  # the credential may not list cluster-wide: every tenant reconciled on its own
+    watched: int = 0  # left to the watcher, which checks them against its index (per-tenant passes only)
     requests: int = 0
     seconds: float = 0.0
 
@@ -121,6 +126,7 @@ class PassResult:
             "virtual": self.virtual,
             "asleep": len(self.asleep),
             "per_tenant": self.per_tenant,
+            "watched": self.watched,
             "measured": self.measured,
             "requests": self.requests,
             "seconds": round(self.seconds, 3),
@@ -157,6 +163,12 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
         result.tenants += 1
         if live is not None and _diverged(tenant, k, live, result):
             continue
+        if live is None and tenant.kind == ns_backend.NamespaceBackend.kind and _watcher_reads(tenant):
+            # This worker may not list cluster-wide (the chart's RBAC), and the watcher, which may, is checking the
+            # tenant against its index (a reading of it is recent): drift is its to find, and its relist every
+            # pass interval is the safety net (worker.watcher). Nothing to read here, tenant by tenant.
+            result.watched += 1
+            continue
         if live is None or tenant.kind != ns_backend.NamespaceBackend.kind:
             result.virtual += tenant.kind != ns_backend.NamespaceBackend.kind
             provisioning.provision(str(tenant.pk), measure=measured.of_tenant)
@@ -167,7 +179,7 @@ def reconcile_cluster(cluster: Cluster) -> PassResult:
             continue
         _reconcile_tenant(tenant, k, live, prunable, result)
     if live is not None:
-        result.orphans = _record_orphans(cluster, live)
+        result.orphans = record_orphans(cluster, live)
     for tenant in tenants.filter(Q(sleeping=True) | Q(sleep_applied=False), kind__in=list(SLEEP_KINDS)):
         _keep_asleep(tenant, k, result)
     if result.readings:
@@ -216,7 +228,7 @@ def _diverged(tenant: Tenant, k: Kube, live: dict[Key, Manifest], result: PassRe
     return True
 
 
-def _record_orphans(cluster: Cluster, live: dict[Key, Manifest]) -> list[str]:
+def record_orphans(cluster: Cluster, live: dict[Key, Manifest]) -> list[str]:
     """Record the cluster's namespaces that carry Berth's labels and a tenant id no live tenant has there (made
     after the database's dump was taken, say); their names. Only under the cluster's namespace prefix: other
     records of the same API server have their own. Namespaces being deleted are not listed."""
@@ -396,7 +408,14 @@ def _repair(
         repaired += ns_backend.grant_berth_access(k, desired[0], missing_grants)
         stale = [obj for obj in stale if key_of(obj) not in {key_of(g) for g in missing_grants}]
     for obj in stale:
-        there = live.get(key_of(obj))
+        kind, namespace, name = key_of(obj)
+        there = live.get((kind, namespace, name))
+        if there is None:
+            # Missing from the list: read again (under the tenant's lock, like the watcher's repair job), for that
+            # job may have made it since; then it is applied over that version, or not at all if it is right.
+            there = k.get(kind, name, namespace=namespace or None, fresh=True)
+            if there is not None and not ns_backend.differs(obj, there):
+                continue
         version = ((there or {}).get("metadata") or {}).get("resourceVersion")
         try:
             # Over the version listed: one changed since (a watcher's repair, another edit) is refused, not

@@ -1,10 +1,16 @@
 """The watcher: notices drift on a cluster as it happens, instead of waiting for the next reconcile pass.
 
 One watcher per cluster (``manage.py berth_watch``, a process of its own) lists each kind Berth manages once, with
-Berth's label selector, then watches it from the list's resourceVersion with bookmarks: no periodic relist. A
-dropped connection resumes from the last resourceVersion seen (an event's or a bookmark's); ``410 Gone`` (the
-server's history no longer reaches back that far, after an etcd compaction say) lists that kind again, and every
-tenant whose objects changed meanwhile is checked whole.
+Berth's label selector, then watches it from the list's resourceVersion with bookmarks. A dropped connection
+resumes from the last resourceVersion seen (an event's or a bookmark's); ``410 Gone`` (the server's history no
+longer reaches back that far, after an etcd compaction say) lists that kind again, and every tenant whose objects
+changed meanwhile is checked whole. The same relist runs every ``BERTH_RECONCILE_SECONDS`` (the pass's interval: 6
+hours with the watcher) as the safety net against an event never delivered; with it the watcher stands in for the
+pass of a worker that may not list cluster-wide (worker.reconcile).
+
+A provisioning tenant waits for the quota controller to count its quota (``status.hard``); when the watcher sees
+that happen it has the tenant's next step taken at once (``worker.tasks.look_again``), rather than at the end of
+the step's countdown.
 
 An event's object is compared with what Berth renders for its tenant by the comparison the reconcile pass uses
 (``worker.backends.namespace.differs``: only the fields, labels and annotations Berth renders). An object that
@@ -17,7 +23,7 @@ own jobs, and the periodic pass (now a slow safety net), see to them.
 
 Every ``BERTH_WATCH_RESYNC_SECONDS`` the leader checks every ready tenant against its index again, in memory (no
 request to the API server), as informers resync: a tier or a setting changed since renders differently without
-any event on the cluster to say so.
+any event on the cluster to say so. It then records the orphan namespaces in its index, as a list-based pass does.
 
 Every ``BERTH_USAGE_SECONDS`` the leader also records a quota reading of every ready tenant from its index (the
 ResourceQuota's ``status``, which the watch brings with every change of what the tenant uses; no request to the API
@@ -58,7 +64,7 @@ from tenants.models import Cluster, Tenant, TenantStatus
 from worker import kube, manifests, measured_usage
 from worker.backends import namespace as ns_backend
 from worker.kube import Kube, KubeError, KubeGone, KubeTransientError, Manifest, WatchEvent
-from worker.reconcile import MANAGED_KINDS, Key, key_of
+from worker.reconcile import MANAGED_KINDS, Key, key_of, record_orphans
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +73,12 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 EVENTS = Counter("berth_watch_events", "Watch events seen, by kind and type.", ["kind", "type"], registry=REGISTRY)
 REPAIRS = Counter("berth_watch_repairs_enqueued", "Coalesced repair jobs sent.", registry=REGISTRY)
 DRIFTS = Counter("berth_watch_drift", "Objects found drifted or deleted, by kind.", ["kind"], registry=REGISTRY)
-RELISTS = Counter("berth_watch_relists", "Lists of a kind again after 410 Gone.", ["kind"], registry=REGISTRY)
+RELISTS = Counter(
+    "berth_watch_relists",
+    "Lists of a kind again (after 410 Gone, or the periodic relist).",
+    ["kind"],
+    registry=REGISTRY,
+)
 RESUMES = Counter(
     "berth_watch_resumes",
     "Watches started again from their resourceVersion (ended or dropped).",
@@ -81,6 +92,11 @@ BOOKMARK_AGE = Gauge(
     registry=REGISTRY,
 )
 LEADER = Gauge("berth_watch_leader", "Clusters this process watches as leader.", registry=REGISTRY)
+LOOKS = Counter(
+    "berth_watch_provisioning_looks",
+    "Provisioning tenants looked at again because their quota is enforced now.",
+    registry=REGISTRY,
+)
 READINGS = Counter("berth_watch_usage_readings", "Tenant quota readings recorded from the index.", registry=REGISTRY)
 QUOTA_NAME = "berth-quota"
 
@@ -174,6 +190,10 @@ def send_repair(tenant_id: str) -> bool:
     return dispatch.send(dispatch.REPAIR_TENANT, tenant_id)
 
 
+def send_look(tenant_id: str) -> bool:
+    return dispatch.send(dispatch.LOOK_AGAIN, tenant_id)
+
+
 class ClusterWatcher:
     """The index of one cluster's Berth-labelled objects, kept current by one stream per managed kind.
 
@@ -181,11 +201,20 @@ class ClusterWatcher:
     connection and the coalescer, so nothing is shared but the event queue.
     """
 
-    def __init__(self, cluster: Cluster, k: Kube, *, send: Callable[[str], object] = send_repair) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        k: Kube,
+        *,
+        send: Callable[[str], object] = send_repair,
+        send_look: Callable[[str], object] = send_look,
+    ) -> None:
         self.cluster_pk, self.cluster_name = cluster.pk, cluster.name
         self.k = k
+        self.send_look = send_look
         self.objects: dict[str, dict[Key, Manifest]] = {kind: {} for kind in MANAGED_KINDS}
         self.versions: dict[str, str] = {}
+        self.listed_at: dict[str, float] = {}  # kind → when it was last listed whole
         self.bookmarks: dict[str, float] = {}
         self.events: queue.Queue[tuple[str, WatchEvent | None]] = queue.Queue()
         self.coalescer = Coalescer(send=send, window=settings.BERTH_WATCH_COALESCE_SECONDS)
@@ -198,7 +227,7 @@ class ClusterWatcher:
     def list_kind(self, kind: str) -> dict[Key, Manifest]:
         items, version = self.k.list_versioned(kind, label_selector=ns_backend.MANAGED_BY_SELECTOR)
         self.versions[kind] = version
-        self.bookmarks[kind] = time.monotonic()
+        self.bookmarks[kind] = self.listed_at[kind] = time.monotonic()
         found = {key_of(obj): _slim(obj) for obj in items}
         self.objects[kind] = found
         return found
@@ -215,7 +244,8 @@ class ClusterWatcher:
         return len(tenants)
 
     def relist(self, kind: str) -> None:
-        """After 410 Gone: list ``kind`` again; each tenant with an object of it changed, gone or new is checked."""
+        """After 410 Gone, or every ``BERTH_RECONCILE_SECONDS``: list ``kind`` again; each tenant with an object of
+        it changed, gone or new is checked."""
         RELISTS.labels(kind=kind).inc()
         before = self.objects[kind]
         after = self.list_kind(kind)
@@ -239,6 +269,14 @@ class ClusterWatcher:
             found = found.filter(pk__in=ids)
         return [t for t in found.order_by("pk") if t.applied_generation == t.generation]
 
+    def resync(self) -> None:
+        """Check every ready tenant against the index, and record the orphan namespaces it holds (Berth's labels, a
+        tenant id no live tenant has), as the pass does from its lists: a worker that may not list cluster-wide (the
+        chart's RBAC) finds none itself. In memory: no request to the API server."""
+        for tenant in self._ready_tenants():
+            self.check_tenant(tenant)
+        record_orphans(Cluster.objects.get(pk=self.cluster_pk), self.objects["Namespace"])
+
     def desired(self, tenant: Tenant) -> dict[Key, Manifest]:
         return {key_of(obj): obj for obj in ns_backend.NamespaceBackend().render(tenant, self.k)}
 
@@ -257,6 +295,7 @@ class ClusterWatcher:
             return
         obj = _slim(event.object)
         key = key_of(obj)
+        enforced = False
         if event.type == "DELETED":
             self.objects[kind].pop(key, None)
         else:
@@ -264,9 +303,12 @@ class ClusterWatcher:
             self.objects[kind][key] = obj
             if kind == "ResourceQuota" and before is not None and _used(before) != _used(obj):
                 self.moved.add(_tenant_id(obj))  # activity, even if it is back where it was at the next reading
+            enforced = kind == "ResourceQuota" and key[2] == QUOTA_NAME and _hard(obj) and not _hard(before or {})
         tid = _tenant_id(obj)
         if not _is_uuid(tid):
             return  # not a tenant's (no id, or a forged one): never Berth's to touch
+        if enforced:
+            self.look_again(tid)
         tenants = self._ready_tenants([tid])
         if not tenants:
             return
@@ -276,6 +318,13 @@ class ClusterWatcher:
         if event.type == "DELETED" or ns_backend.differs(want, obj):
             DRIFTS.labels(kind=kind).inc()
             self.coalescer.mark(tid, time.monotonic())
+
+    def look_again(self, tenant_id: str) -> None:
+        """The quota controller has just counted the tenant's quota: what a provisioning tenant waits for before it
+        is ready. Its next step is taken now (``worker.tasks.look_again``) rather than at its countdown."""
+        if Tenant.objects.filter(pk=tenant_id, cluster_id=self.cluster_pk, status=TenantStatus.PROVISIONING).exists():
+            LOOKS.inc()
+            self.send_look(tenant_id)
 
     # --- quota readings ---------------------------------------------------------------------------
     def take_readings(self) -> int:
@@ -344,19 +393,30 @@ class ClusterWatcher:
                     if self.stop.is_set():
                         return
                 RESUMES.labels(kind=kind).inc()  # the server ended the watch (timeoutSeconds): on from here
+                if time.monotonic() - self.listed_at.get(kind, 0.0) >= settings.BERTH_RECONCILE_SECONDS:
+                    # The safety net: an event this stream never delivered is found by listing again.
+                    if not self._await_relist(kind):
+                        return
             except KubeGone:
                 logger.info("watch %s: resourceVersion %s expired; listing again", kind, version)
-                relisted = self._relisted[kind] = threading.Event()
-                self.events.put((kind, None))
-                while not relisted.wait(1.0):
-                    if self.stop.is_set():
-                        return
+                if not self._await_relist(kind):
+                    return
             except KubeError as exc:
                 failures += 1
                 delay = min(30.0, 0.5 * 2**failures)
                 logger.warning("watch %s: %s; resuming from %s in %.1fs", kind, exc, self.versions.get(kind), delay)
                 RESUMES.labels(kind=kind).inc()
                 self.stop.wait(delay)
+
+    def _await_relist(self, kind: str) -> bool:
+        """Ask ``run`` to list ``kind`` again (after every event this stream handed over, so none is applied over
+        the fresher list) and wait until it has; False when the watcher is stopping instead."""
+        relisted = self._relisted[kind] = threading.Event()
+        self.events.put((kind, None))
+        while not relisted.wait(1.0):
+            if self.stop.is_set():
+                return False
+        return True
 
     def run(self, still_leader: Callable[[], bool], outer: threading.Event) -> None:
         """List, check, then follow the streams until leadership is lost or ``outer`` (the process's stop) is set."""
@@ -381,8 +441,7 @@ class ClusterWatcher:
                 if now >= next_resync:
                     # In memory, as informers resync: a tier or setting changed since renders differently, with
                     # no event on the cluster to say so. No request to the API server.
-                    for tenant in self._ready_tenants():
-                        self.check_tenant(tenant)
+                    self.resync()
                     next_resync = now + settings.BERTH_WATCH_RESYNC_SECONDS
                 if now >= next_leader_check:
                     if not still_leader():
@@ -413,6 +472,10 @@ class ClusterWatcher:
                 self._relisted.pop(kind).set()
             return
         self.on_event(kind, event)
+
+
+def _hard(obj: Manifest) -> bool:
+    return bool((obj.get("status") or {}).get("hard"))
 
 
 def _used(obj: Manifest) -> object:

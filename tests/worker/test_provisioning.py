@@ -10,6 +10,8 @@ import datetime as dt
 import uuid
 
 import pytest
+from celery.exceptions import Retry
+from django.db import connections
 from django.utils import timezone
 
 from tenants import dispatch, services
@@ -18,6 +20,8 @@ from tests.worker.conftest import MakeTenant, provisioned_ready
 from tests.worker.fake_kube import FakeKube
 from worker import provisioning, tasks
 from worker.backends import backend_for
+from worker.backends.base import NotReadyYet
+from worker.backends.namespace import NamespaceBackend
 from worker.kube import KubePermanentError, KubeTransientError
 from worker.provisioning import Outcome
 
@@ -245,3 +249,49 @@ def test_a_namespace_whose_default_service_account_is_not_made_yet_is_not_ready_
     assert tenant.status == "provisioning"
     monkeypatch.setattr(host, "create", admit)  # the controller caught up
     assert provisioning.provision(str(tenant.pk)).outcome == Outcome.READY
+
+
+# --- a look when the watcher sees the quota counted (worker.tasks.look_again) -----------------------------
+
+
+def test_a_look_makes_a_tenant_ready_at_once_and_its_countdown_job_then_does_nothing(make_tenant, host, sent):
+    tenant = make_tenant()
+    assert tasks.provision_tenant.apply(args=(str(tenant.pk),), throw=True).get().startswith("not yet")
+    countdown_job = sent[0][1]
+    host.observe_quotas()  # what the watcher saw, and said so
+    assert tasks.look_again.apply(args=(str(tenant.pk),), throw=True).get() == "ready"
+    assert len(sent) == 1  # a look re-queues nothing: the step's own job is still on its way
+    writes = list(host.writes)
+    # The step's job comes back to a tenant already ready at the generation it applied: its run is over.
+    assert tasks.provision_tenant.apply(args=countdown_job, throw=True).get() == "skipped: ready"
+    assert host.writes == writes
+    assert list(AuditEvent.objects.filter(object_id=str(tenant.pk), action="tenant.ready")) != []
+
+
+def test_a_look_at_a_tenant_not_provisioning_or_held_changes_nothing(make_tenant, host, sent):
+    ready = _provisioned_ready(make_tenant, host)
+    writes = list(host.writes)
+    assert tasks.look_again.apply(args=(str(ready.pk),), throw=True).get() == "skipped: not provisioning"
+    held = make_tenant(name="held", status="provisioning")
+    other = connections.create_connection("default")  # another worker's session
+    try:
+        with other.cursor() as cur:
+            cur.execute("SELECT pg_advisory_lock(%s)", [provisioning.lock_key(str(held.pk))])
+        # Another job holds it: the look comes back a moment later (its retries run at once here), a few times at
+        # most, and then leaves it to the holder.
+        with pytest.raises(Retry):
+            tasks.look_again.apply(args=(str(held.pk),), throw=True)
+    finally:
+        other.close()
+    assert host.writes == writes and sent == []
+
+
+def test_a_grant_not_in_effect_yet_is_looked_at_again_soon(make_tenant, host, monkeypatch):
+    tenant = make_tenant()
+
+    def not_yet(*args: object, **kwargs: object) -> list[str]:
+        raise NotReadyYet("Berth's grants in namespace dev-web do not take effect yet.", after=0.25)
+
+    monkeypatch.setattr(NamespaceBackend, "apply", not_yet)
+    progress = provisioning.provision(str(tenant.pk))
+    assert progress.outcome == Outcome.NOT_YET and progress.requeue_after == 0.25

@@ -6,6 +6,10 @@ Berth did not create are never changed. The same against the dev control plane: 
 
 from __future__ import annotations
 
+import datetime as dt
+
+from django.utils import timezone
+
 from tenants import dispatch, services
 from tenants.models import AuditEvent, Cluster, OrphanNamespace, Tenant, TenantUsageDay, Tier
 from tests.worker.conftest import MakeTenant, provisioned_ready
@@ -231,6 +235,35 @@ def test_a_credential_that_may_not_list_cluster_wide_reconciles_tenant_by_tenant
     ]
 
 
+def test_without_cluster_wide_lists_the_tenants_the_watcher_reads_are_left_to_it(
+    make_tenant, host, cluster, monkeypatch, settings
+):
+    """With the chart's RBAC and the watcher running, the pass does not read tenant by tenant what the watcher
+    holds in its index (its recent reading is the proof); a tenant it has not read lately is reconciled here."""
+    settings.BERTH_WATCHER = True
+    watched, unread = _ready_tenants(make_tenant, host, 2)
+    Tenant.objects.filter(pk=watched.pk).update(usage_sampled_at=timezone.now())
+    Tenant.objects.filter(pk=unread.pk).update(
+        usage_sampled_at=timezone.now() - dt.timedelta(seconds=settings.BERTH_USAGE_MAX_GAP_SECONDS + 1)
+    )
+    for tenant in (watched, unread):
+        del host.objects[("LimitRange", tenant.namespace, "berth-limits")]
+    listed = host.list
+
+    def list_in_namespaces_only(kind: str, *, namespace: str | None = None, **kw: object) -> list[dict]:
+        if namespace is None and kind in reconcile.MANAGED_KINDS:
+            raise KubeForbidden(f"list {kind}: forbidden", status=403)
+        return listed(kind, namespace=namespace, **kw)
+
+    monkeypatch.setattr(host, "list", list_in_namespaces_only)
+    result, _ = _pass(cluster, host)
+    assert result.per_tenant and result.tenants == 2 and result.watched == 1
+    assert ("LimitRange", watched.namespace, "berth-limits") not in host.objects  # the watcher's to repair
+    assert ("LimitRange", unread.namespace, "berth-limits") in host.objects
+    repaired = AuditEvent.objects.get(action="tenant.drift_repaired")
+    assert repaired.object_id == str(unread.pk)
+
+
 def test_a_tenant_whose_tier_changed_since_the_pass_began_is_left_to_its_own_job(
     make_tenant, host, cluster, monkeypatch
 ):
@@ -345,3 +378,26 @@ def test_an_edit_the_watchers_repair_fixed_while_the_pass_listed_is_repaired_and
     assert result.repaired == {} and writes == ["apply ResourceQuota/berth-quota"]  # the job's; the pass's refused
     repairs = AuditEvent.objects.filter(action="tenant.drift_repaired", object_id=str(tenant.pk))
     assert [e.after["repaired"] for e in repairs] == [["ResourceQuota/berth-quota was changed"]]
+
+
+def test_an_object_the_watchers_repair_made_again_while_the_pass_listed_is_audited_once(
+    make_tenant, host, cluster, monkeypatch
+):
+    """Deleted by hand: missing from the pass's list. The watcher's repair job makes it again before the pass gets
+    the tenant's lock; the pass reads it again under the lock and finds nothing left to repair."""
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    key = ("NetworkPolicy", tenant.namespace, "berth-default-deny")
+    del host.objects[key]  # the hand edit
+    listed = reconcile.live_objects
+
+    def list_then_watcher_repairs(k):
+        found = listed(k)
+        provisioning.provision(str(tenant.pk))  # the watcher's repair job (tasks.repair_tenant), meanwhile
+        return found
+
+    monkeypatch.setattr(reconcile, "live_objects", list_then_watcher_repairs)
+    result, writes = _pass(cluster, host)
+    assert key in host.objects
+    assert result.repaired == {} and writes == ["apply NetworkPolicy/berth-default-deny"]  # the job's alone
+    repairs = AuditEvent.objects.filter(action="tenant.drift_repaired", object_id=str(tenant.pk))
+    assert [e.after["repaired"] for e in repairs] == [["NetworkPolicy/berth-default-deny was missing"]]

@@ -305,3 +305,43 @@ def test_the_leader_records_quota_usage_from_its_watch_without_a_pass(
     assert watcher.metric("berth_watch_usage_readings_total") >= 2
     assert AuditEvent.objects.filter(action="tenant.drift_repaired").count() == 0  # status changes are not drift
     print(f"2 ConfigMaps counted by the quota and recorded from the watch {took:.1f}s after creating them")
+
+
+def test_a_provisioning_tenant_is_made_ready_by_the_watchers_event_not_its_countdown(
+    control_plane, live_cluster, alice, carol, team_a, small, celery_worker, start_watcher
+):
+    """The quota controller is held (SIGSTOP of kube-controller-manager) while a tenant is approved: its first step
+    applies everything and finds the quota not counted, so its job comes back after a countdown that grows while it
+    waits. Once the controller runs again and counts the quota, the watcher sees the quota's status filled and has
+    the tenant's next step taken at once (``worker.tasks.look_again``): that look is what makes the tenant ready."""
+    _ready_tenants(alice, carol, team_a, small, live_cluster, 1)  # this worker has seen the guards in force
+    watcher = start_watcher("looks")
+    wait_for(watcher.watching, timeout=60, what="the watcher to list and watch")
+    log = OUTPUT / "celery-worker.log"
+    looks_ready = re.compile(r"Task worker\.tasks\.look_again\[[^]]+\] succeeded in [\d.e-]+s: 'ready'")
+    ready_looks_before = len(looks_ready.findall(log.read_text(errors="replace")))
+    controller_manager = control_plane.pids()["kube-controller-manager"]
+    os.kill(controller_manager, signal.SIGSTOP)
+    try:
+        req = services.request_submit(
+            actor=alice, action=TenantRequest.Action.CREATE, team=team_a, tier=small, cluster=live_cluster, name="look"
+        )
+        if req.tenant.status == "requested":
+            services.request_approve(tenant_request=req, actor=carol, comment="ok")
+        tenant = req.tenant
+        wait_for(
+            lambda: "waiting for the cluster" in Tenant.objects.get(pk=tenant.pk).status_reason,
+            timeout=60,
+            what="the first step to apply and find the quota not counted",
+        )
+        # Long enough that the countdown's next look is seconds away (a quarter of the time waited).
+        time.sleep(12)
+        assert Tenant.objects.get(pk=tenant.pk).status == "provisioning"
+    finally:
+        os.kill(controller_manager, signal.SIGCONT)
+    resumed = time.monotonic()
+    wait_status(tenant, "ready", timeout=60)
+    took = time.monotonic() - resumed
+    assert watcher.metric("berth_watch_provisioning_looks_total") >= 1
+    assert len(looks_ready.findall(log.read_text(errors="replace"))) == ready_looks_before + 1
+    print(f"ready {took:.2f}s after the quota controller ran again")

@@ -30,8 +30,13 @@ class Access:
 class NotReadyYet(Exception):
     """``apply`` cannot go further until the cluster catches up (e.g. a grant it just wrote takes effect).
 
-    Not an error: provisioning comes back a little later, like it does for a tenant that is not ready yet.
+    Not an error: provisioning comes back a little later, like it does for a tenant that is not ready yet; ``after``
+    (seconds) when the wait is known to be short, as for a grant the API server's authorizer has yet to see.
     """
+
+    def __init__(self, message: str, *, after: float | None = None) -> None:
+        super().__init__(message)
+        self.after = after
 
 
 class Backend(Protocol):

@@ -128,6 +128,9 @@ def _repair(k: Kube, objs: list[Manifest]) -> list[str]:
     return repaired
 
 
+GRANT_LOOK_SECONDS = 0.25  # first look again after writing Berth's grants in a namespace (then longer)
+
+
 def namespace_grants() -> tuple[manifests.NamespaceGrant, ...]:
     """Berth's own rights inside tenant namespaces (settings.BERTH_NAMESPACE_GRANTS; empty with an admin
     credential)."""
@@ -157,7 +160,11 @@ def grant_berth_access(k: Kube, namespace: dict[str, Any], bindings: list[dict[s
     for binding in bindings:
         _create_if_missing(k, binding, created)
     if created and not k.can_i(verb="patch", resource="namespaces", namespace=meta["name"]):
-        raise NotReadyYet(f"Berth's grants in namespace {meta['name']} do not take effect yet.")
+        # The authorizer's informers see a RoleBinding in milliseconds, and nothing shows when they have but a
+        # request: come back soon, not at the usual countdown.
+        raise NotReadyYet(
+            f"Berth's grants in namespace {meta['name']} do not take effect yet.", after=GRANT_LOOK_SECONDS
+        )
     return [f"{what} was missing" for what in created]
 
 

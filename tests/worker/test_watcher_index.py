@@ -1,0 +1,124 @@
+"""What the watcher does from its index besides repairs (worker.watcher): a provisioning tenant's next step taken
+as soon as its quota is counted, the periodic relist that stands in for the pass, and the orphans it records.
+Against an in-memory API server; the same against the dev control plane is in test_watcher_cluster.py."""
+
+from __future__ import annotations
+
+import copy
+import queue
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from tenants.models import Cluster, OrphanNamespace, Tenant
+from tests.worker.conftest import MakeTenant, provisioned_ready
+from tests.worker.fake_kube import FakeKube
+from worker import manifests, provisioning, reconcile
+from worker.kube import WatchEvent
+from worker.provisioning import Outcome
+from worker.watcher import ClusterWatcher
+
+
+def _watcher(cluster: Cluster, host: FakeKube, looks: list[str]) -> ClusterWatcher:
+    watcher = ClusterWatcher(cluster, host, send=lambda tid: None, send_look=looks.append)
+    watcher.objects = {
+        kind: {k: copy.deepcopy(v) for k, v in host.objects.items() if k[0] == kind} for kind in reconcile.MANAGED_KINDS
+    }
+    return watcher
+
+
+def _quota(host: FakeKube, tenant: Tenant, status: dict[str, Any] | None) -> dict[str, Any]:
+    quota = copy.deepcopy(host.objects[("ResourceQuota", tenant.namespace, "berth-quota")])
+    quota["status"] = status or {}
+    return quota
+
+
+def test_a_provisioning_tenants_quota_counted_has_its_next_step_taken_once(make_tenant: MakeTenant, host, cluster):
+    tenant = make_tenant()
+    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.NOT_YET  # applied; quota not counted
+    looks: list[str] = []
+    watcher = _watcher(cluster, host, looks)
+    hard = {"hard": {"pods": "20"}, "used": {"pods": "0"}}
+    watcher.on_event("ResourceQuota", WatchEvent("MODIFIED", _quota(host, tenant, hard)))
+    assert looks == [str(tenant.pk)]
+    # What it uses changing later is no new look; nor is a quota that was counted already when it was listed.
+    watcher.on_event("ResourceQuota", WatchEvent("MODIFIED", _quota(host, tenant, {**hard, "used": {"pods": "1"}})))
+    assert looks == [str(tenant.pk)]
+
+
+def test_no_look_for_a_ready_tenant_another_clusters_or_an_object_without_a_tenant(
+    make_tenant: MakeTenant, host, cluster, small, medium, large
+):
+    other_cluster = Cluster.objects.create(name="other", api_url="https://127.0.0.1:6444", kinds=["namespace"])
+    other_cluster.tiers.set([small, medium, large])
+    ready = provisioned_ready(make_tenant(name="ready"), host)
+    elsewhere = make_tenant(name="far", on=other_cluster)
+    assert provisioning.provision(str(elsewhere.pk)).outcome == Outcome.NOT_YET
+    looks: list[str] = []
+    watcher = _watcher(cluster, host, looks)
+    hard = {"hard": {"pods": "20"}}
+    for tenant in (ready, elsewhere):
+        watcher.objects["ResourceQuota"][("ResourceQuota", tenant.namespace, "berth-quota")]["status"] = {}
+        watcher.on_event("ResourceQuota", WatchEvent("MODIFIED", _quota(host, tenant, hard)))
+    forged = _quota(host, ready, hard)
+    forged["metadata"] = {**forged["metadata"], "name": "berth-quota", "namespace": "theirs", "uid": "x"}
+    forged["metadata"]["labels"] = {**forged["metadata"]["labels"], manifests.TENANT_ID_LABEL: "not-a-tenant"}
+    watcher.on_event("ResourceQuota", WatchEvent("ADDED", forged))
+    assert looks == []
+
+
+class _EndingWatch:
+    """A client whose watches end at once with nothing to say (the server's timeout)."""
+
+    server = "fake"
+
+    def __init__(self) -> None:
+        self.watches = 0
+
+    def watch(self, kind: str, **kwargs: object) -> Iterator[WatchEvent]:
+        self.watches += 1
+        return iter(())
+
+
+def test_a_watch_ending_once_the_pass_interval_has_passed_asks_for_a_relist(cluster, settings):
+    settings.BERTH_RECONCILE_SECONDS = 0.0
+    k = _EndingWatch()
+    watcher = ClusterWatcher(cluster, k)  # type: ignore[arg-type]
+    thread = threading.Thread(target=watcher.stream, args=("RoleBinding",), daemon=True)
+    thread.start()
+    kind, event = watcher.events.get(timeout=5)
+    assert (kind, event) == ("RoleBinding", None)  # ``run`` lists the kind again, then the stream goes on
+    watcher.stop.set()
+    watcher._relisted["RoleBinding"].set()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+
+
+def test_a_watch_ending_within_the_pass_interval_resumes_without_a_relist(cluster, settings):
+    settings.BERTH_RECONCILE_SECONDS = 3600.0
+    k = _EndingWatch()
+    watcher = ClusterWatcher(cluster, k)  # type: ignore[arg-type]
+    watcher.listed_at["RoleBinding"] = 1e12  # listed just now, as far as the clock goes
+    thread = threading.Thread(target=watcher.stream, args=("RoleBinding",), daemon=True)
+    thread.start()
+    try:
+        try:
+            got = watcher.events.get(timeout=0.5)
+        except queue.Empty:
+            got = None
+        assert got is None and k.watches > 1  # resumed again and again, never asked to list
+    finally:
+        watcher.stop.set()
+        thread.join(timeout=5)
+
+
+def test_the_resync_records_the_orphans_its_index_holds(make_tenant: MakeTenant, host, cluster):
+    tenant = provisioned_ready(make_tenant(name="kept"), host)
+    labels = {**manifests.MANAGED_BY, manifests.TENANT_ID_LABEL: "0b1c2d3e-0000-4000-8000-000000000001"}
+    host.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dev-newer", "uid": "u", "labels": labels}})
+    watcher = _watcher(cluster, host, [])
+    requests = host.requests
+    watcher.resync()
+    assert host.requests == requests  # from memory
+    assert list(OrphanNamespace.objects.filter(cluster=cluster).values_list("name", flat=True)) == ["dev-newer"]
+    assert not OrphanNamespace.objects.filter(name=tenant.namespace).exists()
