@@ -36,6 +36,7 @@ import datetime as dt
 import json
 import math
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -50,11 +51,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.api_load import tree_cpu_seconds  # noqa: E402
 from devcluster import servers  # noqa: E402  (no Django at import time)
 from devcluster.launcher import ControlPlane  # noqa: E402
 from devcluster.process import berth_watcher, celery_worker, wait_for_celery_ready, wait_until  # noqa: E402
 
 WORKER_CONCURRENCY = 4
+CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager")
 TIER = "medium"  # needs approval (auto_approve=False in the seeded tiers)
 NAMESPACE_PREFIX = "bench-"
 
@@ -203,6 +206,40 @@ class Worker:
 
     def stop(self) -> None:
         self.component.stop(grace_seconds=20)  # warm shutdown first: running tasks finish
+
+
+class CpuMeter:
+    """CPU seconds (user and system) of each part of a run, read from /proc: Berth's processes (the workers and the
+    watcher, with their pool processes), the control plane's (etcd, kube-apiserver, kube-controller-manager),
+    PostgreSQL (every backend), this process (the approvals, as people's requests would) and the kubectl processes
+    it ran and waited for. On a shared machine a wall time moves with the neighbours; CPU per tenant hardly does."""
+
+    def __init__(self, roots: dict[str, int]) -> None:
+        self.roots = roots
+
+    def read(self) -> dict[str, float]:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        kubectl = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return {
+            **{name: tree_cpu_seconds(pid) for name, pid in self.roots.items()},
+            "bench (approvals)": own.ru_utime + own.ru_stime,
+            "kubectl": kubectl.ru_utime + kubectl.ru_stime,
+        }
+
+    @staticmethod
+    def spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+        return {name: after[name] - before.get(name, 0.0) for name in after}
+
+
+def postmaster_pid() -> int:
+    """PostgreSQL's postmaster: the parent of this process's backend."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_backend_pid()")
+        backend = int(cur.fetchone()[0])
+    text = Path(f"/proc/{backend}/stat").read_text()
+    return int(text[text.rindex(")") + 2 :].split()[1])
 
 
 def start_watcher(env: dict[str, str], log_path: Path, cluster: str) -> Any:
@@ -578,7 +615,10 @@ def measure_size(
     """
     cache_dir = work_dir / "kubectl-cache"
     say(f"N={n}: submitting, approving and waiting for ready ...")
+    meter: CpuMeter = ctx["cpu"]
+    before = meter.read()
     res = run_berth_batch(ctx, batch, n, worker)
+    berth_cpu = meter.spent(before, meter.read())
     say(f"N={n}: {res['ready']} ready, {res['failed']} failed; p50 {fmt(p50(res['latency']))}s")
 
     files_dir = work_dir / f"kubectl-{batch}"
@@ -589,11 +629,13 @@ def measure_size(
         run_kubectl_batch(cp, cache_dir, [warm], 1)
         warm.unlink()
     say(f"N={n}: kubectl apply --server-side baseline ({len(files)} files, {args.kubectl_concurrency} at a time) ...")
+    before = meter.read()
     kres: dict[str, Any] = (
         run_kubectl_batch(cp, cache_dir, files, args.kubectl_concurrency)
         if files
         else {"latency": [], "wall": math.nan}
     )
+    kubectl_cpu = meter.spent(before, meter.read())
     sweep_s, sweep_counts, ready_total = time_sweep()
 
     lat = res["latency"]
@@ -629,6 +671,10 @@ def measure_size(
         "p95_s": round(pct(lat, 95), 3) if lat else None,
         "tenants_per_min": round(60 * res["ready"] / res["wall"], 1) if res["wall"] > 0 else None,
         "kubectl_p50_s": round(p50(klat), 3) if klat else None,
+        "cpu_s_per_tenant": {name: round(v / n, 4) for name, v in berth_cpu.items() if name != "kubectl"},
+        "kubectl_cpu_s_per_tenant": {
+            name: round(v / n, 4) for name, v in kubectl_cpu.items() if name in ("kubectl", *CONTROL_PLANE)
+        },
         "wall_s": round(res["wall"], 2),
         "kubectl_wall_s": round(kres["wall"], 2) if klat else None,
         "sweep_ms": round(sweep_s * 1000, 1),
@@ -721,6 +767,20 @@ def print_report(
     print(table(["N", "ready tenants in DB", "sweep ms", "last counts"], sweep_rows))
 
 
+def print_cpu(sizes: dict[str, dict[str, Any]]) -> None:
+    """CPU seconds per tenant, by part, for Berth's batch and for kubectl's of the same manifests."""
+    print("6. CPU seconds per tenant (/proc; Berth: approve → ready and its isolation check; kubectl: its batch)")
+    for n, entry in sizes.items():
+        berth, kubectl = entry["cpu_s_per_tenant"], entry["kubectl_cpu_s_per_tenant"]
+        names = [name for name in berth if berth[name] >= 0.0005] + ["kubectl"]
+        rows = [
+            ["Berth", *(fmt(berth.get(name, 0.0), 3) for name in names), fmt(sum(berth.values()), 3)],
+            ["kubectl", *(fmt(kubectl.get(name, 0.0), 3) for name in names), fmt(sum(kubectl.values()), 3)],
+        ]
+        print(f"N={n}")
+        print(table(["", *names, "total"], rows))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     # SIGINT too: a shell starts background jobs with SIGINT ignored, and `kill -INT` would then be lost.
@@ -786,6 +846,12 @@ def main(argv: list[str] | None = None) -> int:
             watcher = start_watcher(env, work_dir / "watcher.log", ctx["cluster"].name)
             stack.callback(watcher.stop, grace_seconds=10)
             setup["watcher"] = time.monotonic() - t
+        roots = {"provision worker": worker.component.pid, "reconcile worker": background.component.pid}
+        if not args.no_watcher:
+            roots["watcher"] = watcher.pid
+        roots.update({name: pid for name, pid in cp.pids().items() if name in CONTROL_PLANE})
+        roots["postgres"] = postmaster_pid()
+        ctx["cpu"] = CpuMeter({name: pid for name, pid in roots.items() if pid is not None})
         say("warm-up: the cluster's first tenant (Berth's admission guards are installed with it) ...")
         warm = run_berth_batch(ctx, 0, 1, worker)
         say(f"warm-up tenant ready in {fmt(p50(warm['latency']))}s (not counted)")
@@ -808,6 +874,8 @@ def main(argv: list[str] | None = None) -> int:
         lags = measure_quota_lag(ctx, 10)
 
         print_report(args, setup, berth_rows, kubectl_rows, sweep_rows, req, lags)
+        print()
+        print_cpu(summary["sizes"])
         print()
         print(f"total run time {time.monotonic() - began:.0f}s")
         if req:

@@ -295,12 +295,15 @@ class ClusterWatcher:
             return
         obj = _slim(event.object)
         key = key_of(obj)
-        enforced = False
+        enforced = status_only = False
         if event.type == "DELETED":
             self.objects[kind].pop(key, None)
         else:
             before = self.objects[kind].get(key)
             self.objects[kind][key] = obj
+            # A quota counting what the tenant uses, a namespace's phase: the commonest events by far, and never
+            # drift (nothing Berth renders changed since the object was last seen, and checked or applied).
+            status_only = before is not None and _rendered_part(before) == _rendered_part(obj)
             if kind == "ResourceQuota" and before is not None and _used(before) != _used(obj):
                 self.moved.add(_tenant_id(obj))  # activity, even if it is back where it was at the next reading
             enforced = kind == "ResourceQuota" and key[2] == QUOTA_NAME and _hard(obj) and not _hard(before or {})
@@ -309,6 +312,8 @@ class ClusterWatcher:
             return  # not a tenant's (no id, or a forged one): never Berth's to touch
         if enforced:
             self.look_again(tid)
+        if status_only:
+            return
         tenants = self._ready_tenants([tid])
         if not tenants:
             return
@@ -472,6 +477,12 @@ class ClusterWatcher:
                 self._relisted.pop(kind).set()
             return
         self.on_event(kind, event)
+
+
+def _rendered_part(obj: Manifest) -> Manifest:
+    """The object without what the server alone writes (its status, its resourceVersion)."""
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}
+    return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": meta}
 
 
 def _hard(obj: Manifest) -> bool:

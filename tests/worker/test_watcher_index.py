@@ -122,3 +122,29 @@ def test_the_resync_records_the_orphans_its_index_holds(make_tenant: MakeTenant,
     assert host.requests == requests  # from memory
     assert list(OrphanNamespace.objects.filter(cluster=cluster).values_list("name", flat=True)) == ["dev-newer"]
     assert not OrphanNamespace.objects.filter(name=tenant.namespace).exists()
+
+
+def test_an_event_that_changes_only_the_status_is_not_compared(make_tenant: MakeTenant, host, cluster, monkeypatch):
+    """A quota counting what the tenant uses is the commonest event, and never drift: the tenant is not rendered for
+    it. A change of what Berth renders, in the very next event, is."""
+    tenant = provisioned_ready(make_tenant(name="busy"), host)
+    watcher = _watcher(cluster, host, [])
+    rendered: list[str] = []
+    desired = watcher.desired
+
+    def counted(t: Tenant) -> dict:
+        rendered.append(t.name)
+        return desired(t)
+
+    monkeypatch.setattr(watcher, "desired", counted)
+    marked: list[str] = []
+    monkeypatch.setattr(watcher.coalescer, "mark", lambda tid, now: marked.append(tid))
+    quota = _quota(host, tenant, {"hard": {"pods": "20"}, "used": {"pods": "4"}})
+    quota["metadata"]["resourceVersion"] = "77"
+    watcher.on_event("ResourceQuota", WatchEvent("MODIFIED", quota))
+    assert rendered == [] and marked == []
+    edited = copy.deepcopy(quota)
+    edited["spec"]["hard"]["pods"] = "9999"
+    edited["metadata"]["resourceVersion"] = "78"
+    watcher.on_event("ResourceQuota", WatchEvent("MODIFIED", edited))
+    assert rendered == ["busy"] and marked == [str(tenant.pk)]
