@@ -9,8 +9,8 @@ hours with the watcher) as the safety net against an event never delivered; with
 pass of a worker that may not list cluster-wide (worker.reconcile).
 
 A provisioning tenant waits for the quota controller to count its quota (``status.hard``); when the watcher sees
-that happen it has the tenant's next step taken at once (``worker.tasks.look_again``), rather than at the end of
-the step's countdown.
+that happen, and the tenant is still provisioning ``LOOK_DELAY_SECONDS`` later, it has the tenant's next step taken
+then (``worker.tasks.look_again``), rather than at the end of the step's countdown.
 
 An event's object is compared with what Berth renders for its tenant by the comparison the reconcile pass uses
 (``worker.backends.namespace.differs``: only the fields, labels and annotations Berth renders). An object that
@@ -99,6 +99,7 @@ LOOKS = Counter(
 )
 READINGS = Counter("berth_watch_usage_readings", "Tenant quota readings recorded from the index.", registry=REGISTRY)
 QUOTA_NAME = "berth-quota"
+LOOK_DELAY_SECONDS = 0.3  # from a provisioning tenant's quota counted to a look at it (ClusterWatcher.looks)
 
 
 def _tenant_id(obj: Manifest) -> str:
@@ -165,11 +166,12 @@ class PendingReadings:
 
 @dataclass
 class Coalescer:
-    """Tenants marked for repair, each sent once ``window`` seconds after its first mark."""
+    """Tenants marked (for repair, or to be looked at), each sent once ``window`` seconds after its first mark."""
 
     send: Callable[[str], object]
     window: float
     due: dict[str, float] = field(default_factory=dict)
+    counted: bool = True  # each send counts as a repair enqueued (berth_watch_repairs_enqueued)
 
     def mark(self, tenant_id: str, now: float) -> None:
         self.due.setdefault(tenant_id, now + self.window)
@@ -182,7 +184,8 @@ class Coalescer:
         for tid in ready:
             del self.due[tid]
             self.send(tid)
-            REPAIRS.inc()
+            if self.counted:
+                REPAIRS.inc()
         return ready
 
 
@@ -218,6 +221,9 @@ class ClusterWatcher:
         self.bookmarks: dict[str, float] = {}
         self.events: queue.Queue[tuple[str, WatchEvent | None]] = queue.Queue()
         self.coalescer = Coalescer(send=send, window=settings.BERTH_WATCH_COALESCE_SECONDS)
+        # A quota just counted, looked at a moment later: the step that applied it is usually still running then,
+        # and finds it counted itself; only a tenant still provisioning after that gets a look.
+        self.looks = Coalescer(send=self.look_again, window=LOOK_DELAY_SECONDS, counted=False)
         self.stop = threading.Event()  # the streams end: leadership ended
         self.pending: PendingReadings | None = None  # readings waiting for their measured part
         self.moved: set[str] = set()  # tenants whose quota ``used`` changed since the last reading
@@ -311,7 +317,7 @@ class ClusterWatcher:
         if not _is_uuid(tid):
             return  # not a tenant's (no id, or a forged one): never Berth's to touch
         if enforced:
-            self.look_again(tid)
+            self.looks.mark(tid, time.monotonic())
         if status_only:
             return
         tenants = self._ready_tenants([tid])
@@ -325,8 +331,9 @@ class ClusterWatcher:
             self.coalescer.mark(tid, time.monotonic())
 
     def look_again(self, tenant_id: str) -> None:
-        """The quota controller has just counted the tenant's quota: what a provisioning tenant waits for before it
-        is ready. Its next step is taken now (``worker.tasks.look_again``) rather than at its countdown."""
+        """The quota controller counted the tenant's quota ``LOOK_DELAY_SECONDS`` ago: what a provisioning tenant
+        waits for before it is ready. If it is still provisioning, its next step is taken now
+        (``worker.tasks.look_again``) rather than at its countdown."""
         if Tenant.objects.filter(pk=tenant_id, cluster_id=self.cluster_pk, status=TenantStatus.PROVISIONING).exists():
             LOOKS.inc()
             self.send_look(tenant_id)
@@ -453,8 +460,11 @@ class ClusterWatcher:
                         logger.warning("watcher of cluster %s: leadership lost", self.cluster_name)
                         return
                     next_leader_check = now + settings.BERTH_WATCH_LEADER_POLL_SECONDS
-                due = self.coalescer.next_due()
-                wait = min(next_leader_check, due if due is not None else next_leader_check) - now
+                due = min(
+                    (at for at in (self.coalescer.next_due(), self.looks.next_due()) if at is not None),
+                    default=next_leader_check,
+                )
+                wait = min(next_leader_check, due) - now
                 try:
                     kind, event = self.events.get(timeout=max(0.0, min(wait, 1.0)))
                 except queue.Empty:
@@ -462,6 +472,7 @@ class ClusterWatcher:
                 else:
                     self._handle(kind, event)
                 self.coalescer.flush(time.monotonic())
+                self.looks.flush(time.monotonic())
                 for kind in MANAGED_KINDS:
                     BOOKMARK_AGE.labels(kind=kind).set(time.monotonic() - self.bookmarks.get(kind, now))
         finally:

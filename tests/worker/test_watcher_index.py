@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +17,7 @@ from tests.worker.fake_kube import FakeKube
 from worker import manifests, provisioning, reconcile
 from worker.kube import WatchEvent
 from worker.provisioning import Outcome
-from worker.watcher import ClusterWatcher
+from worker.watcher import LOOK_DELAY_SECONDS, ClusterWatcher
 
 
 def _watcher(cluster: Cluster, host: FakeKube, looks: list[str]) -> ClusterWatcher:
@@ -40,10 +41,26 @@ def test_a_provisioning_tenants_quota_counted_has_its_next_step_taken_once(make_
     watcher = _watcher(cluster, host, looks)
     hard = {"hard": {"pods": "20"}, "used": {"pods": "0"}}
     watcher.on_event("ResourceQuota", WatchEvent("MODIFIED", _quota(host, tenant, hard)))
+    now = time.monotonic()
+    assert watcher.looks.flush(now) == [] and looks == []  # a moment for the step that applied it to finish
+    watcher.looks.flush(now + LOOK_DELAY_SECONDS)
     assert looks == [str(tenant.pk)]
     # What it uses changing later is no new look; nor is a quota that was counted already when it was listed.
     watcher.on_event("ResourceQuota", WatchEvent("MODIFIED", _quota(host, tenant, {**hard, "used": {"pods": "1"}})))
+    watcher.looks.flush(time.monotonic() + LOOK_DELAY_SECONDS)
     assert looks == [str(tenant.pk)]
+
+
+def test_a_tenant_its_own_step_made_ready_meanwhile_gets_no_look(make_tenant: MakeTenant, host, cluster):
+    tenant = make_tenant()
+    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.NOT_YET
+    looks: list[str] = []
+    watcher = _watcher(cluster, host, looks)
+    watcher.on_event("ResourceQuota", WatchEvent("MODIFIED", _quota(host, tenant, {"hard": {"pods": "20"}})))
+    host.observe_quotas()
+    assert provisioning.provision(str(tenant.pk), 1).outcome == Outcome.READY  # the step, within the moment
+    watcher.looks.flush(time.monotonic() + LOOK_DELAY_SECONDS)
+    assert looks == []
 
 
 def test_no_look_for_a_ready_tenant_another_clusters_or_an_object_without_a_tenant(
@@ -64,6 +81,7 @@ def test_no_look_for_a_ready_tenant_another_clusters_or_an_object_without_a_tena
     forged["metadata"] = {**forged["metadata"], "name": "berth-quota", "namespace": "theirs", "uid": "x"}
     forged["metadata"]["labels"] = {**forged["metadata"]["labels"], manifests.TENANT_ID_LABEL: "not-a-tenant"}
     watcher.on_event("ResourceQuota", WatchEvent("ADDED", forged))
+    watcher.looks.flush(time.monotonic() + LOOK_DELAY_SECONDS)
     assert looks == []
 
 
