@@ -519,8 +519,22 @@ class Leadership:
     def _connect(self) -> Any:
         wrapper = connections.create_connection("default")
         options = dict(wrapper.settings_dict.get("OPTIONS") or {})
-        # A leader cut off without a word (a partition) loses its session, and so the lock, within ~25 s.
-        options.update({"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3})
+        # A leader cut off without a word (a partition): the lock is the server's, so it is the server that must
+        # notice the silence and end the session, freeing the lock for a standby. Its keepalives for this session
+        # (the server's defaults are the OS's, hours) declare the client dead after 10 + 3 x 5 s of silence, and
+        # data it sends unacknowledged for 25 s ends the session too; the client's own settings mirror them, so
+        # the cut-off leader's next check fails as well and it stops.
+        server = "-c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
+        options["options"] = f"{options.get('options', '')} {server} -c tcp_user_timeout=25000".strip()
+        options.update(
+            {
+                "keepalives": 1,
+                "keepalives_idle": 10,
+                "keepalives_interval": 5,
+                "keepalives_count": 3,
+                "tcp_user_timeout": 25000,
+            }
+        )
         wrapper.settings_dict = {**wrapper.settings_dict, "OPTIONS": options}
         wrapper.ensure_connection()
         return wrapper

@@ -8,15 +8,19 @@ repaired, none twice (one ``tenant.drift_repaired`` audit entry per edit), nothi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
+import shutil
 import signal
+import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
 
 import pytest
+from django.conf import settings
 from kubernetes import client
 
 from devcluster import process
@@ -345,3 +349,64 @@ def test_a_provisioning_tenant_is_made_ready_by_the_watchers_event_not_its_count
     assert watcher.metric("berth_watch_provisioning_looks_total") >= 1
     assert len(looks_ready.findall(log.read_text(errors="replace"))) == ready_looks_before + 1
     print(f"ready {took:.2f}s after the quota controller ran again")
+
+
+def _connections(pid: int, port: int) -> list[tuple[str, str]]:
+    """The (local, remote) addresses of process ``pid``'s established TCP connections to ``port`` on 127.0.0.1."""
+    out = subprocess.run(
+        ["ss", "-Htnp", "state", "established", f"( dport = :{port} )"], capture_output=True, text=True, check=True
+    ).stdout
+    return [(line.split()[2], line.split()[3]) for line in out.splitlines() if f"pid={pid}," in line]
+
+
+@contextlib.contextmanager
+def _cut(pairs: list[tuple[str, str]]) -> Iterator[None]:
+    """Drop every packet of these connections, both ways, without a word to either end (no RST, no FIN): a network
+    partition as the kernel sees it. iptables rules on the loopback interface, matching each port pair exactly."""
+    rules = []
+    for local, remote in pairs:
+        lport, rport = local.rsplit(":", 1)[1], remote.rsplit(":", 1)[1]
+        rules += [
+            ["INPUT", "-i", "lo", "-p", "tcp", "--sport", lport, "--dport", rport, "-j", "DROP"],
+            ["INPUT", "-i", "lo", "-p", "tcp", "--sport", rport, "--dport", lport, "-j", "DROP"],
+        ]
+    try:
+        for rule in rules:
+            subprocess.run(["iptables", "-I", *rule], check=True)
+        yield
+    finally:
+        for rule in rules:
+            subprocess.run(["iptables", "-D", *rule], check=False)
+
+
+@pytest.mark.skipif(shutil.which("iptables") is None or os.geteuid() != 0, reason="needs iptables as root")
+def test_a_leader_cut_off_from_the_database_is_replaced_and_no_edit_made_meanwhile_is_missed(
+    live_cluster, kube_admin, alice, carol, team_a, small, celery_worker, start_watcher
+):
+    """Every database connection of the leading watcher goes silent (packets dropped, as in a partition). The lock
+    is PostgreSQL's, so the server must notice: the leadership session's server-side keepalives end it, the lock is
+    free, and the standby takes over within about 25 s, lists, and repairs what was edited while nobody watched."""
+    tenants = _ready_tenants(alice, carol, team_a, small, live_cluster, 3)
+    by_id = {str(t.pk): t for t in tenants}
+    first = start_watcher("cut-first")
+    wait_for(first.watching, timeout=60, what="the first watcher to lead")
+    second = start_watcher("cut-second")
+    time.sleep(2)
+    assert not second.watching()
+    assert first.process.pid is not None
+    pairs = _connections(first.process.pid, int(settings.DATABASES["default"]["PORT"]))
+    assert pairs, "the leader holds no database connection"
+    editor = Editor(kube_admin)
+    kinds = (QUOTA, DENY, BINDING)
+    with _cut(pairs):
+        cut_at = time.monotonic()
+        for i, tenant in enumerate(tenants):
+            editor.edit(tenant, kinds[i % len(kinds)])
+        wait_for(second.watching, timeout=120, what="the standby to take over from the cut-off leader")
+        replaced = time.monotonic() - cut_at
+        for i, tenant in enumerate(tenants):
+            editor.edit(tenant, kinds[(i + 1) % len(kinds)])
+        _all_repaired(editor, by_id)
+    _settle(editor, by_id)
+    assert replaced < 60, f"the standby took over {replaced:.0f}s after the cut"
+    print(f"cut-off leader replaced after {replaced:.1f}s")
