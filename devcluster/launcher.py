@@ -224,6 +224,8 @@ class ControlPlane:
 
     The CA exists from construction on, so an OIDC provider can get a serving
     certificate (`cp.ca.issue_serving_cert([...])`) before the API server starts.
+    With ``audit_policy`` (an audit.k8s.io/v1 Policy) the API server writes the
+    events it selects to ``audit_log_path``, one JSON object a line (bench/fleet.py).
     Several instances can run at once; each picks its own free ports.
     Start it from a long-lived thread (see devcluster.process._die_with_parent).
     """
@@ -240,6 +242,7 @@ class ControlPlane:
         nodes: int = 0,
         extra_images: Iterable[ImageSpec] = (),
         prometheus: bool = False,
+        audit_policy: Mapping | None = None,
     ) -> None:
         if not 0 <= nodes <= len(NODE_SPECS):
             raise ControlPlaneError(f"nodes must be between 0 and {len(NODE_SPECS)}")
@@ -251,6 +254,8 @@ class ControlPlane:
         self.network: ClusterNetwork | None = None
         self.load_balancer: LoadBalancer | None = None
         self._with_prometheus = prometheus
+        # An audit.k8s.io/v1 Policy: the API server writes the events it selects to audit_log_path (JSON lines).
+        self._audit_policy = dict(audit_policy) if audit_policy is not None else None
         # With prometheus=True: the real server (devcluster/prometheus.py), scraping every kubelet, and the
         # Alertmanager its tenant alerts go to (devcluster/alertmanager.py).
         self.prometheus: dev_prometheus.Prometheus | None = None
@@ -308,6 +313,11 @@ class ControlPlane:
     @property
     def authentication_config_path(self) -> Path:
         return self._dir / "authentication-config.yaml"
+
+    @property
+    def audit_log_path(self) -> Path | None:
+        """The API server's audit log (one JSON event a line), when started with an ``audit_policy``."""
+        return self._dir / "audit.log" if self._audit_policy is not None else None
 
     def _all_components(self) -> list[Component]:
         return [*self._components, *(c for node in self.nodes for c in node.components)]
@@ -850,7 +860,22 @@ class ControlPlane:
             "--service-account-extend-token-expiration=false",
             f"--api-audiences={self.api_url}",
             "--profiling=false",
+            *self._apiserver_audit_args(),
             *self._apiserver_node_args(),
+        ]
+
+    def _apiserver_audit_args(self) -> list[str]:
+        if self._audit_policy is None:
+            return []
+        policy = self._dir / "audit-policy.json"
+        policy.write_text(json.dumps(self._audit_policy, indent=2) + "\n")
+        # Blocking (the default mode): every selected event is written before its response, none is dropped. One
+        # file: never rotated (the default rotates at 100 MB).
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log_path}",
+            "--audit-log-format=json",
+            "--audit-log-maxsize=1000000",
         ]
 
     def _apiserver_node_args(self) -> list[str]:

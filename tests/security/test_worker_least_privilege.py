@@ -15,7 +15,6 @@ import contextlib
 import importlib
 import os
 import secrets
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,12 +24,13 @@ import yaml
 from django.conf import settings
 from kubernetes import client
 
+from devcluster import chart_rbac
+from devcluster.chart_rbac import Release
 from devcluster.process import Component, berth_watcher, wait_until
 from portal.celery import app
 from tenants import services
 from tenants.audit import AuditContext
 from tenants.models import AuditEvent, Cluster, Tenant, TenantRequest, Tier
-from tests.deploy.chart import CHART
 from tests.plugins.kube import manifest, read_or_none, wait_for
 from tests.plugins.worker import (
     OUTPUT,
@@ -48,68 +48,22 @@ CREDENTIAL_VARIABLE = "BERTH_LEAST_PRIVILEGE_KUBECONFIG"
 SEED = importlib.import_module("tenants.migrations.0002_seed_tiers").TIERS
 
 
-class Release:
-    """The chart's RBAC, installed with helm; the names it gives Berth's identities."""
-
-    def __init__(self, name: str, namespace: str) -> None:
-        self.name, self.namespace = name, namespace
-        self.worker_sa, self.web_sa, self.watcher_sa = f"{name}-worker", f"{name}-web", f"{name}-watcher"
-        self.worker_user = f"system:serviceaccount:{namespace}:{self.worker_sa}"
-        self.grants = (
-            f"{name}-worker-namespace={namespace}/{self.worker_sa},{name}-web-namespace={namespace}/{self.web_sa}"
-        )
-
-
-def _helm(helm_bin: Path, control_plane, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(helm_bin), "--kubeconfig", str(control_plane.kubeconfig_path), *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-
-
 @pytest.fixture(scope="module")
 def release(helm_bin, control_plane, kube_admin) -> Iterator[Release]:
     rel = Release(f"berth-lp{secrets.token_hex(3)}", f"berth-lp-{secrets.token_hex(3)}")
-    done = _helm(
-        helm_bin,
-        control_plane,
-        "install",
-        rel.name,
-        str(CHART),
-        "--namespace",
-        rel.namespace,
-        "--create-namespace",
-        "--values",
-        str(CHART / "ci" / "rbac-only-values.yaml"),
-        "--wait",
-    )
+    done = chart_rbac.install(helm_bin, control_plane, rel)
     assert done.returncode == 0, done.stderr
     try:
         yield rel
     finally:
-        _helm(helm_bin, control_plane, "uninstall", rel.name, "--namespace", rel.namespace, "--wait")
+        chart_rbac.uninstall(helm_bin, control_plane, rel)
         read_or_none(lambda: client.CoreV1Api(kube_admin).delete_namespace(rel.namespace))
 
 
-def _token(kube_admin, namespace: str, service_account: str) -> str:
-    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(expiration_seconds=3600))
-    answer = client.CoreV1Api(kube_admin).create_namespaced_service_account_token(service_account, namespace, request)
-    return str(answer.status.token)
-
-
 @pytest.fixture(scope="module")
-def kubeconfigs(release, control_plane, kube_admin, tmp_path_factory) -> dict[str, Path]:
+def kubeconfigs(release, control_plane, tmp_path_factory) -> dict[str, Path]:
     """A kubeconfig per identity, each with nothing but its ServiceAccount's token."""
-    where = tmp_path_factory.mktemp("least-privilege")
-    return {
-        role: control_plane.write_kubeconfig(
-            where / f"{role}.kubeconfig", user=sa, token=_token(kube_admin, release.namespace, sa)
-        )
-        for role, sa in (("worker", release.worker_sa), ("web", release.web_sa), ("watcher", release.watcher_sa))
-    }
+    return chart_rbac.kubeconfigs(control_plane, release, tmp_path_factory.mktemp("least-privilege"))
 
 
 def _send_to(url: str | None) -> None:
@@ -146,8 +100,7 @@ def confined_worker(release, kubeconfigs, django_db_setup, django_db_blocker) ->
     env = {
         **django_process_env(),
         "CELERY_BROKER_URL": broker,
-        "BERTH_NAMESPACE_GRANTS": release.grants,
-        CREDENTIAL_VARIABLE: kubeconfigs["worker"].read_text(),
+        **chart_rbac.process_env(release, CREDENTIAL_VARIABLE, kubeconfigs["worker"]),
     }
     env.pop("KUBECONFIG", None)
     argv = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=prefork", "--concurrency=2"]
@@ -169,8 +122,7 @@ def confined_watcher(release, kubeconfigs, confined_worker, lp_cluster) -> Itera
     env = {
         **django_process_env(),
         "CELERY_BROKER_URL": confined_worker,
-        "BERTH_NAMESPACE_GRANTS": release.grants,
-        CREDENTIAL_VARIABLE: kubeconfigs["watcher"].read_text(),
+        **chart_rbac.process_env(release, CREDENTIAL_VARIABLE, kubeconfigs["watcher"]),
         "BERTH_WATCH_COALESCE_SECONDS": "0.5",
     }
     env.pop("KUBECONFIG", None)
