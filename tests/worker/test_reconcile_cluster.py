@@ -72,7 +72,9 @@ def test_hand_edits_are_repaired_in_one_pass_and_foreign_objects_left_alone(
         str(b.pk): ["NetworkPolicy/berth-default-deny was missing"],
         str(c.pk): [f"Namespace/{c.namespace} was changed", "Role/berth-tenant was changed"],
     }
-    assert repaired.requests == in_sync.requests + 4
+    # One apply per repair; an object missing from the list (the deleted NetworkPolicy) is read again first, under the
+    # tenant's lock, since the watcher's repair job may have made it since the list (worker.reconcile._repair).
+    assert repaired.requests == in_sync.requests + 4 + 1
     assert (core.read_namespaced_resource_quota("berth-quota", a.namespace).spec.hard or {})["pods"] == "100"
     assert read_or_none(lambda: net.read_namespaced_network_policy("berth-default-deny", b.namespace)) is not None
     labels = core.read_namespace(c.namespace).metadata.labels or {}
