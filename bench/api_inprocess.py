@@ -25,6 +25,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -197,13 +198,19 @@ def main() -> int:
     if args.serve:
         serve()
         return 0
-
-    from bench import api_load
-    from devcluster import servers
-
     work = Path(tempfile.mkdtemp(prefix="berth-api-inprocess-"))
     if args.pg_dir:
         args.pg_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return measure(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, work: Path) -> int:
+    from bench import api_load
+    from devcluster import servers
+
     with servers.postgres_server(args.pg_dir) as db, servers.redis_server() as redis:
         env = api_load.portal_env(db, redis.url)
         metrics_dir = work / "metrics"
