@@ -237,14 +237,15 @@ class NewestFirstPagination(pagination.BasePagination):
         self, queryset: QuerySet[Any] | Sequence[Any], request: ApiRequest, view: Any = None
     ) -> list[Any]:
         """The page's rows, in one query: the index on (…, at DESC, id DESC) finds where the page starts, and the
-        rows are read with their relations (a keyset page has no OFFSET rows to join and throw away)."""
+        rows are read with what they show of their relations (a keyset page has no OFFSET rows to join and throw
+        away). ``queryset`` reads rows as ``values``, each holding the instant and the ``id``."""
         assert isinstance(queryset, QuerySet), "keyset paging needs a queryset"
         after = self.begin(request)
         if after is not None:
             queryset = self.narrow(queryset, after)
         at = self.at_field
         rows = list(queryset.order_by(f"-{at}", "-pk")[: self.limit + 1])
-        return rows[: self.end(len(rows), lambda: After(getattr(rows[self.limit - 1], at), rows[self.limit - 1].pk))]
+        return rows[: self.end(len(rows), lambda: After(rows[self.limit - 1][at], rows[self.limit - 1]["id"]))]
 
     def get_next_link(self) -> str | None:
         """The request's URL with the next page's cursor."""
