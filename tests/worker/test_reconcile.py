@@ -53,7 +53,9 @@ def test_k_hand_edits_are_found_and_repaired_in_one_pass_for_one_request_each(ma
     del host.objects[("NetworkPolicy", b, "berth-default-deny")]
     host.objects[("Namespace", "", c)]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = "privileged"
     result, writes = _pass(cluster, host)
-    assert result.requests == in_sync + 3
+    # One apply per edit, and one read of the deleted object, missing from the list, under the tenant's lock (a
+    # watcher's repair may have made it since).
+    assert result.requests == in_sync + 3 + 1
     assert sorted(writes) == sorted(
         ["apply ResourceQuota/berth-quota", "apply NetworkPolicy/berth-default-deny", f"apply Namespace/{c}"]
     )
