@@ -7,6 +7,7 @@ Berth did not create are never changed. The same against the dev control plane: 
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from django.utils import timezone
 
@@ -215,20 +216,25 @@ def test_beat_sends_one_pass_per_cluster_with_ready_tenants(make_tenant, host, c
     assert tasks.reconcile_cluster.apply(args=(str(cluster.pk),), throw=True).get()["in_sync"] == 3
 
 
+def _lists_in_namespaces_only(host: FakeKube, monkeypatch) -> None:
+    """The API server as a least-privilege worker (the chart's RBAC) sees it: no list across namespaces."""
+    listed = host.list
+
+    def list_in_namespaces_only(kind: str, *, namespace: str | None = None, **kw: Any) -> list[dict]:
+        if namespace is None and kind in reconcile.MANAGED_KINDS:
+            raise KubeForbidden(f"list {kind}: forbidden", status=403)
+        return listed(kind, namespace=namespace, **kw)
+
+    monkeypatch.setattr(host, "list", list_in_namespaces_only)
+
+
 def test_a_credential_that_may_not_list_cluster_wide_reconciles_tenant_by_tenant(
     make_tenant, host, cluster, monkeypatch
 ):
     """A least-privilege worker (the chart's RBAC) holds rights inside Berth's namespaces only."""
     (tenant,) = _ready_tenants(make_tenant, host, 1)
     del host.objects[("LimitRange", tenant.namespace, "berth-limits")]
-    listed = host.list
-
-    def list_in_namespaces_only(kind: str, *, namespace: str | None = None, **kw: object) -> list[dict]:
-        if namespace is None and kind in reconcile.MANAGED_KINDS:
-            raise KubeForbidden(f"list {kind}: forbidden", status=403)
-        return listed(kind, namespace=namespace, **kw)
-
-    monkeypatch.setattr(host, "list", list_in_namespaces_only)
+    _lists_in_namespaces_only(host, monkeypatch)
     result, writes = _pass(cluster, host)
     assert result.per_tenant and result.tenants == 1
     assert "apply LimitRange/berth-limits" in writes
@@ -250,14 +256,7 @@ def test_without_cluster_wide_lists_the_tenants_the_watcher_reads_are_left_to_it
     )
     for tenant in (watched, unread):
         del host.objects[("LimitRange", tenant.namespace, "berth-limits")]
-    listed = host.list
-
-    def list_in_namespaces_only(kind: str, *, namespace: str | None = None, **kw: object) -> list[dict]:
-        if namespace is None and kind in reconcile.MANAGED_KINDS:
-            raise KubeForbidden(f"list {kind}: forbidden", status=403)
-        return listed(kind, namespace=namespace, **kw)
-
-    monkeypatch.setattr(host, "list", list_in_namespaces_only)
+    _lists_in_namespaces_only(host, monkeypatch)
     result, _ = _pass(cluster, host)
     assert result.per_tenant and result.tenants == 2 and result.watched == 1
     assert ("LimitRange", watched.namespace, "berth-limits") not in host.objects  # the watcher's to repair
