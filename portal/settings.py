@@ -301,6 +301,9 @@ BERTH_WATCH_TIMEOUT_SECONDS = env.int("BERTH_WATCH_TIMEOUT_SECONDS", default=300
 BERTH_WATCH_RESYNC_SECONDS = env.float("BERTH_WATCH_RESYNC_SECONDS", default=3600.0)
 # How often a standby asks for the leader's lock, and the leader checks it still holds it.
 BERTH_WATCH_LEADER_POLL_SECONDS = env.float("BERTH_WATCH_LEADER_POLL_SECONDS", default=2.0)
+# A file the watcher touches every 10 s while every cluster's loop goes round (worker.watcher.keep_heartbeat), for a
+# liveness probe to restart a hung leader, whose lock would otherwise stay held; "" = off.
+BERTH_WATCHER_HEARTBEAT_FILE = env.str("BERTH_WATCHER_HEARTBEAT_FILE", default="")
 # The watcher's metrics exporter (events, repairs enqueued, relists, bookmark age): a port, 0 = off.
 BERTH_WATCHER_METRICS_PORT = env.int("BERTH_WATCHER_METRICS_PORT", default=0)
 BERTH_WATCHER_METRICS_ADDRESS = env.str("BERTH_WATCHER_METRICS_ADDRESS", default="0.0.0.0")

@@ -46,6 +46,7 @@ it watches, so drift made while nobody watched is found.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -446,6 +447,7 @@ class ClusterWatcher:
         try:
             while not outer.is_set():
                 now = time.monotonic()
+                tick(self.cluster_name)
                 if now >= next_reading and self.pending is None:
                     self.take_readings()
                     next_reading = now + settings.BERTH_USAGE_SECONDS
@@ -576,10 +578,43 @@ def client_for(cluster: Cluster) -> Kube:
     return kube.for_cluster(cluster).with_user_agent(USER_AGENT)
 
 
+# Liveness. The leader's lock is its database session's, so a leader that is alive but hung (deadlocked, its loop
+# stuck) would keep it for ever, where a Lease holder would stop renewing. Each cluster's thread notes when it last
+# went round its loop; the process touches BERTH_WATCHER_HEARTBEAT_FILE only while every one did so lately, and the
+# chart's liveness probe restarts a container whose file has gone stale: the session, and the lock, go with it.
+TICKS: dict[str, float] = {}  # cluster name → when its thread last went round its loop (time.monotonic)
+STALL_SECONDS = 600.0  # longer than a first list and check of 10,000 tenants, which runs between two rounds
+HEARTBEAT_EVERY_SECONDS = 10.0
+
+
+def tick(cluster_name: str) -> None:
+    TICKS[cluster_name] = time.monotonic()
+
+
+def alive(now: float) -> bool:
+    """Whether every cluster's thread went round its loop within STALL_SECONDS."""
+    return all(now - at < STALL_SECONDS for at in TICKS.values())
+
+
+def keep_heartbeat(path: str, stop: threading.Event) -> None:
+    """Touch ``path`` every HEARTBEAT_EVERY_SECONDS while ``alive``; until ``stop``."""
+    while not stop.is_set():
+        if alive(time.monotonic()):
+            try:
+                with open(path, "a"):
+                    os.utime(path)
+            except OSError as exc:
+                logger.warning("heartbeat file %s: %s", path, exc)
+        else:
+            logger.error("watcher: a cluster's loop has not gone round for %.0f s; heartbeat stopped", STALL_SECONDS)
+        stop.wait(HEARTBEAT_EVERY_SECONDS)
+
+
 def watch_cluster(cluster: Cluster, stop: threading.Event) -> None:
     """Be (or wait to become) the leader for ``cluster``, and watch it while leader; until ``stop``."""
     leadership = Leadership(cluster)
     while not stop.is_set():
+        tick(cluster.name)
         if not leadership.try_acquire():
             stop.wait(settings.BERTH_WATCH_LEADER_POLL_SECONDS)
             continue

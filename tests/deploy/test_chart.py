@@ -401,6 +401,21 @@ def test_two_watchers_run_the_watch_command_and_the_pass_is_a_safety_net(helm_bi
     assert not [d for d in by_kind(off, "Deployment") if d["metadata"]["name"].endswith("-watcher")]
 
 
+@PORTAL
+def test_a_hung_watcher_is_restarted_by_its_heartbeat_files_liveness_probe(helm_bin, values):
+    """Its lock is a database session's: only a restart frees it from a leader that is alive but hung."""
+    objs = render(helm_bin, values)
+    container = named(objs, "Deployment", f"{FULLNAME}-watcher")["spec"]["template"]["spec"]["containers"][0]
+    beat = env_of(container)["BERTH_WATCHER_HEARTBEAT_FILE"]["value"]
+    assert beat.startswith("/tmp/")  # the writable emptyDir; the root filesystem is read-only
+    assert any(mount["mountPath"] == "/tmp" for mount in container["volumeMounts"])
+    probe = container["livenessProbe"]
+    command = probe["exec"]["command"]
+    assert command[:2] == ["python", "-c"] and beat in command[2]
+    # Stale after 2 minutes (the file is touched every 10 s), restarted after 3 failures 30 s apart.
+    assert "> 120" in command[2] and (probe["periodSeconds"], probe["failureThreshold"]) == (30, 3)
+
+
 def test_oidc_isolation_impersonation_is_an_explicit_choice(helm_bin):
     plain = _rules(render(helm_bin, CHART / "ci" / "production-values.yaml"), f"{FULLNAME}-worker")
     opted = _rules(render(helm_bin, CHART / "ci" / "virtual-clusters-values.yaml"), f"{FULLNAME}-worker")

@@ -1,12 +1,14 @@
-"""Pure logic of the watcher: coalescing marks into one repair per tenant, and reading a watch stream."""
+"""Pure logic of the watcher: coalescing marks into one repair per tenant, reading a watch stream, the heartbeat."""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
-from worker import kube
+from worker import kube, watcher
 from worker.kube import KubeGone, KubeTransientError
 from worker.watcher import Coalescer
 
@@ -56,3 +58,35 @@ def test_an_expired_resource_version_in_the_stream_is_gone():
 def test_a_garbled_line_is_a_dropped_connection_not_a_crash():
     with pytest.raises(KubeTransientError):
         list(kube._watch_events("Role", [b"{not json"], "watch Role"))
+
+
+def test_the_heartbeat_stops_once_a_clusters_loop_has_not_gone_round_lately(tmp_path, monkeypatch):
+    """A hung leader keeps its lock (a database session's); its heartbeat file going stale is what gets it restarted."""
+    monkeypatch.setattr(watcher, "TICKS", {})
+    monkeypatch.setattr(watcher, "HEARTBEAT_EVERY_SECONDS", 0.01)
+    beat = tmp_path / "heartbeat"
+    watcher.tick("a")
+    watcher.tick("b")
+    assert watcher.alive(time.monotonic())
+    stop = threading.Event()
+    thread = threading.Thread(target=watcher.keep_heartbeat, args=(str(beat), stop), daemon=True)
+    thread.start()
+    try:
+        wait = time.monotonic() + 5
+        while not beat.exists() and time.monotonic() < wait:
+            time.sleep(0.01)
+        assert beat.exists()
+        watcher.TICKS["b"] = time.monotonic() - watcher.STALL_SECONDS - 1  # b's loop is stuck
+        assert not watcher.alive(time.monotonic())
+        time.sleep(0.05)  # whatever round was under way is over
+        touched = beat.stat().st_mtime_ns
+        time.sleep(0.2)
+        assert beat.stat().st_mtime_ns == touched
+        watcher.tick("b")
+        wait = time.monotonic() + 5
+        while beat.stat().st_mtime_ns == touched and time.monotonic() < wait:
+            time.sleep(0.01)
+        assert beat.stat().st_mtime_ns > touched
+    finally:
+        stop.set()
+        thread.join(timeout=5)

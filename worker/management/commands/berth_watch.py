@@ -47,6 +47,13 @@ class Command(BaseCommand):
                 addr=settings.BERTH_WATCHER_METRICS_ADDRESS,
                 registry=watcher.REGISTRY,
             )
+        if settings.BERTH_WATCHER_HEARTBEAT_FILE:
+            threading.Thread(
+                target=watcher.keep_heartbeat,
+                args=(settings.BERTH_WATCHER_HEARTBEAT_FILE, stop),
+                name="heartbeat",
+                daemon=True,
+            ).start()
         watching: dict[object, threading.Thread] = {}
         while not stop.is_set():
             clusters = Cluster.objects.filter(name__in=names) if names else Cluster.objects.all()
