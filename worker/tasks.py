@@ -15,6 +15,7 @@ from typing import Literal, TypedDict
 from celery import Task, shared_task
 from django.conf import settings
 from django.db import DatabaseError
+from django.db.models import F
 from django.utils import timezone
 
 from tenants import dispatch, selectors, services
@@ -93,8 +94,23 @@ def provision_tenant(self: Task[[str, int | None], str], tenant_id: str, applied
     BERTH_PROVISION_TIMEOUT_SECONDS (default 15 minutes) after it started provisioning is marked failed with
     the reason "Not ready after N minutes: ..."; an admin can retry it. Transient cluster errors are retried
     with backoff and jitter, at most ``max_retries`` times in a row (the sweep re-sends the job later).
+
+    A job that finds its tenant ready with nothing owed (its generation and credentials applied) does nothing: it
+    is a duplicate (the sweep re-sent a job that was only waiting in a long queue, say), and drift is the watcher's
+    and the pass's to repair, not a full reconcile's per stray job.
     """
+    if applied_generation is None and _nothing_owed(tenant_id):
+        return "skipped: ready, nothing to apply"
     return _run_tenant_job(self, lambda: provisioning.provision(tenant_id, applied_generation), tenant_id)
+
+
+def _nothing_owed(tenant_id: str) -> bool:
+    return Tenant.objects.filter(
+        pk=tenant_id,
+        status=S.READY,
+        generation=F("applied_generation"),
+        credential_epoch=F("applied_credential_epoch"),
+    ).exists()
 
 
 @shared_task(name=dispatch.LOOK_AGAIN, bind=True, acks_late=True)

@@ -295,3 +295,15 @@ def test_a_grant_not_in_effect_yet_is_looked_at_again_soon(make_tenant, host, mo
     monkeypatch.setattr(NamespaceBackend, "apply", not_yet)
     progress = provisioning.provision(str(tenant.pk))
     assert progress.outcome == Outcome.NOT_YET and progress.requeue_after == 0.25
+
+
+def test_a_stray_job_for_a_ready_tenant_with_nothing_owed_does_nothing(make_tenant, host, sent):
+    """A duplicate (the sweep re-sent a job only waiting in a long queue): no full reconcile per stray job. A tier
+    change or a transfer (something owed) is applied as before."""
+    tenant = _provisioned_ready(make_tenant, host)
+    writes, requests = list(host.writes), host.requests
+    assert tasks.provision_tenant.apply(args=(str(tenant.pk),), throw=True).get() == "skipped: ready, nothing to apply"
+    assert (host.writes, host.requests) == (writes, requests)
+    Tenant.objects.filter(pk=tenant.pk).update(credential_epoch=tenant.credential_epoch + 1)  # a transfer
+    assert tasks.provision_tenant.apply(args=(str(tenant.pk),), throw=True).get() != "skipped: ready, nothing to apply"
+    assert host.requests > requests
