@@ -270,7 +270,8 @@ def test_tenant_lifecycle_with_the_charts_rbac_only(
     # Reconcile repairs hand edits, even the deletion of the worker's own grant.
     client.NetworkingV1Api(kube_admin).delete_namespaced_network_policy("berth-default-deny", ns)
     rbac.delete_namespaced_role_binding(f"{release.name}-worker-namespace", ns)
-    app.send_task("worker.tasks.provision_tenant", args=[str(tenant.pk)])
+    # The job that repairs a ready tenant (the watcher sends it on seeing drift); a provision job finds nothing owed.
+    app.send_task("worker.tasks.repair_tenant", args=[str(tenant.pk)])
     wait_for(
         lambda: AuditEvent.objects.filter(action="tenant.drift_repaired", object_id=str(tenant.pk)).exists(),
         timeout=60,
