@@ -153,13 +153,6 @@ def provision(
                 return Progress(Outcome.RACED)
         if tenant.status not in (S.PROVISIONING, S.READY):
             return Progress(Outcome.SKIPPED, reason=str(tenant.status))
-        if (
-            tenant.status == S.READY
-            and applied_generation is not None
-            and applied_generation == tenant.applied_generation
-        ):
-            # A provisioning run's next step, come back to a tenant an earlier look made ready: its run is over.
-            return Progress(Outcome.SKIPPED, reason="ready")
         with kube.one_step():
             return _provision(tenant, applied_generation, measure or measured_usage.measure_tenant)
 

@@ -96,10 +96,11 @@ def provision_tenant(self: Task[[str, int | None], str], tenant_id: str, applied
     with backoff and jitter, at most ``max_retries`` times in a row (the sweep re-sends the job later).
 
     A job that finds its tenant ready with nothing owed (its generation and credentials applied) does nothing: it
-    is a duplicate (the sweep re-sent a job that was only waiting in a long queue, say), and drift is the watcher's
-    and the pass's to repair, not a full reconcile's per stray job.
+    is a duplicate (the sweep re-sent a job that was only waiting in a long queue, say) or a provisioning run's next
+    step come back to a tenant an earlier look made ready; drift is the watcher's and the pass's to repair, not a
+    full reconcile's per stray job.
     """
-    if applied_generation is None and _nothing_owed(tenant_id):
+    if _nothing_owed(tenant_id):
         return "skipped: ready, nothing to apply"
     return _run_tenant_job(self, lambda: provisioning.provision(tenant_id, applied_generation), tenant_id)
 

@@ -263,7 +263,7 @@ def test_a_look_makes_a_tenant_ready_at_once_and_its_countdown_job_then_does_not
     assert len(sent) == 1  # a look re-queues nothing: the step's own job is still on its way
     writes = list(host.writes)
     # The step's job comes back to a tenant already ready at the generation it applied: its run is over.
-    assert tasks.provision_tenant.apply(args=countdown_job, throw=True).get() == "skipped: ready"
+    assert tasks.provision_tenant.apply(args=countdown_job, throw=True).get() == "skipped: ready, nothing to apply"
     assert host.writes == writes
     assert list(AuditEvent.objects.filter(object_id=str(tenant.pk), action="tenant.ready")) != []
 
