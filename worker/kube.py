@@ -178,8 +178,9 @@ def _translate(exc: Exception, what: str) -> KubeError:
     return KubeTransientError(f"{what}: cluster unreachable ({type(exc).__name__})")
 
 
-# Objects the server answered with during one provisioning step, by (kind, namespace, name): see one_step().
-_seen: contextvars.ContextVar[dict[tuple[str, str, str], Manifest] | None] = contextvars.ContextVar(
+# What the server answered during one provisioning step, by (kind, namespace, name): the object, or None for
+# "there is none" (see one_step()).
+_seen: contextvars.ContextVar[dict[tuple[str, str, str], Manifest | None] | None] = contextvars.ContextVar(
     "berth_step", default=None
 )
 
@@ -191,7 +192,8 @@ def _key(obj: Manifest) -> tuple[str, str, str]:
 
 @contextlib.contextmanager
 def one_step() -> Iterator[None]:
-    """Within the block, what the server answered (to an apply or a get) is taken as current for later gets.
+    """Within the block, what the server answered (to an apply, a create or a get, including "there is none") is
+    taken as current for later gets; a patch or a delete forgets the object.
 
     One provisioning step takes milliseconds: reading back an object it has just applied or read tells nothing
     new, except what a controller fills in later (a quota's status), which is read with ``get(fresh=True)``.
@@ -353,7 +355,7 @@ class Kube:
         if seen is not None and not fresh and key in seen:
             return copy.deepcopy(seen[key])
         found = self._get(kind, name, namespace=namespace)
-        if seen is not None and found is not None:
+        if seen is not None:
             seen[key] = found
         return found
 
@@ -388,6 +390,17 @@ class Kube:
         return results
 
     def create(self, obj: Manifest, *, dry_run: bool = False) -> Manifest | None:
+        """POST the object (409 when the name is taken); returns what the server holds."""
+        seen = _seen.get()
+        if seen is None or dry_run:
+            return self._create(obj, dry_run=dry_run)
+        seen.pop(_key(obj), None)
+        created = self._create(obj, dry_run=False)
+        if created:
+            seen[_key(created)] = created
+        return created
+
+    def _create(self, obj: Manifest, *, dry_run: bool = False) -> Manifest | None:
         meta = obj["metadata"]
         query = [("dryRun", "All")] if dry_run else []
         return self._call(
@@ -402,6 +415,9 @@ class Kube:
         self, kind: str, name: str, patch: Manifest, *, namespace: str | None = None, dry_run: bool = False
     ) -> Manifest | None:
         query = [("dryRun", "All")] if dry_run else []
+        seen = _seen.get()
+        if seen is not None and not dry_run:
+            seen.pop((kind, namespace or "", name), None)
         return self._call(
             "PATCH",
             _path(kind, name, namespace),

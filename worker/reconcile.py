@@ -403,10 +403,23 @@ def _repair(
     repaired: list[str] = []
     grants = manifests.namespace_grants(tenant, tenant.tier, ns_backend.namespace_grants())
     missing_grants = [g for g in grants if key_of(g) not in live]
+    created = []
     if missing_grants:
         # Berth's own rights inside the namespace: created (POST) before anything is applied there.
-        repaired += ns_backend.grant_berth_access(k, desired[0], missing_grants)
+        created = ns_backend.grant_berth_access(k, desired[0], missing_grants)
+        repaired += created
         stale = [obj for obj in stale if key_of(obj) not in {key_of(g) for g in missing_grants}]
+    with ns_backend.while_granting(created, tenant.namespace):
+        repaired += _apply_stale(k, stale, live)
+    for obj in extra:
+        kind, namespace, name = key_of(obj)
+        k.delete(kind, name, namespace=namespace or None, uid=str(obj["metadata"].get("uid", "")))
+        repaired.append(f"{kind}/{name} was no longer wanted")
+    return repaired
+
+
+def _apply_stale(k: Kube, stale: list[Manifest], live: dict[Key, Manifest]) -> list[str]:
+    repaired = []
     for obj in stale:
         kind, namespace, name = key_of(obj)
         there = live.get((kind, namespace, name))
@@ -426,10 +439,6 @@ def _repair(
                 raise
             continue
         repaired.append(ns_backend.drift(obj, there))
-    for obj in extra:
-        kind, namespace, name = key_of(obj)
-        k.delete(kind, name, namespace=namespace or None, uid=str(obj["metadata"].get("uid", "")))
-        repaired.append(f"{kind}/{name} was no longer wanted")
     return repaired
 
 

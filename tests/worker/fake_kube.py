@@ -97,7 +97,7 @@ class FakeKube(Kube):
             results.append(self._as_served(stored, obj["kind"]))
         return results
 
-    def create(self, obj: Manifest, *, dry_run: bool = False) -> Manifest | None:
+    def _create(self, obj: Manifest, *, dry_run: bool = False) -> Manifest | None:
         self._maybe_fail()
         if dry_run:
             self._admit(obj)

@@ -20,9 +20,7 @@ from tests.worker.conftest import MakeTenant, provisioned_ready
 from tests.worker.fake_kube import FakeKube
 from worker import provisioning, tasks
 from worker.backends import backend_for
-from worker.backends.base import NotReadyYet
-from worker.backends.namespace import NamespaceBackend
-from worker.kube import KubePermanentError, KubeTransientError
+from worker.kube import KubeForbidden, KubePermanentError, KubeTransientError
 from worker.provisioning import Outcome
 
 
@@ -286,15 +284,58 @@ def test_a_look_at_a_tenant_not_provisioning_or_held_changes_nothing(make_tenant
     assert host.writes == writes and sent == []
 
 
-def test_a_grant_not_in_effect_yet_is_looked_at_again_soon(make_tenant, host, monkeypatch):
+GRANTS = ["berth-worker=berth/berth-worker", "berth-reader=berth/berth-worker"]  # as the chart sets them
+
+
+def test_a_grant_not_in_effect_yet_is_looked_at_again_soon(make_tenant, host, monkeypatch, settings):
+    """The chart's RBAC: the worker may write in a tenant's namespace through the RoleBindings it creates there, which
+    the API server's authorizer sees a moment later. Refused meanwhile, the step comes back in a quarter second."""
+    settings.BERTH_NAMESPACE_GRANTS = GRANTS
     tenant = make_tenant()
+    refusals = [1]
+    apply = host._apply
 
-    def not_yet(*args: object, **kwargs: object) -> list[str]:
-        raise NotReadyYet("Berth's grants in namespace dev-web do not take effect yet.", after=0.25)
+    def authorizer_lags(objs, *, dry_run=False):
+        if refusals[0] and any(o["metadata"].get("namespace", o["metadata"]["name"]) == tenant.namespace for o in objs):
+            refusals[0] -= 1
+            raise KubeForbidden(f"namespaces {tenant.namespace!r} is forbidden", status=403)
+        return apply(objs, dry_run=dry_run)
 
-    monkeypatch.setattr(NamespaceBackend, "apply", not_yet)
+    monkeypatch.setattr(host, "_apply", authorizer_lags)
     progress = provisioning.provision(str(tenant.pk))
     assert progress.outcome == Outcome.NOT_YET and progress.requeue_after == 0.25
+    assert [w for w in host.writes if w.startswith("create")] == [
+        f"create Namespace/{tenant.namespace}",
+        "create RoleBinding/berth-worker",
+        "create RoleBinding/berth-reader",
+    ]
+    host.observe_quotas_on_apply = True
+    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.READY  # the grants are there: no create again
+    assert len([w for w in host.writes if w.startswith("create")]) == 3
+
+
+def test_a_refusal_with_no_grant_just_written_is_not_waited_for(make_tenant, host, monkeypatch, settings):
+    settings.BERTH_NAMESPACE_GRANTS = GRANTS
+    tenant = make_tenant()
+    host.refuse["LimitRange"] = KubeForbidden("limitranges is forbidden: denied", status=403)
+    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.NOT_YET  # grants created this step
+    progress = provisioning.provision(str(tenant.pk))
+    assert progress.outcome == Outcome.FAILED and "forbidden" in progress.reason
+
+
+def test_a_first_provision_with_the_charts_rbac_costs_its_objects_and_five_requests(make_tenant, host, settings):
+    """Its objects applied (the grants among them, now Berth's to own with server-side apply), and before them: the
+    Namespace's name looked up (never adopted), the Namespace (bare) and Berth's two grants created, since the worker
+    may write in the namespace only through those; after them the quota read back, counted. The Namespace found
+    missing is not looked up again, nor are the grants checked with a SelfSubjectAccessReview: the apply is."""
+    settings.BERTH_NAMESPACE_GRANTS = GRANTS
+    provisioned_ready(make_tenant(name="warm"), host)  # what a worker process reads once: guards, facts, identity
+    tenant = make_tenant(name="web")
+    objects = len(backend_for(tenant).render(tenant, host))
+    before = host.requests
+    host.observe_quotas_on_apply = True
+    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.READY
+    assert host.requests - before == objects + 5
 
 
 def test_a_stray_job_for_a_ready_tenant_with_nothing_owed_does_nothing(make_tenant, host, sent):

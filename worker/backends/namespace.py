@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -145,9 +146,8 @@ def grant_berth_access(k: Kube, namespace: dict[str, Any], bindings: list[dict[s
 
     With a least-privilege credential the worker's rights inside a namespace come from these RoleBindings, so they
     are created (POST: creating needs no rights inside the namespace) before anything is applied there, and again
-    if someone deleted them. ``ownership.claim`` has made sure an existing namespace is this tenant's. A grant just
-    written reaches the API server's authorizer a moment later (its informers): until it does, NotReadyYet (the
-    caller comes back; nothing waits here).
+    if someone deleted them. ``ownership.claim`` has made sure an existing namespace is this tenant's. What is
+    done there next is done ``while_granting``.
     """
     meta = namespace["metadata"]
     created: list[str] = []
@@ -159,13 +159,23 @@ def grant_berth_access(k: Kube, namespace: dict[str, Any], bindings: list[dict[s
         _create_if_missing(k, bare, created)
     for binding in bindings:
         _create_if_missing(k, binding, created)
-    if created and not k.can_i(verb="patch", resource="namespaces", namespace=meta["name"]):
-        # The authorizer's informers see a RoleBinding in milliseconds, and nothing shows when they have but a
-        # request: come back soon, not at the usual countdown.
-        raise NotReadyYet(
-            f"Berth's grants in namespace {meta['name']} do not take effect yet.", after=GRANT_LOOK_SECONDS
-        )
     return [f"{what} was missing" for what in created]
+
+
+@contextlib.contextmanager
+def while_granting(created: list[str], namespace: str) -> Iterator[None]:
+    """What follows the grants ``grant_berth_access`` just ``created`` in ``namespace``: a grant reaches the API
+    server's authorizer a moment later (its informers see a RoleBinding in milliseconds), and nothing but a request
+    shows when it has. Refused meanwhile (403), the step is NotReadyYet and comes back soon, not at the usual
+    countdown; nothing waits here. With no grant just written, a refusal is what it is."""
+    try:
+        yield
+    except KubeForbidden:
+        if not created:
+            raise
+        raise NotReadyYet(
+            f"Berth's grants in namespace {namespace} do not take effect yet.", after=GRANT_LOOK_SECONDS
+        ) from None
 
 
 def _create_if_missing(k: Kube, obj: dict[str, Any], created: list[str]) -> None:
@@ -261,10 +271,11 @@ class NamespaceBackend:
         ensure_guards(k)  # before the namespace exists, so it is never unguarded
         grants = manifests.namespace_grants(tenant, tenant.tier, namespace_grants())
         created = grant_berth_access(k, objs[0], grants) if grants else []
-        if detect_drift:  # a ready tenant, as it was applied: only what someone changed is applied again
-            return created + _repair(k, objs)
-        k.apply(objs[:1])  # the Namespace first, so namespaced objects have a home
-        k.apply(objs[1:])
+        with while_granting(created, tenant.namespace):
+            if detect_drift:  # a ready tenant, as it was applied: only what someone changed is applied again
+                return created + _repair(k, objs)
+            k.apply(objs[:1])  # the Namespace first, so namespaced objects have a home
+            k.apply(objs[1:])
         if tenant.applied_generation and tenant.applied_generation != tenant.generation:
             self.prune(tenant, k, objs)
         return []
