@@ -41,6 +41,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -103,6 +104,7 @@ class PassResult:
     previous_used: dict[str, object] = field(default_factory=dict)  # tenant id → what it used at the last reading
     namespaces: dict[str, str] = field(default_factory=dict)  # tenant id → its namespace, of those read
     measured: bool = False  # readings of this pass carry measured usage (the cluster's Prometheus answered)
+    waiting: dict[str, float] = field(default_factory=dict)  # tenant id → look again in (s): not ready yet
     busy: int = 0  # held by another worker, or changed since the pass began: left to its own job
     virtual: int = 0  # reconciled one by one (provisioning.provision)
     asleep: dict[str, str] = field(default_factory=dict)  # tenant id → what keeping it asleep (or waking) did
@@ -267,11 +269,67 @@ def _is_uuid(value: str) -> bool:
     return True
 
 
+def repair_drift(tenant_id: str, keys: Collection[Key]) -> provisioning.Progress:
+    """The watcher's repair of the objects it saw drift: ``keys`` (kind, namespace, name), read afresh and
+    repaired as the pass repairs them, one request each and one more for each that differs; the tenant's other
+    objects are not read (the watcher holds them, as it saw them, in its index).
+
+    Only what Berth renders for the tenant is ever looked at, whatever the keys name. A tenant owed more than a
+    repair (a tier change or a credential renewal in flight), a virtual cluster, a ServiceAccount gone (made anew
+    and recorded by the tenant's own path) or an object Berth may not read (its own grant in the namespace was
+    deleted, and is put back first) take the per-tenant path, ``provisioning.provision``, as before.
+    """
+    tenant = (
+        Tenant.objects.select_related("tier", "cluster", "team").filter(pk=tenant_id, status=TenantStatus.READY).first()
+    )
+    if tenant is None:
+        return provisioning.Progress(provisioning.Outcome.SKIPPED, reason="not ready")
+    owed = tenant.generation != tenant.applied_generation or tenant.credential_epoch != tenant.applied_credential_epoch
+    if owed or tenant.kind != ns_backend.NamespaceBackend.kind:
+        return provisioning.provision(tenant_id)
+    k = kube.for_cluster(tenant.cluster)
+    rendered = {key_of(obj) for obj in ns_backend.NamespaceBackend().render(tenant, k)}
+    # The Namespace is always read: one replaced by someone else's under the same name and labels is no drift to
+    # the watcher's comparison (the UID is not rendered), and nothing is applied into it (it diverged).
+    wanted = (set(keys) & rendered) | {("Namespace", "", tenant.namespace)}
+    try:
+        found = {key: k.get(key[0], key[2], namespace=key[1] or None, fresh=True) for key in sorted(wanted)}
+    except KubeForbidden:
+        return provisioning.provision(tenant_id)
+    live = {key: obj for key, obj in found.items() if obj is not None}
+    if any(kind == "ServiceAccount" and obj is None for (kind, _, _), obj in found.items()):
+        return provisioning.provision(tenant_id)
+    result = PassResult(cluster=tenant.cluster.name)
+    if _diverged(tenant, k, live, result):
+        reason = result.diverged.get(tenant_id, "")
+        return provisioning.Progress(provisioning.Outcome.DIVERGED if reason else provisioning.Outcome.RACED, reason)
+    _reconcile_tenant(tenant, k, live, {}, result, only=wanted)
+    if result.busy and not result.repaired:
+        return provisioning.Progress(provisioning.Outcome.LOCKED)
+    if tenant_id in result.waiting:  # the job comes back then, for the whole tenant
+        note = result.failed[tenant_id]
+        return provisioning.Progress(provisioning.Outcome.NOT_YET, note, requeue_after=result.waiting[tenant_id])
+    if tenant_id in result.failed:  # noted on the tenant; the next edit's repair, or the relist, tries again
+        return provisioning.Progress(provisioning.Outcome.FAILED, result.failed[tenant_id])
+    repaired = result.repaired.get(tenant_id, [])
+    outcome = provisioning.Outcome.REPAIRED if repaired else provisioning.Outcome.IN_SYNC
+    return provisioning.Progress(outcome, reason="; ".join(repaired))
+
+
 def _reconcile_tenant(
-    tenant: Tenant, k: Kube, live: dict[Key, Manifest], prunable: dict[str, list[Manifest]], result: PassResult
+    tenant: Tenant,
+    k: Kube,
+    live: dict[Key, Manifest],
+    prunable: dict[str, list[Manifest]],
+    result: PassResult,
+    *,
+    only: Collection[Key] | None = None,
 ) -> None:
+    """Compare the tenant's rendered objects (those of ``only``, when given: the rest were not read) with ``live``
+    and repair what differs, under the tenant's lock."""
     backend = ns_backend.NamespaceBackend()
-    desired = backend.render(tenant, k)
+    rendered = backend.render(tenant, k)
+    desired = rendered if only is None else [obj for obj in rendered if key_of(obj) in only]
     foreign = _foreign(tenant, desired, live)
     stale = [obj for obj in desired if key_of(obj) not in foreign and ns_backend.differs(obj, live.get(key_of(obj)))]
     extra = _unwanted(tenant, desired, prunable.get(str(tenant.pk), []))
@@ -286,7 +344,7 @@ def _reconcile_tenant(
         result.in_sync += 1
         if tenant.applied_generation != tenant.generation:
             services.tenant_record_applied(tenant=tenant, generation=tenant.generation, repaired=[])
-        if not foreign:
+        if not foreign and only is None:
             _note_readiness(tenant, live, result)
         return
     with provisioning.tenant_lock(tid) as got:
@@ -297,10 +355,11 @@ def _reconcile_tenant(
             result.busy += 1
             return
         try:
-            repaired = _repair(tenant, k, desired, stale, extra, live)
+            repaired = _repair(tenant, k, rendered[0], desired, stale, extra, live)
         except NotReadyYet as exc:
             services.tenant_note_progress(tenant=tenant, note=str(exc))
             result.failed[tid] = str(exc)
+            result.waiting[tid] = provisioning.POLL_MIN_SECONDS if exc.after is None else exc.after
             return
         except KubePermanentError as exc:
             services.tenant_note_progress(tenant=tenant, note=f"Last reconcile failed: {exc}")
@@ -394,19 +453,23 @@ def _unwanted(tenant: Tenant, desired: list[Manifest], candidates: list[Manifest
 def _repair(
     tenant: Tenant,
     k: Kube,
+    home: Manifest,
     desired: list[Manifest],
     stale: list[Manifest],
     extra: list[Manifest],
     live: dict[Key, Manifest],
 ) -> list[str]:
-    """Apply what is missing or differs (the Namespace first), delete what is unwanted; what was repaired."""
+    """Apply what is missing or differs (the Namespace first), delete what is unwanted; what was repaired.
+    ``home`` is the tenant's Namespace as rendered; ``desired`` what was compared (all of the tenant's
+    objects, or those a repair job was given)."""
     repaired: list[str] = []
     grants = manifests.namespace_grants(tenant, tenant.tier, ns_backend.namespace_grants())
-    missing_grants = [g for g in grants if key_of(g) not in live]
+    compared = {key_of(obj) for obj in desired}
+    missing_grants = [g for g in grants if key_of(g) in compared and key_of(g) not in live]
     created = []
     if missing_grants:
         # Berth's own rights inside the namespace: created (POST) before anything is applied there.
-        created = ns_backend.grant_berth_access(k, desired[0], missing_grants)
+        created = ns_backend.grant_berth_access(k, home, missing_grants)
         repaired += created
         stale = [obj for obj in stale if key_of(obj) not in {key_of(g) for g in missing_grants}]
     with ns_backend.while_granting(created, tenant.namespace):

@@ -223,13 +223,29 @@ def reconcile_cluster(self: Task[[str], dict[str, object]], cluster_id: str) -> 
 
 
 @shared_task(name=dispatch.REPAIR_TENANT, **TENANT_TASK)
-def repair_tenant(self: Task[[str], str], tenant_id: str) -> str:
-    """Repair a ready tenant the watcher saw drift in (worker.watcher): its objects are read afresh and only what
-    differs is applied, under the tenant's lock, so a second job for the same edit finds nothing and records
-    nothing. A tenant no longer ready is left to its own job."""
+def repair_tenant(self: Task[[str, object], str], tenant_id: str, keys: object = None) -> str:
+    """Repair a ready tenant the watcher saw drift in (worker.watcher): the objects it names (``keys``, as
+    [kind, namespace, name]; without them, all of the tenant's) are read afresh and only what differs is applied,
+    under the tenant's lock, so a second job for the same edit finds nothing and records nothing. A tenant no
+    longer ready is left to its own job."""
     if not Tenant.objects.filter(pk=tenant_id, status=S.READY).exists():
         return "skipped: not ready"
+    wanted = _keys(keys)
+    if wanted:
+        return _run_tenant_job(self, lambda: reconcile_pass.repair_drift(tenant_id, wanted), tenant_id)
     return _run_tenant_job(self, lambda: provisioning.provision(tenant_id), tenant_id)
+
+
+def _keys(keys: object) -> list[reconcile_pass.Key]:
+    """The [kind, namespace, name] triples of a repair job; anything else in the message is dropped (no keys: a
+    repair of the whole tenant)."""
+    if not isinstance(keys, list):
+        return []
+    return [
+        (key[0], key[1], key[2])
+        for key in keys
+        if isinstance(key, list | tuple) and len(key) == 3 and all(isinstance(part, str) for part in key)
+    ]
 
 
 @shared_task(name=dispatch.DELETE_ORPHAN, bind=True, acks_late=True, max_retries=8)

@@ -16,8 +16,9 @@ An event's object is compared with what Berth renders for its tenant by the comp
 (``worker.backends.namespace.differs``: only the fields, labels and annotations Berth renders). An object that
 differs, or that was deleted (or lost Berth's label, which a label-selected watch reports as a deletion), marks
 its tenant for repair; the marks of one tenant within ``BERTH_WATCH_COALESCE_SECONDS`` become one
-``worker.tasks.repair_tenant`` job on the reconcile queue, which reads the tenant's objects afresh and applies
-only what differs, under the tenant's advisory lock (so a second job finds nothing left and records nothing).
+``worker.tasks.repair_tenant`` job on the reconcile queue, naming the objects marked. The job reads those objects
+(and the tenant's Namespace) afresh and applies only what differs, under the tenant's advisory lock, so a second
+job finds nothing left and records nothing (``worker.reconcile.repair_drift``: three requests for one edit).
 Objects without a live tenant's id, and tenants not ready or with a tier change in flight, are left alone: their
 own jobs, and the periodic pass (now a slow safety net), see to them.
 
@@ -167,15 +168,19 @@ class PendingReadings:
 
 @dataclass
 class Coalescer:
-    """Tenants marked (for repair, or to be looked at), each sent once ``window`` seconds after its first mark."""
+    """Tenants marked (for repair, or to be looked at), each sent once ``window`` seconds after its first mark,
+    with the keys of the objects its marks named (a repair reads and repairs those only), if any."""
 
-    send: Callable[[str], object]
+    send: Callable[..., object]  # (tenant id) or, when its marks named objects, (tenant id, their keys)
     window: float
     due: dict[str, float] = field(default_factory=dict)
+    keys: dict[str, set[Key]] = field(default_factory=dict)
     counted: bool = True  # each send counts as a repair enqueued (berth_watch_repairs_enqueued)
 
-    def mark(self, tenant_id: str, now: float) -> None:
+    def mark(self, tenant_id: str, now: float, key: Key | None = None) -> None:
         self.due.setdefault(tenant_id, now + self.window)
+        if key is not None:
+            self.keys.setdefault(tenant_id, set()).add(key)
 
     def next_due(self) -> float | None:
         return min(self.due.values(), default=None)
@@ -184,14 +189,20 @@ class Coalescer:
         ready = [tid for tid, at in self.due.items() if at <= now]
         for tid in ready:
             del self.due[tid]
-            self.send(tid)
+            keys = self.keys.pop(tid, None)
+            if keys:
+                self.send(tid, sorted(keys))
+            else:
+                self.send(tid)
             if self.counted:
                 REPAIRS.inc()
         return ready
 
 
-def send_repair(tenant_id: str) -> bool:
-    return dispatch.send(dispatch.REPAIR_TENANT, tenant_id)
+def send_repair(tenant_id: str, keys: list[Key] | None = None) -> bool:
+    if keys is None:
+        return dispatch.send(dispatch.REPAIR_TENANT, tenant_id)
+    return dispatch.send(dispatch.REPAIR_TENANT, tenant_id, [list(key) for key in keys])
 
 
 def send_look(tenant_id: str) -> bool:
@@ -210,7 +221,7 @@ class ClusterWatcher:
         cluster: Cluster,
         k: Kube,
         *,
-        send: Callable[[str], object] = send_repair,
+        send: Callable[..., object] = send_repair,
         send_look: Callable[[str], object] = send_look,
     ) -> None:
         self.cluster_pk, self.cluster_name = cluster.pk, cluster.name
@@ -288,12 +299,11 @@ class ClusterWatcher:
         return {key_of(obj): obj for obj in ns_backend.NamespaceBackend().render(tenant, self.k)}
 
     def check_tenant(self, tenant: Tenant) -> None:
-        """Mark the tenant when anything Berth renders for it is missing from the index or differs."""
+        """Mark the tenant, with each object Berth renders for it that is missing from the index or differs."""
         for key, want in self.desired(tenant).items():
             if ns_backend.differs(want, self.objects[key[0]].get(key)):
                 DRIFTS.labels(kind=key[0]).inc()
-                self.coalescer.mark(str(tenant.pk), time.monotonic())
-                return
+                self.coalescer.mark(str(tenant.pk), time.monotonic(), key)
 
     def on_event(self, kind: str, event: WatchEvent) -> None:
         EVENTS.labels(kind=kind, type=event.type).inc()  # (the stream keeps its resourceVersion: ``stream``)
@@ -329,7 +339,7 @@ class ClusterWatcher:
             return  # not something Berth renders for this tenant: the pass decides about leftovers
         if event.type == "DELETED" or ns_backend.differs(want, obj):
             DRIFTS.labels(kind=kind).inc()
-            self.coalescer.mark(tid, time.monotonic())
+            self.coalescer.mark(tid, time.monotonic(), key)
 
     def look_again(self, tenant_id: str) -> None:
         """The quota controller counted the tenant's quota ``LOOK_DELAY_SECONDS`` ago: what a provisioning tenant

@@ -369,7 +369,7 @@ def test_an_edit_the_watchers_repair_fixed_while_the_pass_listed_is_repaired_and
 
     def list_then_watcher_repairs(k):
         found = listed(k)
-        provisioning.provision(str(tenant.pk))  # the watcher's repair job (tasks.repair_tenant), meanwhile
+        reconcile.repair_drift(str(tenant.pk), [key])  # the watcher's repair job (tasks.repair_tenant), meanwhile
         host.objects[key]["metadata"]["resourceVersion"] = "2"  # the server moved it on with that write
         return found
 
@@ -393,7 +393,7 @@ def test_an_object_the_watchers_repair_made_again_while_the_pass_listed_is_audit
 
     def list_then_watcher_repairs(k):
         found = listed(k)
-        provisioning.provision(str(tenant.pk))  # the watcher's repair job (tasks.repair_tenant), meanwhile
+        reconcile.repair_drift(str(tenant.pk), [key])  # the watcher's repair job (tasks.repair_tenant), meanwhile
         return found
 
     monkeypatch.setattr(reconcile, "live_objects", list_then_watcher_repairs)
@@ -402,3 +402,110 @@ def test_an_object_the_watchers_repair_made_again_while_the_pass_listed_is_audit
     assert result.repaired == {} and writes == ["apply NetworkPolicy/berth-default-deny"]  # the job's alone
     repairs = AuditEvent.objects.filter(action="tenant.drift_repaired", object_id=str(tenant.pk))
     assert [e.after["repaired"] for e in repairs] == [["NetworkPolicy/berth-default-deny was missing"]]
+
+
+def _repairs(tenant: Tenant) -> list[list[str]]:
+    events = AuditEvent.objects.filter(action="tenant.drift_repaired", object_id=str(tenant.pk)).order_by("at")
+    return [e.after["repaired"] for e in events]
+
+
+def test_the_watchers_repair_reads_and_repairs_only_the_objects_it_names(make_tenant, host, cluster):
+    """Its Namespace and each object named are read; each that differs is applied: three requests for an edit, one
+    more for an object deleted (read again under the tenant's lock). What it was not told of is not touched."""
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    quota = ("ResourceQuota", tenant.namespace, "berth-quota")
+    deny = ("NetworkPolicy", tenant.namespace, "berth-default-deny")
+    limits = ("LimitRange", tenant.namespace, "berth-limits")
+    host.objects[quota]["spec"]["hard"]["pods"] = "1000"
+    del host.objects[deny]
+    del host.objects[limits]  # an edit the watcher has not reported yet
+    before, written = host.requests, len(host.writes)
+    progress = reconcile.repair_drift(str(tenant.pk), [quota])
+    assert (progress.outcome, host.requests - before) == (Outcome.REPAIRED, 3)
+    before = host.requests
+    assert reconcile.repair_drift(str(tenant.pk), [deny]).outcome == Outcome.REPAIRED
+    assert host.requests - before == 4
+    assert host.writes[written:] == ["apply ResourceQuota/berth-quota", "apply NetworkPolicy/berth-default-deny"]
+    assert host.objects[quota]["spec"]["hard"]["pods"] == "100" and limits not in host.objects
+    assert _repairs(tenant) == [
+        ["ResourceQuota/berth-quota was changed"],
+        ["NetworkPolicy/berth-default-deny was missing"],
+    ]
+    before = host.requests
+    assert reconcile.repair_drift(str(tenant.pk), [quota, deny]).outcome == Outcome.IN_SYNC  # a second job: nothing
+    assert host.requests - before == 3 and len(_repairs(tenant)) == 2
+
+
+def test_the_watchers_repair_never_reads_or_touches_what_berth_does_not_render_for_the_tenant(
+    make_tenant, host, cluster
+):
+    mine, other = _ready_tenants(make_tenant, host, 2)
+    theirs = ("NetworkPolicy", other.namespace, "berth-default-deny")
+    foreign = ("NetworkPolicy", mine.namespace, "allow-all")
+    host.put(
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": "allow-all", "namespace": mine.namespace},
+            "spec": {},
+        }
+    )
+    host.objects[theirs]["spec"] = {}
+    before, written = host.requests, len(host.writes)
+    progress = reconcile.repair_drift(str(mine.pk), [theirs, foreign, ("Secret", mine.namespace, "x")])
+    assert progress.outcome == Outcome.IN_SYNC
+    assert host.requests - before == 1  # its Namespace, always read
+    assert host.writes[written:] == [] and host.objects[theirs]["spec"] == {} and foreign in host.objects
+
+
+def test_the_watchers_repair_of_a_replaced_namespace_marks_the_tenant_diverged_and_applies_nothing(
+    make_tenant, host, cluster
+):
+    """Someone else's namespace under the tenant's name, with its labels copied: no drift to the watcher's
+    comparison, but the Namespace is always read, and its UID is not the one recorded."""
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    key = ("Namespace", "", tenant.namespace)
+    host.objects[key]["metadata"]["uid"] = "someone-elses"
+    deny = ("NetworkPolicy", tenant.namespace, "berth-default-deny")
+    del host.objects[deny]
+    written = len(host.writes)
+    assert reconcile.repair_drift(str(tenant.pk), [deny]).outcome == Outcome.DIVERGED
+    tenant.refresh_from_db()
+    assert tenant.status == "diverged" and host.writes[written:] == [] and deny not in host.objects
+
+
+def test_the_watchers_repair_of_a_deleted_service_account_takes_the_tenants_own_path(make_tenant, host, cluster):
+    """Made anew, its new UID is recorded (as Berth's, for a later renewal to delete): provisioning.provision."""
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    key = ("ServiceAccount", tenant.namespace, manifests.TENANT_SA)
+    old_uid = host.objects.pop(key)["metadata"]["uid"]
+    assert reconcile.repair_drift(str(tenant.pk), [key]).outcome == Outcome.REPAIRED
+    tenant.refresh_from_db()
+    new_uid = host.objects[key]["metadata"]["uid"]
+    assert (
+        new_uid != old_uid and tenant.owned_uids[f"ServiceAccount/{tenant.namespace}/{manifests.TENANT_SA}"] == new_uid
+    )
+
+
+def test_the_watchers_repair_that_may_not_read_in_the_namespace_puts_berths_grants_back_first(
+    make_tenant, host, cluster, monkeypatch, settings
+):
+    """The chart's RBAC: the worker reads inside a tenant's namespace through its own RoleBindings there. One deleted
+    by hand, the repair may not read what it was told of: the tenant's own path creates the grants first."""
+    settings.BERTH_NAMESPACE_GRANTS = ["berth-worker=berth/berth-worker", "berth-reader=berth/berth-worker"]
+    (tenant,) = _ready_tenants(make_tenant, host, 1)
+    rendered = manifests.namespace_grants(tenant, tenant.tier, manifests.parse_grants(settings.BERTH_NAMESPACE_GRANTS))
+    grants = [reconcile.key_of(g) for g in rendered]
+    assert grants and all(g in host.objects for g in grants)
+    del host.objects[grants[0]]
+    get = host._get
+
+    def guarded(kind, name, *, namespace=None):
+        if namespace == tenant.namespace and grants[0] not in host.objects:
+            raise KubeForbidden(f"get {kind}/{name}: forbidden", status=403)
+        return get(kind, name, namespace=namespace)
+
+    monkeypatch.setattr(host, "_get", guarded)
+    assert reconcile.repair_drift(str(tenant.pk), [grants[0]]).outcome == Outcome.REPAIRED
+    assert grants[0] in host.objects
+    assert any(f"{grants[0][0]}/{grants[0][2]} was missing" in r for r in _repairs(tenant)[-1])

@@ -28,6 +28,21 @@ def test_a_burst_of_marks_on_one_tenant_becomes_one_repair_after_the_window():
     assert coalescer.flush(3.0) == ["alice"]
 
 
+def test_a_repair_names_every_object_its_marks_named_and_a_later_repair_only_its_own():
+    sent: list[tuple] = []
+    coalescer = Coalescer(send=lambda *job: sent.append(job), window=1.0)
+    quota, deny = ("ResourceQuota", "t-a", "berth-quota"), ("NetworkPolicy", "t-a", "berth-default-deny")
+    coalescer.mark("alice", 0.0, deny)
+    coalescer.mark("alice", 0.5, quota)
+    coalescer.mark("alice", 0.6, deny)
+    coalescer.mark("bob", 0.0)  # no object named: a repair of the whole tenant
+    coalescer.flush(1.0)
+    assert sent == [("alice", [deny, quota]), ("bob",)]
+    coalescer.mark("alice", 2.0, quota)
+    coalescer.flush(3.0)
+    assert sent[-1] == ("alice", [quota])
+
+
 def _lines(*events: dict) -> list[bytes]:
     return [json.dumps(event).encode() for event in events]
 

@@ -21,7 +21,7 @@ from worker.watcher import LOOK_DELAY_SECONDS, ClusterWatcher
 
 
 def _watcher(cluster: Cluster, host: FakeKube, looks: list[str]) -> ClusterWatcher:
-    watcher = ClusterWatcher(cluster, host, send=lambda tid: None, send_look=looks.append)
+    watcher = ClusterWatcher(cluster, host, send=lambda *job: None, send_look=looks.append)
     watcher.objects = {
         kind: {k: copy.deepcopy(v) for k, v in host.objects.items() if k[0] == kind} for kind in reconcile.MANAGED_KINDS
     }
@@ -156,7 +156,7 @@ def test_an_event_that_changes_only_the_status_is_not_compared(make_tenant: Make
 
     monkeypatch.setattr(watcher, "desired", counted)
     marked: list[str] = []
-    monkeypatch.setattr(watcher.coalescer, "mark", lambda tid, now: marked.append(tid))
+    monkeypatch.setattr(watcher.coalescer, "mark", lambda tid, now, key: marked.append(tid))
     quota = _quota(host, tenant, {"hard": {"pods": "20"}, "used": {"pods": "4"}})
     quota["metadata"]["resourceVersion"] = "77"
     watcher.on_event("ResourceQuota", WatchEvent("MODIFIED", quota))
@@ -166,3 +166,27 @@ def test_an_event_that_changes_only_the_status_is_not_compared(make_tenant: Make
     edited["metadata"]["resourceVersion"] = "78"
     watcher.on_event("ResourceQuota", WatchEvent("MODIFIED", edited))
     assert rendered == ["busy"] and marked == [str(tenant.pk)]
+
+
+def test_a_repair_is_sent_naming_the_objects_that_drifted(make_tenant: MakeTenant, host, cluster):
+    """From an event (the object it brought) and from a check of the whole tenant (each object that differs), so the
+    repair job reads those alone."""
+    tenant = provisioned_ready(make_tenant(name="edited"), host)
+    sent: list[tuple] = []
+    watcher = _watcher(cluster, host, [])
+    watcher.coalescer.send = lambda *job: sent.append(job)
+    quota = ("ResourceQuota", tenant.namespace, "berth-quota")
+    deny = ("NetworkPolicy", tenant.namespace, "berth-default-deny")
+    edited = copy.deepcopy(watcher.objects["ResourceQuota"][quota])
+    edited["spec"]["hard"]["pods"] = "9999"
+    edited["metadata"]["resourceVersion"] = "91"
+    watcher.on_event("ResourceQuota", WatchEvent("MODIFIED", edited))
+    watcher.on_event("NetworkPolicy", WatchEvent("DELETED", watcher.objects["NetworkPolicy"][deny]))
+    watcher.coalescer.flush(time.monotonic() + 60)
+    assert sent == [(str(tenant.pk), sorted([quota, deny]))]
+    limits = ("LimitRange", tenant.namespace, "berth-limits")
+    del watcher.objects["LimitRange"][limits]  # gone while nobody watched
+    watcher.check_tenant(tenant)
+    watcher.coalescer.flush(time.monotonic() + 60)
+    # Nothing was repaired meanwhile: the quota and the policy are still as the events left them in the index.
+    assert sent[-1] == (str(tenant.pk), sorted([quota, deny, limits]))

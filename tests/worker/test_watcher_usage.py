@@ -96,7 +96,7 @@ def test_a_quotas_status_changing_is_not_drift():
 
 
 def _watcher(cluster: Cluster, host: FakeKube) -> ClusterWatcher:
-    watcher = ClusterWatcher(cluster, host, send=lambda tid: None)
+    watcher = ClusterWatcher(cluster, host, send=lambda *job: None)
     watcher.objects = {
         kind: {k: v for k, v in host.objects.items() if k[0] == kind} for kind in reconcile.MANAGED_KINDS
     }
