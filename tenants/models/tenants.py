@@ -133,6 +133,13 @@ class Tenant(models.Model):
             models.Index(fields=["status", "status_changed_at"]),
             # A team's page of the API list: newest first, read from the index without sorting the team's rows.
             models.Index(fields=["team", "-created_at", "-id"], name="tenant_team_page"),
+            # The tenants list's default page (live tenants by name, either way) read from the index, and its count
+            # from the index alone: neither sorts nor reads the whole fleet.
+            models.Index(
+                fields=["name", "id"],
+                condition=Q(status__in=[s.value for s in LIVE_STATUSES]),
+                name="tenant_live_by_name",
+            ),
         ]
 
     def __str__(self) -> str:

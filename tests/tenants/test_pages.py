@@ -889,6 +889,31 @@ def test_a_value_that_is_not_offered_is_a_field_error(as_user, dave):
     assert response.status_code == 200 and b"error-summary" in response.content
 
 
+def test_the_fleet_views_default_pages_list_live_tenants_by_name_then_id(as_user, alice, dave, team_a, make_tenant):
+    """The default page (live tenants, by name, id breaking ties) and its reverse, page after page: what the index
+    tenant_live_by_name serves; deleted and rejected tenants only with "Any, deleted too"."""
+    live = [make_tenant(team=team_a, created_by=alice, name=f"t{i:02d}") for i in reversed(range(52))]
+    live += [make_tenant(team=team_a, created_by=alice, name="twin", namespace=f"twin-{i}") for i in range(2)]
+    live.append(make_tenant(team=team_a, created_by=alice, name="t07", namespace="t07-failed", status="failed"))
+    gone = [
+        make_tenant(team=team_a, created_by=alice, name="t00", namespace="t00-old", status=TenantStatus.DELETED),
+        make_tenant(team=team_a, created_by=alice, name="a", status=TenantStatus.REJECTED),
+    ]
+    row = re.compile(r'<a href="/tenants/([0-9a-f-]{36})/"><strong>([^<]+)</strong></a>')
+    client = as_user(dave)
+
+    def shown(**query: str) -> list[str]:
+        html = client.get(reverse("fleet"), query).content.decode()
+        return [pk for pk, _ in row.findall(html)]
+
+    by_name = [str(t.pk) for t in sorted(live, key=lambda t: (t.name, t.pk))]
+    assert shown() + shown(page="2") == by_name and len(shown()) == 50
+    assert "55 tenants" in client.get(reverse("fleet")).content.decode()
+    assert shown(sort="-name") + shown(sort="-name", page="2") == by_name[::-1]
+    every = [str(t.pk) for t in sorted(live + gone, key=lambda t: (t.name, t.pk))]
+    assert shown(status="any") + shown(status="any", page="2") == every
+
+
 def test_the_fleet_view_does_not_grow_queries_with_rows(
     as_user, alice, dave, team_a, make_tenant, django_assert_max_num_queries
 ):
