@@ -140,6 +140,24 @@ class Tenant(models.Model):
                 condition=Q(status__in=[s.value for s in LIVE_STATUSES]),
                 name="tenant_live_by_name",
             ),
+            # The dashboard's counts of live, failed and expiring tenants from the index alone (fleet_summary),
+            # without reading the table's rows, which carry the reports and usage (kilobytes each).
+            models.Index(
+                fields=["status", "expires_at", "id"],
+                condition=Q(status__in=[s.value for s in LIVE_STATUSES]),
+                name="tenant_live_summary",
+            ),
+            # The live tenants whose last isolation report failed, by name: the dashboard counts them and the
+            # "Failing isolation" filter lists them without reading every live tenant's report (a JSON document of
+            # some kilobytes each). PostgreSQL uses it for a query whose conditions include both of these.
+            models.Index(
+                fields=["name", "id"],
+                condition=Q(status__in=[s.value for s in LIVE_STATUSES]) & Q(isolation_report__passed=False),
+                name="tenant_live_isolation_failing",
+            ),
+            # The API's list for those who see every team (tenant_team_page starts with the team): newest first,
+            # every status, read from the index without sorting the fleet.
+            models.Index(fields=["-created_at", "-id"], name="tenant_newest_first"),
         ]
 
     def __str__(self) -> str:

@@ -164,11 +164,18 @@ def fleet_export(request: AuthedRequest) -> StreamingHttpResponse:
 
 
 def fleet_summary(*, user: User) -> dict[str, int]:
-    """What a platform admin or approver sees of the fleet on the dashboard: one aggregate query."""
+    """What a platform admin or approver sees of the fleet on the dashboard, in two queries.
+
+    The counts of plain columns are one aggregate, read from the index tenant_live_summary alone. The failing
+    isolation reports are counted on their own, with the conditions of the partial index
+    tenant_live_isolation_failing: that count reads the few failing tenants' index entries only, where a filter of
+    the aggregate read every live tenant's report (some kilobytes of JSON each) and grew with the fleet.
+    """
     live = selectors.tenants_visible_to(user=user).filter(status__in=LIVE_STATUSES)
-    return live.aggregate(
+    summary = live.aggregate(
         live=Count("id"),
         failed=Count("id", filter=Q(status=TenantStatus.FAILED)),
-        isolation_failing=Count("id", filter=Q(isolation_report__passed=False)),
         expiring=Count("id", filter=Q(expires_at__lt=expiring_before())),
     )
+    summary["isolation_failing"] = live.filter(isolation_report__passed=False).count()
+    return summary

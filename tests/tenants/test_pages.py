@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from tenants import hooks, services
 from tenants.models import ApiToken, AuditEvent, Tenant, TenantRequest, TenantStatus, User
+from tenants.views import fleet_pages
 from tests.fixtures import FakeWorkerHooks
 
 pytestmark = pytest.mark.django_db
@@ -912,6 +913,81 @@ def test_the_fleet_views_default_pages_list_live_tenants_by_name_then_id(as_user
     assert shown(sort="-name") + shown(sort="-name", page="2") == by_name[::-1]
     every = [str(t.pk) for t in sorted(live + gone, key=lambda t: (t.name, t.pk))]
     assert shown(status="any") + shown(status="any", page="2") == every
+
+
+def test_the_dashboard_counts_the_live_fleet_and_the_filters_list_the_same_tenants(
+    as_user, alice, bob, carol, dave, team_a, team_b, make_tenant
+):
+    """The admin's dashboard counts live tenants, failed ones, those whose last isolation report failed and those
+    expiring soon; deleted tenants count nowhere, a report that passed or none at all is not failing. Each count
+    links to the tenants list filtered to the same tenants."""
+    failing, passing = {"passed": False, "checks": [{"id": "x", "passed": False}]}, {"passed": True, "checks": []}
+    soon, later = timezone.now() + dt.timedelta(days=1), timezone.now() + dt.timedelta(days=365)
+    make_tenant(team=team_a, created_by=alice, name="ok", isolation_report=passing, expires_at=later)
+    make_tenant(team=team_a, created_by=alice, name="unchecked", status=TenantStatus.PROVISIONING)
+    make_tenant(team=team_b, created_by=bob, name="leaky", isolation_report=failing, expires_at=soon)
+    make_tenant(team=team_b, created_by=bob, name="broken", status=TenantStatus.FAILED, isolation_report=failing)
+    make_tenant(team=team_a, created_by=alice, name="drifted", status=TenantStatus.DIVERGED, expires_at=soon)
+    make_tenant(team=team_a, created_by=alice, name="odd", isolation_report={"passed": None})
+    for status in (TenantStatus.DELETED, TenantStatus.REJECTED, TenantStatus.CANCELLED):
+        make_tenant(team=team_b, created_by=bob, status=status, isolation_report=failing, expires_at=soon)
+
+    for user in (dave, carol):  # a platform admin, an approver: both see every team
+        assert fleet_pages.fleet_summary(user=user) == {"live": 6, "failed": 1, "isolation_failing": 2, "expiring": 2}
+    client = as_user(dave)
+    html = client.get(reverse("dashboard")).content.decode()
+    for text in ("6</strong> live tenants", "1</strong> failed", "2</strong> failing isolation", "2</strong> expiring"):
+        assert text in html
+
+    def listed(**query: str) -> list[str]:
+        html = client.get(reverse("fleet"), query).content.decode()
+        return re.findall(r'<a href="/tenants/[0-9a-f-]{36}/"><strong>([^<]+)</strong></a>', html)
+
+    assert listed(isolation_failing="on") == ["broken", "leaky"]
+    assert listed(isolation_failing="on", sort="-name") == ["leaky", "broken"]
+    assert listed(isolation_failing="on", status="any") == sorted(["broken", "leaky", "row-1", "row-2", "row-3"])
+    assert listed(expiring="on") == ["drifted", "leaky"]
+
+
+@pytest.mark.django_db(transaction=True)  # VACUUM cannot run inside a transaction
+def test_the_dashboard_counts_and_the_admins_api_list_are_read_from_their_indexes(
+    as_user, api, alice, dave, team_a, make_tenant
+):
+    """What keeps the admin's pages from growing with the fleet: the dashboard's counts read from the indexes
+    tenant_live_summary and tenant_live_isolation_failing alone, the API's newest-first page of every team's
+    tenants from tenant_newest_first without a sort. A query whose conditions or order no longer match its index's
+    would read and sort the table."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for i in range(3):
+        make_tenant(team=team_a, created_by=alice, isolation_report={"passed": i != 1})
+    with CaptureQueriesContext(connection) as dashboard:
+        as_user(dave).get(reverse("dashboard"))
+    with CaptureQueriesContext(connection) as listed:
+        assert api(dave).get("/api/v1/tenants/").status_code == 200
+    queries = [q["sql"] for q in dashboard.captured_queries + listed.captured_queries]
+    summary = [sql for sql in queries if 'AS "live"' in sql]
+    failing = [sql for sql in queries if "COUNT(*)" in sql and "isolation_report" in sql]
+    newest = [sql for sql in queries if 'FROM "tenants_tenant" ORDER BY "tenants_tenant"."created_at" DESC' in sql]
+    assert len(summary) == len(failing) == len(newest) == 1, queries
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE tenants_tenant")
+        # A table of 3 rows is best read whole and sorted: with those ways (and bitmaps) set aside, the plan shows
+        # the index that serves each query, as the planner picks it on a fleet (bench/README.md).
+        for way in ("seqscan", "sort", "bitmapscan"):
+            cursor.execute(f"SET enable_{way} = off")
+        try:
+            for sql, index in (
+                (summary[0], "tenant_live_summary"),
+                (failing[0], "tenant_live_isolation_failing"),
+                (newest[0], "tenant_newest_first"),
+            ):
+                cursor.execute("EXPLAIN " + sql)
+                plan = "\n".join(row[0] for row in cursor.fetchall())
+                assert f"Index Only Scan using {index} " in plan and "Sort" not in plan, plan
+        finally:
+            cursor.execute("RESET ALL")
 
 
 def test_the_fleet_view_does_not_grow_queries_with_rows(
