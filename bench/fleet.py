@@ -49,9 +49,21 @@ those API Priority and Fairness dispatched for the ``service-accounts`` FlowSche
 nothing else on the dev control plane; the controllers' are in ``kube-system-service-accounts``).
 
 Each ready tenant queues an isolation check on the reconcile queue; those of steps 1-2 are purged before the
-reconcile worker starts (they are not part of approve → ready and would take hours on 2 cores at 10,000). Beat
-starts with the reconcile worker: its sweep re-sends approved tenants untouched for 90 seconds, which a queue of
-thousands of approvals would be. The last line of stdout is a JSON object with the figures.
+reconcile worker starts (they are not part of approve → ready and would take hours on 2 cores at 10,000). So that
+the pages of steps 1 and 9 read a fleet whose every ready tenant has a report, as a real one's has (the dashboard
+counts the failing ones, the tenants list shows each verdict), every ready tenant without one gets a copy of a real
+report just before them (``fill_isolation_reports``): the newest one a check of this run produced, or, in step 1,
+where none has run yet (no reconcile worker), the report of a check run in this process, as the worker would, on
+the first warm-up tenant. A copy is the report's JSON with the source tenant's namespace, wherever its details name
+it (the API server's refusals do), replaced by the tenant's own, and ``checked_at`` now. Its verdict is set for a
+realistic mix, 1 tenant in 20 (by name) failing: a failing copy keeps the source's checks as they are (marking its
+first check failed if none did) and says ``passed: false``; a passing one marks every check passed (on the dev
+control plane, with no node, the network checks are "not proven", which fails every real report here). The size and
+shape of what the pages read are the real report's; only the verdicts are the bench's. Each copy is recorded through
+``services.tenant_record_isolation_report``, as a check's report is (the audit entry, and the notification of a
+failing one, with it), and ``VACUUM ANALYZE`` of the tenants table follows, as autovacuum would in a running
+database. Beat starts with the reconcile worker: its sweep re-sends approved tenants untouched for 90 seconds, which
+a queue of thousands of approvals would be. The last line of stdout is a JSON object with the figures.
 """
 
 from __future__ import annotations
@@ -506,11 +518,11 @@ def queue_length(queue: str) -> int:
         return int(channel.client.llen(queue))
 
 
-def wait_quiet(settle: float = 5.0) -> None:
-    """Until the workers' queues have been empty for ``settle`` seconds (the last job has finished, or nearly)."""
+def wait_quiet(settle: float = 5.0, queues: Iterable[str] = ("provision", "celery", "reconcile")) -> None:
+    """Until ``queues`` have been empty for ``settle`` seconds (the last job has finished, or nearly)."""
     quiet_since = None
     while quiet_since is None or time.monotonic() - quiet_since < settle:
-        if any(queue_length(q) for q in ("provision", "celery", "reconcile")):
+        if any(queue_length(q) for q in queues):
             quiet_since = None
         elif quiet_since is None:
             quiet_since = time.monotonic()
@@ -523,6 +535,64 @@ def purge(queue: str) -> int:
     with app.connection_for_write() as conn:
         channel: Any = conn.default_channel  # kombu's virtual channel (Redis) has queue_purge
         return int(channel.queue_purge(queue) or 0)
+
+
+FAILING_EVERY = 20  # of the copied isolation reports, 1 in 20 fails
+
+
+def copied_report(
+    source: Mapping[str, Any], source_namespace: str, namespace: str, *, failing: bool, checked_at: str
+) -> dict[str, Any]:
+    """A copy of the real isolation report ``source`` (of the tenant in ``source_namespace``) for the tenant in
+    ``namespace``: that namespace wherever the source's names its own, checked at ``checked_at``, and the verdict
+    ``failing`` says: failing, the source's checks as they were (the first one failed if none was); passing, every
+    check passed."""
+    report: dict[str, Any] = json.loads(json.dumps(source).replace(source_namespace, namespace))
+    report["checked_at"] = checked_at
+    checks = report.get("checks") or []
+    if failing:
+        if checks and all(c.get("passed") for c in checks):
+            checks[0]["passed"] = False
+    else:
+        for check in checks:
+            check["passed"] = True
+    report["passed"] = not failing
+    return report
+
+
+def fill_isolation_reports(cluster: Any) -> int:
+    """Give every ready tenant of ``cluster`` without an isolation report a copy of a real one (see the module's
+    docstring); the number given."""
+    from django.db import connection
+    from django.utils import timezone
+
+    from tenants import services
+    from tenants.models import Tenant
+    from worker import provisioning
+
+    ready = Tenant.objects.filter(cluster=cluster, status="ready").select_related("team", "cluster")
+    source = ready.filter(isolation_report_at__isnull=False).order_by("-isolation_report_at").first()
+    if source is None:  # no check has run yet: run one on the first ready tenant, as the worker's task does
+        first = ready.order_by("name").first()
+        if first is None:
+            return 0
+        report = provisioning.isolation_report(str(first.pk))
+        if report is None:
+            raise RuntimeError(f"no isolation report for {first.name}")
+        services.tenant_record_isolation_report(tenant=first, report=report)
+        source = ready.get(pk=first.pk)
+    checked_at = timezone.now().isoformat()
+    given = 0
+    for i, tenant in enumerate(ready.filter(isolation_report_at__isnull=True).order_by("name")):
+        failing = i % FAILING_EVERY == FAILING_EVERY - 1
+        report = copied_report(
+            source.isolation_report, source.namespace, tenant.namespace, failing=failing, checked_at=checked_at
+        )
+        services.tenant_record_isolation_report(tenant=tenant, report=report)
+        given += 1
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE tenants_tenant")
+    return given
 
 
 def repairs_since(since: float, tenant_ids: Iterable[str]) -> list[tuple[str, float, list[str]]]:
@@ -717,6 +787,8 @@ def run(args: argparse.Namespace, work_dir: Path, stack: contextlib.ExitStack, b
     say(f"1. warm-up: {warm} tenants, then the pages ...")
     with steps.step("warm-up"):
         warmup = approve_batch(ctx, [f"w-{i:05d}" for i in range(warm)], provision_worker, 300 + 2 * warm)
+    copied_small = fill_isolation_reports(cluster)
+    wait_quiet(queues=("provision", "celery"))  # the notifications of failing reports sent (no reconcile worker yet)
     with steps.step(f"pages at {warm}"):
         pages_small = measure_pages(url, ctx, args.page_rounds)
 
@@ -786,7 +858,8 @@ def run(args: argparse.Namespace, work_dir: Path, stack: contextlib.ExitStack, b
     storm_repair_s = stormed["last"] - storm_began
     covered = busy["last_ready"] < stormed["last"]
 
-    say("9. the pages again, once every queue is empty ...")
+    say("9. the pages again, every ready tenant with an isolation report, once every queue is empty ...")
+    copied_big = fill_isolation_reports(cluster)
     wait_quiet()
     total_tenants = len(ctx_tenants(cluster))
     with steps.step(f"pages at {total_tenants}"):
@@ -826,6 +899,7 @@ def run(args: argparse.Namespace, work_dir: Path, stack: contextlib.ExitStack, b
         covered=covered,
         pages_small=pages_small,
         pages_big=pages_big,
+        copied=(copied_small, copied_big),
         began=began,
         load_start=load_start,
     )
@@ -917,6 +991,7 @@ def report(**r: Any) -> None:
     small, big = r["pages_small"], r["pages_big"]
     ratios = {name: pct(big[name], 95) / pct(small[name], 95) for name, _ in PAGES}
     print(f"9. pages, p95 of {args.page_rounds} GETs each, at {warm} and at {r['total_tenants']} tenants")
+    print(f"   isolation reports copied before them (1 in {FAILING_EVERY} failing): {r['copied'][0]}, {r['copied'][1]}")
     print(
         table(
             ["page", f"p95 s at {warm}", f"p95 s at {r['total_tenants']}", "ratio"],
@@ -981,6 +1056,7 @@ def report(**r: Any) -> None:
                 "drift_repaired": tally(drifted),
                 f"page_p95_ratio_{n}_over_{warm}": round(worst, 2),
                 "page_p95_ratios": {name: round(v, 2) for name, v in ratios.items()},
+                "isolation_reports_copied": list(r["copied"]),
                 "approve_ready_p95_busy_over_idle": round(busy_p95 / idle_p95, 2),
                 "storm_edits": stormed["edits"],
                 "storm_repair_seconds": round(r["storm_repair_s"], 1),

@@ -1,8 +1,10 @@
-"""The fleet benchmark's pure helpers (bench/fleet.py): the audit policy, counting Berth's requests from the audit log
-by step, identity and verb, the API server's counters, and repairs counted once."""
+"""The fleet benchmark's helpers (bench/fleet.py): the audit policy, counting Berth's requests from the audit log
+by step, identity and verb, the API server's counters, repairs counted once, and the copies of a real isolation
+report every ready tenant without one gets before the pages are measured."""
 
 import json
 import math
+from typing import Any
 
 import pytest
 
@@ -127,3 +129,75 @@ def test_quick_shortens_what_is_not_given_explicitly():
         1000,
         30,
     )
+
+
+REPORT: dict[str, Any] = {
+    "passed": False,
+    "checked_at": "2026-11-29T05:00:00+00:00",
+    "checks": [
+        {
+            "id": "MTB-PL1-CC-TI-1",
+            "title": "Block access to other tenants' resources",
+            "passed": True,
+            "proven": True,
+            "detail": 'refused: configmaps is forbidden: User "system:serviceaccount:fleet-w-00000:tenant" cannot list',
+        },
+        {"id": "berth-net-dns", "title": "DNS", "passed": False, "proven": False, "detail": "not proven: no node"},
+    ],
+}
+
+
+def test_a_copied_report_names_its_own_tenant_and_takes_the_verdict_it_is_given():
+    copy = fleet.copied_report(REPORT, "fleet-w-00000", "fleet-f-00042", failing=False, checked_at="now")
+    assert copy["passed"] is True and copy["checked_at"] == "now"
+    assert [c["passed"] for c in copy["checks"]] == [True, True]
+    assert "system:serviceaccount:fleet-f-00042:tenant" in copy["checks"][0]["detail"]
+    assert "fleet-w-00000" not in json.dumps(copy)
+    assert [(c["id"], c["title"], c["proven"]) for c in copy["checks"]] == [
+        (c["id"], c["title"], c["proven"]) for c in REPORT["checks"]
+    ]
+    assert REPORT["checks"][1]["passed"] is False and REPORT["checked_at"] != "now"  # the source is left alone
+
+    failing = fleet.copied_report(REPORT, "fleet-w-00000", "fleet-f-00042", failing=True, checked_at="now")
+    assert failing["passed"] is False and [c["passed"] for c in failing["checks"]] == [True, False]
+    passing_source = fleet.copied_report(REPORT, "fleet-w-00000", "fleet-w-00000", failing=False, checked_at="now")
+    failing = fleet.copied_report(passing_source, "fleet-w-00000", "fleet-f-00001", failing=True, checked_at="now")
+    assert failing["passed"] is False and [c["passed"] for c in failing["checks"]] == [False, True]
+
+
+@pytest.mark.django_db(transaction=True)  # fill_isolation_reports ends with VACUUM, which no transaction may hold
+def test_every_ready_tenant_without_a_report_gets_a_copy_of_the_newest_real_one(cluster, medium, alice, team_a):
+    from tenants import services
+    from tenants.models import AuditEvent, Tenant
+
+    def tenant(name: str, status: str = "ready") -> Tenant:
+        return Tenant.objects.create(
+            name=name,
+            namespace=f"fleet-{name}",
+            team=team_a,
+            tier=medium,
+            cluster=cluster,
+            status=status,
+            created_by=alice,
+        )
+
+    source = tenant("w-00000")
+    services.tenant_record_isolation_report(
+        tenant=source,
+        report=fleet.copied_report(REPORT, "fleet-w-00000", "fleet-w-00000", failing=False, checked_at="then"),
+    )
+    bare = [tenant(f"f-{i:05d}") for i in range(40)]
+    waiting = tenant("f-99999", status="provisioning")
+
+    assert fleet.fill_isolation_reports(cluster) == 40
+    reports = dict(Tenant.objects.filter(cluster=cluster).values_list("name", "isolation_report"))
+    assert reports["w-00000"]["checked_at"] == "then" and reports[waiting.name] == {}
+    failing = sorted(t.name for t in bare if reports[t.name]["passed"] is False)
+    assert failing == ["f-00019", "f-00039"]  # 1 in 20, by name
+    for t in bare:
+        report = reports[t.name]
+        assert f"system:serviceaccount:fleet-{t.name}:tenant" in report["checks"][0]["detail"]
+        assert len(report["checks"]) == len(REPORT["checks"]) and report["checked_at"] != "then"
+    assert not Tenant.objects.filter(status="ready", isolation_report_at__isnull=True).exists()
+    assert AuditEvent.objects.filter(action="tenant.isolation_checked").count() == 41
+    assert fleet.fill_isolation_reports(cluster) == 0  # step 9 copies only to those without one
