@@ -50,8 +50,10 @@ nothing else on the dev control plane; the controllers' are in ``kube-system-ser
 
 Each ready tenant queues an isolation check on the reconcile queue; those of steps 1-2 are purged before the
 reconcile worker starts (they are not part of approve → ready and would take hours on 2 cores at 10,000). Beat
-starts with the reconcile worker: its sweep re-sends approved tenants untouched for 90 seconds, which a queue of
-thousands of approvals would be. The last line of stdout is a JSON object with the figures.
+starts with the reconcile worker, after the batch: while the provision queue holds messages its sweep holds the
+waiting tenants back, but still re-sends each once per BERTH_STUCK_BACKLOG_SECONDS (an hour): at 10,000 (hours)
+a duplicate job per waiting tenant per hour on the measured workers, beside the sweep's own runs on them. Step 2
+measures provisioning without either. The last line of stdout is a JSON object with the figures.
 """
 
 from __future__ import annotations
