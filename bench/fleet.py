@@ -62,8 +62,10 @@ control plane, with no node, the network checks are "not proven", which fails ev
 shape of what the pages read are the real report's; only the verdicts are the bench's. Each copy is recorded through
 ``services.tenant_record_isolation_report``, as a check's report is (the audit entry, and the notification of a
 failing one, with it), and ``VACUUM ANALYZE`` of the tenants table follows, as autovacuum would in a running
-database. Beat starts with the reconcile worker: its sweep re-sends approved tenants untouched for 90 seconds, which
-a queue of thousands of approvals would be. The last line of stdout is a JSON object with the figures.
+database. Beat starts with the reconcile worker, after the batch: while the provision queue holds messages its sweep
+holds the waiting tenants back, but still re-sends each once per BERTH_STUCK_BACKLOG_SECONDS (an hour): at 10,000
+(hours) a duplicate job per waiting tenant per hour on the measured workers, beside the sweep's own runs on them.
+Step 2 measures provisioning without either. The last line of stdout is a JSON object with the figures.
 """
 
 from __future__ import annotations

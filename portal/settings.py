@@ -336,6 +336,11 @@ BERTH_RIGHTSIZE_NEAR_DAYS = env.int("BERTH_RIGHTSIZE_NEAR_DAYS", default=2)
 BERTH_RIGHTSIZE_HEADROOM = env.float("BERTH_RIGHTSIZE_HEADROOM", default=1.25)
 # Approved or working tenants untouched for this long are re-sent by the sweep.
 BERTH_STUCK_AFTER_SECONDS = env.int("BERTH_STUCK_AFTER_SECONDS", default=90)
+# While the provision queue holds messages (workers behind: the tenants wait in it, not lost) the sweep re-sends a
+# tenant only when its status and its last re-send are this much older instead (read as at least the above), so
+# that thousands approved at once do not fill the queue with a duplicate each per sweep; a job lost meanwhile is
+# re-sent within this long (or within BERTH_STUCK_AFTER_SECONDS of the queue emptying, if sooner).
+BERTH_STUCK_BACKLOG_SECONDS = env.int("BERTH_STUCK_BACKLOG_SECONDS", default=3600)
 # A tenant not ready (or not deleted) this long after provisioning (or decommissioning) started is marked
 # failed with the reason; until then the worker looks again every few seconds, never waiting in between.
 BERTH_PROVISION_TIMEOUT_SECONDS = env.int("BERTH_PROVISION_TIMEOUT_SECONDS", default=900)

@@ -7,13 +7,16 @@ lost: the tenant's status says what is owed and the periodic sweep re-sends it.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from celery import current_app
 from django.db import transaction
+from kombu.exceptions import ChannelError
 
 logger = logging.getLogger(__name__)
 
 # On the ``provision`` queue (CELERY_TASK_ROUTES): an approval never waits behind a reconcile pass.
+PROVISION_QUEUE = "provision"
 PROVISION = "worker.tasks.provision_tenant"
 DECOMMISSION = "worker.tasks.decommission_tenant"
 APPLY_SLEEP = "worker.tasks.apply_sleep"  # scale a tenant's workloads to zero, or restore them
@@ -43,6 +46,23 @@ def send(task: str, *args: object, countdown: float = 0.0) -> bool:
         logger.warning("could not enqueue %s%r: %s; the sweep will retry", task, args, type(exc).__name__)
         return False
     return True
+
+
+def queue_depth(queue: str) -> int | None:
+    """How many messages wait in ``queue`` for a worker (on Redis, each priority's list counted); None when the
+    broker cannot be reached. A job with a countdown waits there only until a worker fetches it (and holds it until
+    its time): a message counted here waits for a free worker."""
+    try:
+        with current_app.connection_for_read() as conn:
+            channel: Any = conn.default_channel  # kombu's virtual channel (Redis) answers a passive declare
+            try:
+                # Passive: nothing is declared. kombu's Redis transport sums the queue's lists (one per priority).
+                return int(channel.queue_declare(queue=queue, passive=True).message_count)
+            except ChannelError:
+                return 0  # no list under that name: Redis drops a list with its last message
+    except Exception as exc:  # any broker failure: the caller decides what an unknown depth means
+        logger.warning("could not read the depth of queue %s: %s", queue, type(exc).__name__)
+        return None
 
 
 def enqueue(task: str, *args: object) -> None:

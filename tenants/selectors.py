@@ -213,23 +213,35 @@ def team_budget(*, team: Team) -> dict:
     return {key: {"used": u, "total": t, "remaining": max(t - u, 0)} for key, u, t in rows}
 
 
+def _not_resent_since(moment, field: str = "resent_at") -> Q:
+    """Not re-sent by the sweep since ``moment`` (Tenant.resent_at, or sleep_resent_at for sleep jobs): each
+    tenant's job is re-sent at most once per window."""
+    return Q(**{f"{field}__isnull": True}) | Q(**{f"{field}__lt": moment})
+
+
 def tenants_stuck(*, statuses: list[str], older_than) -> QuerySet[Tenant]:
-    return Tenant.objects.filter(status__in=statuses, status_changed_at__lt=older_than)
+    """Tenants in one of ``statuses`` whose status changed before ``older_than`` and whom the sweep has not re-sent
+    since."""
+    return Tenant.objects.filter(_not_resent_since(older_than), status__in=statuses, status_changed_at__lt=older_than)
 
 
 def tenants_change_unapplied(*, older_than) -> QuerySet[Tenant]:
     """Ready tenants with a change the worker has not applied (a tier change whose job was lost while the broker
-    was down), and no request decided for them since ``older_than`` (whose own job may still be on the way)."""
+    was down), no request decided for them since ``older_than`` (whose own job may still be on the way), and not
+    re-sent by the sweep since."""
     recent = TenantRequest.objects.filter(tenant=OuterRef("pk"), decided_at__gte=older_than)
-    return Tenant.objects.filter(status=TenantStatus.READY, generation__gt=F("applied_generation")).exclude(
-        Exists(recent)
-    )
+    return Tenant.objects.filter(
+        _not_resent_since(older_than), status=TenantStatus.READY, generation__gt=F("applied_generation")
+    ).exclude(Exists(recent))
 
 
 def tenants_sleep_unapplied(*, older_than) -> QuerySet[Tenant]:
-    """Ready tenants whose sleep or wake the worker has not applied, though asked before ``older_than``."""
+    """Ready tenants whose sleep or wake the worker has not applied, though asked before ``older_than``, and not
+    re-sent by the sweep since."""
     changed = Q(asleep_since__lt=older_than) | Q(sleeping=False, last_activity_at__lt=older_than)
-    return Tenant.objects.filter(changed, status=TenantStatus.READY, sleep_applied=False)
+    return Tenant.objects.filter(
+        changed, _not_resent_since(older_than, "sleep_resent_at"), status=TenantStatus.READY, sleep_applied=False
+    )
 
 
 def tenants_ready_for_reconcile() -> QuerySet[Tenant]:

@@ -6,6 +6,7 @@ import copy
 import datetime as dt
 import importlib
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -136,6 +137,27 @@ def dispatched(monkeypatch) -> list[tuple[str, tuple]]:
 
     monkeypatch.setattr("tenants.dispatch.send", fake_send)
     return sent
+
+
+def purge_queue(name: str) -> int:
+    """Drop every message waiting in queue ``name`` of this run's broker (each priority's list on Redis)."""
+    from portal.celery import app
+
+    with app.connection_for_write() as conn:
+        channel: Any = conn.default_channel  # kombu's virtual channel (Redis) has queue_purge
+        return int(channel.queue_purge(name) or 0)
+
+
+@pytest.fixture
+def empty_provision_queue() -> Iterator[None]:
+    """The provision queue of this run's Redis emptied when the test starts and when it ends: for tests of the
+    sweep, whose window depends on that queue's depth, read for real. Nothing else fills it meanwhile: a test with
+    ``dispatched`` publishes nothing, and the run's worker is drained after each test that has it."""
+    from tenants import dispatch
+
+    purge_queue(dispatch.PROVISION_QUEUE)
+    yield
+    purge_queue(dispatch.PROVISION_QUEUE)
 
 
 class FakeWorkerHooks:

@@ -15,7 +15,7 @@ from typing import Literal, TypedDict
 from celery import Task, shared_task
 from django.conf import settings
 from django.db import DatabaseError
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from tenants import dispatch, selectors, services
@@ -168,18 +168,53 @@ def refresh_usage(self: Task[[str], None], tenant_id: str) -> None:
 
 @shared_task(name=dispatch.SWEEP, acks_late=True)  # scheduled by beat (CELERY_BEAT_SCHEDULE)
 def sweep() -> dict[str, int]:
-    """Re-send work that was lost, remind and expire. Safe to run anywhere, any time."""
+    """Re-send work that was lost, remind and expire. Safe to run anywhere, any time.
+
+    A tenant owed a job (approved, provisioning or decommissioning; ready with a tier change or a sleep the worker
+    has not applied) is re-sent when what it is owed and the sweep's last re-send of it (``Tenant.resent_at``, or
+    ``sleep_resent_at`` for a sleep job) are both older than a window: at most once per window, however long it
+    waits. The window is BERTH_STUCK_AFTER_SECONDS (90 s) while the ``provision`` queue (which holds every one of
+    those jobs) is empty, or when its depth cannot be read (Redis away: towards re-sending, nothing is lost). While
+    it holds messages the workers are behind and the tenants wait in it, not lost: the window is then
+    BERTH_STUCK_BACKLOG_SECONDS (1 hour), and those due under the short one are held back (``held_back``) instead
+    of each getting a duplicate per sweep.
+
+    The bound: a job lost (a worker died, the broker lost its queue) is re-sent by the first sweep, every
+    BERTH_SWEEP_SECONDS (60 s), after BERTH_STUCK_AFTER_SECONDS at which the queue is empty, and at the latest
+    BERTH_STUCK_BACKLOG_SECONDS + BERTH_SWEEP_SECONDS after it was lost however long the queue stays.
+    """
     now = timezone.now()
     # A tenant untouched this long in a working status has lost its job (worker died, broker was down).
     stuck_before = now - dt.timedelta(seconds=settings.BERTH_STUCK_AFTER_SECONDS)
+    depth = dispatch.queue_depth(dispatch.PROVISION_QUEUE)
+    due_before = stuck_before
+    if depth:  # None (unreadable) and 0 keep the short window
+        backlog = max(settings.BERTH_STUCK_BACKLOG_SECONDS, settings.BERTH_STUCK_AFTER_SECONDS)
+        due_before = now - dt.timedelta(seconds=backlog)
     counts = {"provision": 0, "decommission": 0, "reminded": 0, "expired": 0, "sleep": 0, "alerts_expired": 0}
-    for tenant in selectors.tenants_stuck(statuses=[S.APPROVED, S.PROVISIONING], older_than=stuck_before):
-        counts["provision"] += dispatch.send(dispatch.PROVISION, str(tenant.pk))
+    counts["queue"] = -1 if depth is None else depth  # the provision queue's depth; -1: it could not be read
+    held = 0
+
+    def resend(task: str, owed: Callable[[dt.datetime], QuerySet[Tenant]]) -> list[str]:
+        """Send ``task`` to the tenants owed it since before the window; those it was sent to."""
+        nonlocal held
+        due = [str(pk) for pk in owed(due_before).values_list("pk", flat=True)]
+        if due_before < stuck_before:
+            held += max(0, owed(stuck_before).count() - len(due))
+        return [pk for pk in due if dispatch.send(task, pk)]  # one the broker refused is tried at the next sweep
+
+    provision = resend(
+        dispatch.PROVISION,
+        lambda before: selectors.tenants_stuck(statuses=[S.APPROVED, S.PROVISIONING], older_than=before),
+    )
     # A ready tenant's change (a tier change) whose job was lost stays ready at the old settings until it is sent.
-    for tenant in selectors.tenants_change_unapplied(older_than=stuck_before):
-        counts["provision"] += dispatch.send(dispatch.PROVISION, str(tenant.pk))
-    for tenant in selectors.tenants_stuck(statuses=[S.DECOMMISSIONING], older_than=stuck_before):
-        counts["decommission"] += dispatch.send(dispatch.DECOMMISSION, str(tenant.pk))
+    provision += resend(dispatch.PROVISION, lambda before: selectors.tenants_change_unapplied(older_than=before))
+    decommission = resend(
+        dispatch.DECOMMISSION, lambda before: selectors.tenants_stuck(statuses=[S.DECOMMISSIONING], older_than=before)
+    )
+    # One UPDATE for every tenant re-sent (a tenant owes one of these jobs at a time).
+    services.tenants_record_resent(tenant_ids=provision + decommission, at=now)
+    counts["provision"], counts["decommission"] = len(provision), len(decommission)
     remind_before = now + dt.timedelta(days=settings.BERTH_EXPIRY_REMINDER_DAYS)
     for tenant in selectors.tenants_expiring(before=remind_before):
         counts["reminded"] += services.tenant_remind_expiry(tenant=tenant)
@@ -193,8 +228,16 @@ def sweep() -> dict[str, int]:
     sleep_counts = services.tenants_sleep_sweep(now=now)
     counts["sleep"] = sleep_counts["slept"] + sleep_counts["woke"]
     # A sleep or wake whose job was lost (broker down) is sent again.
-    for tenant in selectors.tenants_sleep_unapplied(older_than=stuck_before):
-        dispatch.send(dispatch.APPLY_SLEEP, str(tenant.pk))
+    slept = resend(dispatch.APPLY_SLEEP, lambda before: selectors.tenants_sleep_unapplied(older_than=before))
+    services.tenants_record_resent(tenant_ids=slept, at=now, sleep=True)  # its own column: it may owe both
+    counts["held_back"] = held
+    if held:
+        logger.info(
+            "sweep: the provision queue holds %d messages; %d tenants waiting in it are held back (re-sent after %d s)",
+            depth,
+            held,
+            (now - due_before).total_seconds(),
+        )
     # Firing alerts Alertmanager stopped posting are resolved as expired; old resolved ones are deleted.
     counts["alerts_expired"] = services.alerts_sweep(now=now)["expired"]
     logger.info("sweep: %s", counts)

@@ -101,6 +101,11 @@ class Tenant(models.Model):
     # The start of the scheduled sleep window the sweep last put the tenant to sleep for: an owner who wakes it
     # inside that window keeps it awake until the next window begins.
     schedule_window_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # When the sweep (worker.tasks.sweep) last re-sent the tenant's provision or decommission job, and its sleep job
+    # (a tenant may owe both a tier change and a sleep): it re-sends each at most once per window, so that a tenant
+    # waiting in a long queue gets no duplicate every minute. Bookkeeping, not a state.
+    resent_at = models.DateTimeField(null=True, blank=True, editable=False)
+    sleep_resent_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         # The id breaks ties (tenants made in one bulk share a created_at): a page's rows, and so offset paging,

@@ -59,6 +59,7 @@ from tenants.services.lifecycle import (
     tenant_record_isolation_report,
     tenant_record_owned,
     tenant_record_usage,
+    tenants_record_resent,
     tenants_record_usage,
     transition,
 )
@@ -198,6 +199,7 @@ __all__ = [
     "tenant_remind_expiry",
     "tenant_request_isolation_check",
     "tenant_retry",
+    "tenants_record_resent",
     "tenants_record_usage",
     "tenant_record_credentials_renewed",
     "transfer_accept",

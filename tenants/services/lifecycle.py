@@ -8,6 +8,7 @@ Nothing else assigns a status.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
@@ -230,6 +231,19 @@ def tenant_note_progress(*, tenant: Tenant, note: str) -> None:
     Tenant.objects.filter(pk=tenant.pk, status=tenant.status).update(status_reason=note[:2000])
 
 
+def tenants_record_resent(*, tenant_ids: Iterable[str], at: dt.datetime, sleep: bool = False) -> int:
+    """The sweep re-sent these tenants' owed jobs (their sleep jobs with ``sleep``) at ``at``, recorded in one UPDATE
+    (Tenant.resent_at, sleep_resent_at); how many rows.
+
+    Not audited: bookkeeping of the sweep's own pacing, not a state change (the tenant's status, tier and
+    everything its owners or the cluster see stay as they were; the audit trail records every state change, and
+    a row per re-send would only repeat that a tenant is still waiting)."""
+    ids = list(tenant_ids)
+    if not ids:
+        return 0
+    return Tenant.objects.filter(pk__in=ids).update(**{"sleep_resent_at" if sleep else "resent_at": at})
+
+
 def tenant_record_usage(*, tenant: Tenant, usage: dict[str, Any], measured: dict[str, float] | None = None) -> None:
     """Quota usage read back from the cluster: an observation, not a state change, so not audited; it also
     goes into the usage history, with what the tenant's containers used (``measured``, by its cluster's
@@ -296,6 +310,7 @@ __all__ = [
     "tenant_record_isolation_report",
     "tenant_record_usage",
     "tenant_snapshot",
+    "tenants_record_resent",
     "tenants_record_usage",
     "transition",
 ]

@@ -311,7 +311,7 @@ def test_unreachable_cluster_leaves_tenant_retrying_then_it_converges(
 
 
 def test_redis_down_at_approval_still_ends_ready_through_the_sweep(
-    celery_worker, live_cluster, redis_server, alice, carol, team_a, medium, settings
+    celery_worker, live_cluster, redis_server, alice, carol, team_a, medium, settings, empty_provision_queue
 ):
     from worker.tasks import sweep
 
@@ -324,6 +324,7 @@ def test_redis_down_at_approval_still_ends_ready_through_the_sweep(
     tenant.refresh_from_db()
     assert tenant.status == "approved"  # approved work is recorded, not lost
     settings.BERTH_STUCK_AFTER_SECONDS = 0
+    settings.BERTH_STUCK_BACKLOG_SECONDS = 0  # whatever the worker's queue holds at the moment the sweep looks
 
     def swept_and_ready():
         tenant.refresh_from_db()

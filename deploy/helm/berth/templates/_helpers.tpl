@@ -295,6 +295,8 @@ postgres://berth@{{ include "berth.postgresql.host" . }}:5432/berth
   value: {{ $v.watcher.enabled | quote }}
 - name: BERTH_STUCK_AFTER_SECONDS
   value: {{ $v.config.stuckAfterSeconds | int64 | quote }}
+- name: BERTH_STUCK_BACKLOG_SECONDS
+  value: {{ $v.config.stuckBacklogSeconds | int64 | quote }}
 - name: BERTH_PROVISION_TIMEOUT_SECONDS
   value: {{ $v.config.provisionTimeoutSeconds | int64 | quote }}
 - name: BERTH_EXPIRY_REMINDER_DAYS
