@@ -107,6 +107,7 @@ LOOKS = Counter(
 READINGS = Counter("berth_watch_usage_readings", "Tenant quota readings recorded from the index.", registry=REGISTRY)
 QUOTA_NAME = "berth-quota"
 LOOK_DELAY_SECONDS = 0.3  # from a provisioning tenant's quota counted to a look at it (ClusterWatcher.looks)
+EVENT_BATCH = 500  # events taken from the queue at once, their tenants read in one query (ClusterWatcher.handle)
 
 
 def _tenant_id(obj: Manifest) -> str:
@@ -345,7 +346,9 @@ class ClusterWatcher:
                 DRIFTS.labels(kind=key[0]).inc()
                 self.coalescer.mark(str(tenant.pk), time.monotonic(), key)
 
-    def on_event(self, kind: str, event: WatchEvent) -> None:
+    def on_event(self, kind: str, event: WatchEvent, *, ready: Mapping[str, Tenant] | None = None) -> None:
+        """Index one event and mark what it shows (drift, a quota counted). ``ready``: the ready tenants of the batch
+        the event came in, read in one query (``handle``); without it, the event's tenant is read."""
         EVENTS.labels(kind=kind, type=event.type).inc()  # (the stream keeps its resourceVersion: ``stream``)
         if event.type == "BOOKMARK":
             self.bookmarks[kind] = time.monotonic()
@@ -371,7 +374,7 @@ class ClusterWatcher:
             self.looks.mark(tid, time.monotonic())
         if status_only:
             return
-        tenants = self._ready_tenants([tid])
+        tenants = self._ready_tenants([tid]) if ready is None else [ready[tid]] if tid in ready else []
         if not tenants:
             return
         want = self.desired(tenants[0]).get(key)
@@ -518,11 +521,15 @@ class ClusterWatcher:
                 )
                 wait = min(next_leader_check, due) - now
                 try:
-                    kind, event = self.events.get(timeout=max(0.0, min(wait, 1.0)))
+                    batch = [self.events.get(timeout=max(0.0, min(wait, 1.0)))]
                 except queue.Empty:
-                    pass
-                else:
-                    self._handle(kind, event)
+                    batch = []
+                while batch and len(batch) < EVENT_BATCH:
+                    try:
+                        batch.append(self.events.get_nowait())
+                    except queue.Empty:
+                        break
+                self.handle(batch)
                 self.coalescer.flush(time.monotonic())
                 self.looks.flush(time.monotonic())
                 for kind in MANAGED_KINDS:
@@ -532,14 +539,24 @@ class ClusterWatcher:
             for gone in self._relisted.values():
                 gone.set()
 
-    def _handle(self, kind: str, event: WatchEvent | None) -> None:
-        if event is None:
-            try:
-                self.relist(kind)
-            finally:
-                self._relisted.pop(kind).set()
-            return
-        self.on_event(kind, event)
+    def handle(self, batch: list[tuple[str, WatchEvent | None]]) -> None:
+        """The events waiting, in the order they came (None: a kind to list again), with the ready tenants they
+        name read in one query: a storm of edits costs a query a batch, not one an event (the query is most of an
+        event's cost), so a provisioning tenant's quota event behind it is seen, and its look sent, sooner."""
+        named = {
+            tid
+            for _, event in batch
+            if event is not None and event.type != "BOOKMARK" and _is_uuid(tid := _tenant_id(event.object))
+        }
+        ready = {str(t.pk): t for t in self._ready_tenants(sorted(named))} if named else {}
+        for kind, event in batch:
+            if event is None:
+                try:
+                    self.relist(kind)
+                finally:
+                    self._relisted.pop(kind).set()
+            else:
+                self.on_event(kind, event, ready=ready)
 
 
 def _rendered_part(obj: Manifest) -> Manifest:

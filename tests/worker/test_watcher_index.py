@@ -190,3 +190,35 @@ def test_a_repair_is_sent_naming_the_objects_that_drifted(make_tenant: MakeTenan
     watcher.coalescer.flush(time.monotonic() + 60)
     # Nothing was repaired meanwhile: the quota and the policy are still as the events left them in the index.
     assert sent[-1] == (str(tenant.pk), sorted([quota, deny, limits]))
+
+
+def test_a_batch_of_events_reads_its_tenants_in_one_query_and_marks_as_one_by_one_would(
+    make_tenant: MakeTenant, host, cluster, django_assert_max_num_queries
+):
+    tenants = [provisioned_ready(make_tenant(name=f"b{i}"), host) for i in range(4)]
+    sent: list[tuple] = []
+    watcher = _watcher(cluster, host, [])
+    watcher.coalescer.send = lambda *job: sent.append(job)
+    batch: list = []
+    for i, tenant in enumerate(tenants):
+        key = ("ResourceQuota", tenant.namespace, "berth-quota")
+        edited = copy.deepcopy(watcher.objects["ResourceQuota"][key])
+        edited["metadata"]["resourceVersion"] = f"9{i}"
+        if i % 2 == 0:
+            edited["spec"]["hard"]["pods"] = "9999"  # drift
+        else:
+            edited["metadata"]["annotations"] = {"someone": "else"}  # not something Berth renders: no drift
+        batch.append(("ResourceQuota", WatchEvent("MODIFIED", edited)))
+    deny = ("NetworkPolicy", tenants[1].namespace, "berth-default-deny")
+    batch.append(("NetworkPolicy", WatchEvent("DELETED", watcher.objects["NetworkPolicy"][deny])))
+    with django_assert_max_num_queries(1):
+        watcher.handle(batch)
+    watcher.coalescer.flush(time.monotonic() + 60)
+    quota = lambda t: ("ResourceQuota", t.namespace, "berth-quota")  # noqa: E731
+    assert sorted(sent) == sorted(
+        [
+            (str(tenants[0].pk), [quota(tenants[0])]),
+            (str(tenants[1].pk), [deny]),
+            (str(tenants[2].pk), [quota(tenants[2])]),
+        ]
+    )
