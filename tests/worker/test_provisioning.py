@@ -323,21 +323,6 @@ def test_a_refusal_with_no_grant_just_written_is_not_waited_for(make_tenant, hos
     assert progress.outcome == Outcome.FAILED and "forbidden" in progress.reason
 
 
-def test_a_first_provision_with_the_charts_rbac_costs_its_objects_and_five_requests(make_tenant, host, settings):
-    """Its objects applied (the grants among them, now Berth's to own with server-side apply), and before them: the
-    Namespace's name looked up (never adopted), the Namespace (bare) and Berth's two grants created, since the worker
-    may write in the namespace only through those; after them the quota read back, counted. The Namespace found
-    missing is not looked up again, nor are the grants checked with a SelfSubjectAccessReview: the apply is."""
-    settings.BERTH_NAMESPACE_GRANTS = GRANTS
-    provisioned_ready(make_tenant(name="warm"), host)  # what a worker process reads once: guards, facts, identity
-    tenant = make_tenant(name="web")
-    objects = len(backend_for(tenant).render(tenant, host))
-    before = host.requests
-    host.observe_quotas_on_apply = True
-    assert provisioning.provision(str(tenant.pk)).outcome == Outcome.READY
-    assert host.requests - before == objects + 5
-
-
 def test_a_stray_job_for_a_ready_tenant_with_nothing_owed_does_nothing(make_tenant, host, sent):
     """A duplicate (the sweep re-sent a job only waiting in a long queue): no full reconcile per stray job. A tier
     change or a transfer (something owed) is applied as before."""
