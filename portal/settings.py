@@ -294,10 +294,6 @@ BERTH_WATCHER = env.bool("BERTH_WATCHER", default=False)
 BERTH_RECONCILE_SECONDS = env.float("BERTH_RECONCILE_SECONDS", default=6 * 3600.0 if BERTH_WATCHER else 300.0)
 # A tenant's drift events within this window become one repair job.
 BERTH_WATCH_COALESCE_SECONDS = env.float("BERTH_WATCH_COALESCE_SECONDS", default=1.0)
-# Repair jobs the watcher sends a second once a burst of BERTH_WATCH_REPAIR_BURST is spent (0: no limit): a storm of
-# edits is repaired at a pace that leaves the API server and the database to provisioning too.
-BERTH_WATCH_REPAIR_RATE = env.float("BERTH_WATCH_REPAIR_RATE", default=10.0)
-BERTH_WATCH_REPAIR_BURST = env.float("BERTH_WATCH_REPAIR_BURST", default=100.0)
 # The server ends each watch after this long (it is resumed at once from its last resourceVersion).
 BERTH_WATCH_TIMEOUT_SECONDS = env.int("BERTH_WATCH_TIMEOUT_SECONDS", default=300)
 # How often the watcher checks every ready tenant against what it holds in memory (no API request): what a tier or

@@ -74,11 +74,6 @@ USER_AGENT = "berth-watcher"
 REGISTRY = CollectorRegistry(auto_describe=True)
 EVENTS = Counter("berth_watch_events", "Watch events seen, by kind and type.", ["kind", "type"], registry=REGISTRY)
 REPAIRS = Counter("berth_watch_repairs_enqueued", "Coalesced repair jobs sent.", registry=REGISTRY)
-WAITING = Gauge(
-    "berth_watch_repairs_waiting",
-    "Tenants marked for repair and not sent yet (their window, or the repair rate).",
-    registry=REGISTRY,
-)
 DRIFTS = Counter("berth_watch_drift", "Objects found drifted or deleted, by kind.", ["kind"], registry=REGISTRY)
 RELISTS = Counter(
     "berth_watch_relists",
@@ -175,22 +170,13 @@ class PendingReadings:
 @dataclass
 class Coalescer:
     """Tenants marked (for repair, or to be looked at), each sent once ``window`` seconds after its first mark,
-    with the keys of the objects its marks named (a repair reads and repairs those only), if any.
-
-    With a ``rate`` (sends a second, after a ``burst``: a token bucket, as controller-runtime's work queue limits
-    its controllers), what is due beyond it waits, in the order it was marked, and gathers the marks made
-    meanwhile: a storm of edits is repaired at a pace the API server and the database share with everything else,
-    rather than all at once."""
+    with the keys of the objects its marks named (a repair reads and repairs those only), if any."""
 
     send: Callable[..., object]  # (tenant id) or, when its marks named objects, (tenant id, their keys)
     window: float
     due: dict[str, float] = field(default_factory=dict)
     keys: dict[str, set[Key]] = field(default_factory=dict)
     counted: bool = True  # each send counts as a repair enqueued (berth_watch_repairs_enqueued)
-    rate: float = 0.0  # sends a second once the burst is spent; 0: no limit
-    burst: float = 1.0
-    tokens: float | None = None  # the bucket (full at first)
-    filled_at: float = 0.0
 
     def mark(self, tenant_id: str, now: float, key: Key | None = None) -> None:
         self.due.setdefault(tenant_id, now + self.window)
@@ -198,30 +184,11 @@ class Coalescer:
             self.keys.setdefault(tenant_id, set()).add(key)
 
     def next_due(self) -> float | None:
-        first = min(self.due.values(), default=None)
-        if first is None or self.rate <= 0 or self.tokens is None or self.tokens >= 1:
-            return first
-        return max(first, self.filled_at + (1 - self.tokens) / self.rate)
-
-    def _take(self, now: float) -> bool:
-        """A token for one send now, if the bucket has one (always, without a rate)."""
-        if self.rate <= 0:
-            return True
-        held = self.burst if self.tokens is None else self.tokens
-        self.tokens = min(self.burst, held + (now - self.filled_at) * self.rate)
-        self.filled_at = now
-        if self.tokens < 1:
-            return False
-        self.tokens -= 1
-        return True
+        return min(self.due.values(), default=None)
 
     def flush(self, now: float) -> list[str]:
-        ready = sorted((at, tid) for tid, at in self.due.items() if at <= now)
-        sent = []
-        for _, tid in ready:
-            if not self._take(now):
-                break
-            sent.append(tid)
+        ready = [tid for tid, at in self.due.items() if at <= now]
+        for tid in ready:
             del self.due[tid]
             keys = self.keys.pop(tid, None)
             if keys:
@@ -230,9 +197,7 @@ class Coalescer:
                 self.send(tid)
             if self.counted:
                 REPAIRS.inc()
-        if self.counted:
-            WAITING.set(len(self.due))
-        return sent
+        return ready
 
 
 def send_repair(tenant_id: str, keys: list[Key] | None = None) -> bool:
@@ -268,12 +233,7 @@ class ClusterWatcher:
         self.listed_at: dict[str, float] = {}  # kind → when it was last listed whole
         self.bookmarks: dict[str, float] = {}
         self.events: queue.Queue[tuple[str, WatchEvent | None]] = queue.Queue()
-        self.coalescer = Coalescer(
-            send=send,
-            window=settings.BERTH_WATCH_COALESCE_SECONDS,
-            rate=settings.BERTH_WATCH_REPAIR_RATE,
-            burst=max(1.0, settings.BERTH_WATCH_REPAIR_BURST),
-        )
+        self.coalescer = Coalescer(send=send, window=settings.BERTH_WATCH_COALESCE_SECONDS)
         # A quota just counted, looked at a moment later: the step that applied it is usually still running then,
         # and finds it counted itself; only a tenant still provisioning after that gets a look.
         self.looks = Coalescer(send=self.look_again, window=LOOK_DELAY_SECONDS, counted=False)

@@ -43,24 +43,6 @@ def test_a_repair_names_every_object_its_marks_named_and_a_later_repair_only_its
     assert sent[-1] == ("alice", [quota])
 
 
-def test_past_its_burst_a_storm_of_repairs_is_sent_at_the_repair_rate_in_the_order_marked():
-    sent: list[str] = []
-    coalescer = Coalescer(send=lambda tid, keys=None: sent.append(tid), window=1.0, rate=2.0, burst=3.0)
-    for i in range(8):
-        coalescer.mark(f"t{i}", i * 0.01)
-    assert coalescer.flush(1.07) == ["t0", "t1", "t2"]  # the burst; t3..t7 are due and wait for tokens
-    assert coalescer.next_due() == pytest.approx(1.57)  # one token a half second
-    assert coalescer.flush(1.5) == []
-    coalescer.mark("t4", 1.5, ("Role", "t4", "berth-edit"))  # a later edit joins its waiting repair
-    assert coalescer.flush(1.57) == ["t3"]
-    assert coalescer.flush(2.6) == ["t4", "t5"]
-    assert coalescer.flush(10.0) == ["t6", "t7"]  # the bucket refills up to its burst only
-    assert sent == [f"t{i}" for i in range(8)] and coalescer.due == {}
-    for i in range(4):
-        coalescer.mark(f"u{i}", 10.0)
-    assert coalescer.flush(11.0) == ["u0", "u1", "u2"]
-
-
 def _lines(*events: dict) -> list[bytes]:
     return [json.dumps(event).encode() for event in events]
 
