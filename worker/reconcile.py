@@ -288,10 +288,10 @@ def repair_drift(tenant_id: str, keys: Collection[Key]) -> provisioning.Progress
     if owed or tenant.kind != ns_backend.NamespaceBackend.kind:
         return provisioning.provision(tenant_id)
     k = kube.for_cluster(tenant.cluster)
-    rendered = {key_of(obj) for obj in ns_backend.NamespaceBackend().render(tenant, k)}
+    rendered = ns_backend.NamespaceBackend().render(tenant, k)
     # The Namespace is always read: one replaced by someone else's under the same name and labels is no drift to
     # the watcher's comparison (the UID is not rendered), and nothing is applied into it (it diverged).
-    wanted = (set(keys) & rendered) | {("Namespace", "", tenant.namespace)}
+    wanted = (set(keys) & {key_of(obj) for obj in rendered}) | {("Namespace", "", tenant.namespace)}
     try:
         found = {key: k.get(key[0], key[2], namespace=key[1] or None, fresh=True) for key in sorted(wanted)}
     except KubeForbidden:
@@ -303,7 +303,7 @@ def repair_drift(tenant_id: str, keys: Collection[Key]) -> provisioning.Progress
     if _diverged(tenant, k, live, result):
         reason = result.diverged.get(tenant_id, "")
         return provisioning.Progress(provisioning.Outcome.DIVERGED if reason else provisioning.Outcome.RACED, reason)
-    _reconcile_tenant(tenant, k, live, {}, result, only=wanted)
+    _reconcile_tenant(tenant, k, live, {}, result, only=wanted, rendered=rendered)
     if result.busy and not result.repaired:
         return provisioning.Progress(provisioning.Outcome.LOCKED)
     if tenant_id in result.waiting:  # the job comes back then, for the whole tenant
@@ -324,11 +324,12 @@ def _reconcile_tenant(
     result: PassResult,
     *,
     only: Collection[Key] | None = None,
+    rendered: list[Manifest] | None = None,
 ) -> None:
     """Compare the tenant's rendered objects (those of ``only``, when given: the rest were not read) with ``live``
     and repair what differs, under the tenant's lock."""
-    backend = ns_backend.NamespaceBackend()
-    rendered = backend.render(tenant, k)
+    if rendered is None:
+        rendered = ns_backend.NamespaceBackend().render(tenant, k)
     desired = rendered if only is None else [obj for obj in rendered if key_of(obj) in only]
     foreign = _foreign(tenant, desired, live)
     stale = [obj for obj in desired if key_of(obj) not in foreign and ns_backend.differs(obj, live.get(key_of(obj)))]
