@@ -98,7 +98,7 @@ if str(ROOT) not in sys.path:
 from bench import api_load, rss  # noqa: E402  (no Django at import time)
 from bench import provision as base  # noqa: E402
 from devcluster import chart_rbac, servers  # noqa: E402
-from devcluster.launcher import ControlPlane, helm_binary  # noqa: E402
+from devcluster.launcher import CONTROLLER_API_QPS, ControlPlane, helm_binary  # noqa: E402
 from devcluster.process import Component, berth_watcher, celery_worker, wait_for_celery_ready  # noqa: E402
 
 say, pct, p50, fmt, table = base.say, base.pct, base.p50, base.fmt, base.table
@@ -718,6 +718,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--drift-edits", type=int, help="hand edits, one every half second (default 100)")
     parser.add_argument("--storm-edits", type=int, help="hand edits at once while approving (default 1000)")
     parser.add_argument("--page-rounds", type=int, help="GETs of each page per measurement (default 30)")
+    parser.add_argument(
+        "--controller-qps",
+        type=int,
+        default=CONTROLLER_API_QPS,
+        help=f"kube-controller-manager's --kube-api-qps and burst (default {CONTROLLER_API_QPS}; upstream ships 20/30)",
+    )
     parser.add_argument("--keep-logs", action="store_true")
     args = parser.parse_args(argv)
     for key, value in (QUICK if args.quick else FULL).items():
@@ -756,7 +762,9 @@ def run(args: argparse.Namespace, work_dir: Path, stack: contextlib.ExitStack, b
     db = stack.enter_context(servers.postgres_server())
     base.create_database(db)
     redis = stack.enter_context(servers.redis_server())
-    cp = ControlPlane(name="berth-fleet", audit_policy=audit_policy(RELEASE.users()))
+    cp = ControlPlane(
+        name="berth-fleet", audit_policy=audit_policy(RELEASE.users()), controller_api_qps=args.controller_qps
+    )
     stack.callback(cp.stop)
     cp.start()
     say(f"control plane at {cp.api_url}; installing the chart's RBAC with helm ...")
@@ -932,6 +940,7 @@ def report(**r: Any) -> None:
     ratio = fleet["wall"] / kubectl["wall"]
     print(f"Fleet benchmark: {n} medium namespace tenants (+{warm} warm-up), the chart's RBAC, as deployed")
     print(f"load average at the start {' '.join(f'{x:.2f}' for x in r['load_start'])}")
+    print(f"kube-controller-manager --kube-api-qps and burst {args.controller_qps}")
     print()
     print("2-3. approve → ready, and the same objects with kubectl apply --server-side (the watcher running)")
     rows = [
@@ -1071,6 +1080,7 @@ def report(**r: Any) -> None:
                 "storm_repaired": tally(stormed),
                 "busy_window_covered": r["covered"],
                 "reconcile_worker_nice": args.reconcile_nice,
+                "controller_manager_api_qps": args.controller_qps,
                 "requests_by_step": {
                     step: {f"{role} {verb}": count for (role, verb), count in sorted(counter.items())}
                     for step, counter in r["counts"].items()

@@ -92,6 +92,13 @@ CONTROLLERS = (
 # With nodes (ControlPlane(nodes=...)): every controller a cluster runs by default (StatefulSet, DaemonSet, Job,
 # CronJob, EndpointSlice, volumes, node lifecycle...), as in a kubeadm cluster.
 NODE_CONTROLLERS = "*"
+# kube-controller-manager's client rate limit (--kube-api-qps, and the same burst). Upstream's default, 20 with a
+# burst of 30, is shared by every controller in the process: a burst of writes to many namespaces (a repair storm
+# touching hundreds of ResourceQuotas) queues the quota controller's status writes behind it, and a tenant approved
+# meanwhile waits seconds for its quota to be counted. 100 is what upstream's own 5,000-node scalability jobs run
+# the controller-manager with (CONTROLLER_MANAGER_TEST_ARGS in kubernetes/test-infra); docs/deployment.md tells
+# operators of a big fleet the same. ControlPlane(controller_api_qps=20) runs it as upstream ships it.
+CONTROLLER_API_QPS = 100
 POOL_LABEL = "berth.dev/pool"
 # The shared pool, then the large tier's dedicated pool (its tier selects berth.dev/pool=dedicated).
 NODE_SPECS = (
@@ -243,6 +250,7 @@ class ControlPlane:
         extra_images: Iterable[ImageSpec] = (),
         prometheus: bool = False,
         audit_policy: Mapping | None = None,
+        controller_api_qps: int = CONTROLLER_API_QPS,
     ) -> None:
         if not 0 <= nodes <= len(NODE_SPECS):
             raise ControlPlaneError(f"nodes must be between 0 and {len(NODE_SPECS)}")
@@ -256,6 +264,9 @@ class ControlPlane:
         self._with_prometheus = prometheus
         # An audit.k8s.io/v1 Policy: the API server writes the events it selects to audit_log_path (JSON lines).
         self._audit_policy = dict(audit_policy) if audit_policy is not None else None
+        if controller_api_qps < 1:
+            raise ControlPlaneError("controller_api_qps must be at least 1")
+        self.controller_api_qps = controller_api_qps
         # With prometheus=True: the real server (devcluster/prometheus.py), scraping every kubelet, and the
         # Alertmanager its tenant alerts go to (devcluster/alertmanager.py).
         self.prometheus: dev_prometheus.Prometheus | None = None
@@ -915,6 +926,8 @@ class ControlPlane:
             f"--service-account-private-key-file={self._pki_path('sa.key')}",
             f"--root-ca-file={self.ca_file}",
             "--profiling=false",
+            f"--kube-api-qps={self.controller_api_qps}",
+            f"--kube-api-burst={self.controller_api_qps}",
         ]
 
     # -- disruptions (the watcher's reliability tests) -------------------------------

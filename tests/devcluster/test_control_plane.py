@@ -24,7 +24,13 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from kubernetes.client import ApiClient, CoreV1Api, RbacAuthorizationV1Api
 from kubernetes.client.exceptions import ApiException
 
-from devcluster.launcher import SERVICE_ACCOUNT_MAX_TOKEN_EXPIRATION, ControlPlane, ControlPlaneError, OIDCIssuer
+from devcluster.launcher import (
+    CONTROLLER_API_QPS,
+    SERVICE_ACCOUNT_MAX_TOKEN_EXPIRATION,
+    ControlPlane,
+    ControlPlaneError,
+    OIDCIssuer,
+)
 from tests.plugins.kube import KubectlRunner, manifest, read_or_none, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -428,6 +434,16 @@ def test_two_control_planes_run_side_by_side_with_separate_state(
             timeout=60,
         )
         assert crossed.returncode != 0 and "certificate" in crossed.stderr
+
+
+def test_the_controller_manager_runs_with_the_client_rate_limit_of_a_big_cluster(control_plane: ControlPlane) -> None:
+    # The quota controller shares this limit with every other controller: at upstream's 20/30 a burst of writes
+    # to many namespaces delays a new tenant's quota being counted (docs/deployment.md).
+    argv = _cmdline(control_plane.pids()["kube-controller-manager"]).split()
+    assert f"--kube-api-qps={CONTROLLER_API_QPS}" in argv
+    assert f"--kube-api-burst={CONTROLLER_API_QPS}" in argv
+    with pytest.raises(ControlPlaneError, match="controller_api_qps"):
+        ControlPlane(controller_api_qps=0)
 
 
 def test_stopping_leaves_no_processes_or_files_behind() -> None:
