@@ -722,7 +722,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--controller-qps",
         type=int,
         default=CONTROLLER_API_QPS,
-        help=f"kube-controller-manager's --kube-api-qps and burst (default {CONTROLLER_API_QPS}; upstream ships 20/30)",
+        help=f"kube-controller-manager's --kube-api-qps and burst (default {CONTROLLER_API_QPS}; 0: upstream's 20/30)",
     )
     parser.add_argument("--keep-logs", action="store_true")
     args = parser.parse_args(argv)
@@ -763,7 +763,7 @@ def run(args: argparse.Namespace, work_dir: Path, stack: contextlib.ExitStack, b
     base.create_database(db)
     redis = stack.enter_context(servers.redis_server())
     cp = ControlPlane(
-        name="berth-fleet", audit_policy=audit_policy(RELEASE.users()), controller_api_qps=args.controller_qps
+        name="berth-fleet", audit_policy=audit_policy(RELEASE.users()), controller_api_qps=args.controller_qps or None
     )
     stack.callback(cp.stop)
     cp.start()
@@ -940,7 +940,8 @@ def report(**r: Any) -> None:
     ratio = fleet["wall"] / kubectl["wall"]
     print(f"Fleet benchmark: {n} medium namespace tenants (+{warm} warm-up), the chart's RBAC, as deployed")
     print(f"load average at the start {' '.join(f'{x:.2f}' for x in r['load_start'])}")
-    print(f"kube-controller-manager --kube-api-qps and burst {args.controller_qps}")
+    qps = f"{args.controller_qps}/{args.controller_qps}" if args.controller_qps else "20/30 (upstream's default)"
+    print(f"kube-controller-manager --kube-api-qps/--kube-api-burst {qps}")
     print()
     print("2-3. approve → ready, and the same objects with kubectl apply --server-side (the watcher running)")
     rows = [

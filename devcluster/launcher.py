@@ -97,8 +97,15 @@ NODE_CONTROLLERS = "*"
 # touching hundreds of ResourceQuotas) queues the quota controller's status writes behind it, and a tenant approved
 # meanwhile waits seconds for its quota to be counted. 100 is what upstream's own 5,000-node scalability jobs run
 # the controller-manager with (CONTROLLER_MANAGER_TEST_ARGS in kubernetes/test-infra); docs/deployment.md tells
-# operators of a big fleet the same. ControlPlane(controller_api_qps=20) runs it as upstream ships it.
+# operators of a big fleet the same. ControlPlane(controller_api_qps=None) runs it as upstream ships it.
 CONTROLLER_API_QPS = 100
+
+
+def controller_rate_args(qps: int | None) -> list[str]:
+    """kube-controller-manager's client rate flags: ``qps`` for both, or none (upstream's 20/30) for None."""
+    return [] if qps is None else [f"--kube-api-qps={qps}", f"--kube-api-burst={qps}"]
+
+
 POOL_LABEL = "berth.dev/pool"
 # The shared pool, then the large tier's dedicated pool (its tier selects berth.dev/pool=dedicated).
 NODE_SPECS = (
@@ -250,7 +257,7 @@ class ControlPlane:
         extra_images: Iterable[ImageSpec] = (),
         prometheus: bool = False,
         audit_policy: Mapping | None = None,
-        controller_api_qps: int = CONTROLLER_API_QPS,
+        controller_api_qps: int | None = CONTROLLER_API_QPS,
     ) -> None:
         if not 0 <= nodes <= len(NODE_SPECS):
             raise ControlPlaneError(f"nodes must be between 0 and {len(NODE_SPECS)}")
@@ -264,8 +271,8 @@ class ControlPlane:
         self._with_prometheus = prometheus
         # An audit.k8s.io/v1 Policy: the API server writes the events it selects to audit_log_path (JSON lines).
         self._audit_policy = dict(audit_policy) if audit_policy is not None else None
-        if controller_api_qps < 1:
-            raise ControlPlaneError("controller_api_qps must be at least 1")
+        if controller_api_qps is not None and controller_api_qps < 1:
+            raise ControlPlaneError("controller_api_qps must be at least 1, or None for upstream's default")
         self.controller_api_qps = controller_api_qps
         # With prometheus=True: the real server (devcluster/prometheus.py), scraping every kubelet, and the
         # Alertmanager its tenant alerts go to (devcluster/alertmanager.py).
@@ -926,8 +933,7 @@ class ControlPlane:
             f"--service-account-private-key-file={self._pki_path('sa.key')}",
             f"--root-ca-file={self.ca_file}",
             "--profiling=false",
-            f"--kube-api-qps={self.controller_api_qps}",
-            f"--kube-api-burst={self.controller_api_qps}",
+            *controller_rate_args(self.controller_api_qps),
         ]
 
     # -- disruptions (the watcher's reliability tests) -------------------------------

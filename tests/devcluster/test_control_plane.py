@@ -30,6 +30,7 @@ from devcluster.launcher import (
     ControlPlane,
     ControlPlaneError,
     OIDCIssuer,
+    controller_rate_args,
 )
 from tests.plugins.kube import KubectlRunner, manifest, read_or_none, wait_for
 
@@ -444,6 +445,7 @@ def test_the_controller_manager_runs_with_the_client_rate_limit_of_a_big_cluster
     assert f"--kube-api-burst={CONTROLLER_API_QPS}" in argv
     with pytest.raises(ControlPlaneError, match="controller_api_qps"):
         ControlPlane(controller_api_qps=0)
+    assert controller_rate_args(None) == []  # ControlPlane(controller_api_qps=None): as upstream ships it
 
 
 def test_stopping_leaves_no_processes_or_files_behind() -> None:
