@@ -795,6 +795,12 @@ def run(args: argparse.Namespace, work_dir: Path, stack: contextlib.ExitStack, b
     watcher, _ = start_watcher(watcher_env, work_dir / "watcher.log", cluster.name)
     stack.callback(lambda: watcher.stop(grace_seconds=10))
 
+    # CPU of each side's batch (steps 2 and 3): the reconcile worker is not running yet, so Berth's side is the
+    # provisioning alone (the isolation checks it queues are purged before step 5).
+    roots = {"provision worker": provision_worker.pid, "watcher": watcher.pid, "postgres": base.postmaster_pid()}
+    roots.update({name: pid for name, pid in cp.pids().items() if name in base.CONTROL_PLANE})
+    meter = base.CpuMeter({name: pid for name, pid in roots.items() if pid is not None})
+
     say(f"1. warm-up: {warm} tenants, then the pages ...")
     with steps.step("warm-up"):
         warmup = approve_batch(ctx, [f"w-{i:05d}" for i in range(warm)], provision_worker, 300 + 2 * warm)
@@ -804,14 +810,18 @@ def run(args: argparse.Namespace, work_dir: Path, stack: contextlib.ExitStack, b
         pages_small = measure_pages(url, ctx, args.page_rounds)
 
     say(f"2. submitting and approving {n} tenants (the watcher running) ...")
+    before = meter.read()
     with steps.step("provision"):
         fleet = approve_batch(ctx, [f"f-{i:05d}" for i in range(n)], provision_worker, 300 + 2 * n)
+    berth_cpu = meter.spent(before, meter.read())
     say(f"   {fleet['ready']} ready, {fleet['failed']} failed, wall {fleet['wall']:.1f}s")
 
     say(f"3. kubectl apply --server-side of the same objects, {args.concurrency} at a time ...")
     files = kubectl_files(ctx, fleet["ids"], work_dir)
+    before = meter.read()
     with steps.step("kubectl"):
         kubectl = base.run_kubectl_batch(cp, work_dir / "kube-cache", files, args.concurrency)
+    kubectl_cpu = meter.spent(before, meter.read())
     for path in files:
         path.unlink()
 
@@ -892,6 +902,12 @@ def run(args: argparse.Namespace, work_dir: Path, stack: contextlib.ExitStack, b
         warmup=warmup,
         fleet=fleet,
         kubectl=kubectl,
+        cpu={
+            "cpu_s_per_tenant": {name: v / n for name, v in berth_cpu.items() if name != "kubectl"},
+            "kubectl_cpu_s_per_tenant": {
+                name: v / n for name, v in kubectl_cpu.items() if name in ("kubectl", *base.CONTROL_PLANE)
+            },
+        },
         sync_seconds=sync_seconds,
         first=first,
         objects=objects,
@@ -953,6 +969,7 @@ def report(**r: Any) -> None:
         f"Berth {tenants_min:.0f} tenants/min ({fleet['ready']} ready, {fleet['failed']} failed); "
         f"wall ratio {ratio:.2f}"
     )
+    base.print_cpu({str(n): r["cpu"]}, "   CPU seconds per tenant (/proc; Berth: approve → ready; kubectl: its batch)")
     print()
     print(f"4. the watcher's first list and check of every tenant after a restart: {r['sync_seconds']:.1f}s")
     print(f"5. requests per first provision {r['first']} (objects per tenant {r['objects']})")
@@ -1056,6 +1073,10 @@ def report(**r: Any) -> None:
                 "first_provision_requests": round(statistics.mean(r["first"]), 1) if r["first"] else None,
                 f"provision_wall_ratio_vs_kubectl_{n}": round(ratio, 2),
                 f"tenants_per_min_{n}": round(tenants_min),
+                f"cpu_s_per_tenant_{n}": {name: round(v, 4) for name, v in r["cpu"]["cpu_s_per_tenant"].items()},
+                f"kubectl_cpu_s_per_tenant_{n}": {
+                    name: round(v, 4) for name, v in r["cpu"]["kubectl_cpu_s_per_tenant"].items()
+                },
                 f"approve_ready_p50_seconds_{n}": round(p50(fleet["latency"]), 2),
                 f"approve_ready_p95_seconds_{n}": round(pct(fleet["latency"], 95), 2),
                 "provision_failed": fleet["failed"],

@@ -767,9 +767,12 @@ def print_report(
     print(table(["N", "ready tenants in DB", "sweep ms", "last counts"], sweep_rows))
 
 
-def print_cpu(sizes: dict[str, dict[str, Any]]) -> None:
+CPU_TITLE = "6. CPU seconds per tenant (/proc; Berth: approve → ready and its isolation check; kubectl: its batch)"
+
+
+def print_cpu(sizes: dict[str, dict[str, Any]], title: str = CPU_TITLE) -> None:
     """CPU seconds per tenant, by part, for Berth's batch and for kubectl's of the same manifests."""
-    print("6. CPU seconds per tenant (/proc; Berth: approve → ready and its isolation check; kubectl: its batch)")
+    print(title)
     for n, entry in sizes.items():
         berth, kubectl = entry["cpu_s_per_tenant"], entry["kubectl_cpu_s_per_tenant"]
         names = [name for name in berth if berth[name] >= 0.0005] + ["kubectl"]
