@@ -562,10 +562,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sizes", default="1,10,100", help="comma-separated batch sizes N (default 1,10,100)")
     parser.add_argument("--quick", action="store_true", help="N = 1,10 only")
     parser.add_argument(
-        "--kubectl-concurrency",
+        "--concurrency",
         type=int,
         default=WORKER_CONCURRENCY,
-        help=f"parallel kubectl applies in the baseline (default {WORKER_CONCURRENCY}, like the worker)",
+        help=f"the provision worker's processes (default {WORKER_CONCURRENCY}, the chart's 2 replicas of 2)",
+    )
+    parser.add_argument(
+        "--kubectl-concurrency",
+        type=int,
+        help="parallel kubectl applies in the baseline (default: as --concurrency)",
     )
     parser.add_argument(
         "--request-samples", type=int, default=3, help="tenants provisioned in-process to count API requests"
@@ -597,8 +602,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="no watcher (manage.py berth_watch): a tenant not ready at its first step waits for its countdown",
     )
     args = parser.parse_args(argv)
-    if args.kubectl_concurrency < 1:
-        parser.error("--kubectl-concurrency must be at least 1")
+    if args.kubectl_concurrency is None:
+        args.kubectl_concurrency = args.concurrency
+    if min(args.concurrency, args.kubectl_concurrency) < 1:
+        parser.error("--concurrency and --kubectl-concurrency must be at least 1")
     sizes = "1,10" if args.quick else args.sizes
     args.sizes = [int(s) for s in sizes.split(",") if s.strip()]
     if not args.sizes or min(args.sizes) < 1:
@@ -697,7 +704,7 @@ def print_report(
     tick = f", event-loop tick {args.hub_tick}s (bench/tick_app.py)" if args.hub_tick > 0 else ""
     tick += ", heartbeat on" if args.with_heartbeat else ", --without-heartbeat"
     print(
-        f"machine: {os.cpu_count()} CPUs; worker: celery {args.pool} x{WORKER_CONCURRENCY}{tick}; "
+        f"machine: {os.cpu_count()} CPUs; worker: celery {args.pool} x{args.concurrency}{tick}; "
         f"tier: {TIER} (approval needed)"
     )
     print("set-up: " + ", ".join(f"{k} {v:.1f}s" for k, v in setup.items()))
@@ -834,6 +841,7 @@ def main(argv: list[str] | None = None) -> int:
             hub_tick=args.hub_tick,
             heartbeat=args.with_heartbeat,
             queues=["provision", "celery"],
+            concurrency=args.concurrency,
         )
         stack.callback(worker.stop)
         worker.start()
@@ -843,7 +851,7 @@ def main(argv: list[str] | None = None) -> int:
         stack.callback(background.stop)
         background.start()
         setup["celery workers"] = time.monotonic() - t
-        say(f"celery worker up ({args.pool} x{WORKER_CONCURRENCY}, app {worker.app}); log {worker.log_path}")
+        say(f"celery worker up ({args.pool} x{args.concurrency}, app {worker.app}); log {worker.log_path}")
         if not args.no_watcher:
             t = time.monotonic()
             watcher = start_watcher(env, work_dir / "watcher.log", ctx["cluster"].name)
@@ -862,7 +870,12 @@ def main(argv: list[str] | None = None) -> int:
         berth_rows: list[list[str]] = []
         kubectl_rows: list[list[str]] = []
         sweep_rows: list[list[str]] = []
-        summary: dict[str, Any] = {"bench": "provision", "pool": args.pool, "sizes": {}}
+        summary: dict[str, Any] = {
+            "bench": "provision",
+            "pool": args.pool,
+            "concurrency": args.concurrency,
+            "sizes": {},
+        }
         for batch, n in enumerate(args.sizes, start=1):
             berth_row, kubectl_row, sweep_row, summary["sizes"][str(n)] = measure_size(
                 args, ctx, cp, worker, batch, n, work_dir
