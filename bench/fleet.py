@@ -797,9 +797,7 @@ def run(args: argparse.Namespace, work_dir: Path, stack: contextlib.ExitStack, b
 
     # CPU of each side's batch (steps 2 and 3): the reconcile worker is not running yet, so Berth's side is the
     # provisioning alone (the isolation checks it queues are purged before step 5).
-    roots = {"provision worker": provision_worker.pid, "watcher": watcher.pid, "postgres": base.postmaster_pid()}
-    roots.update({name: pid for name, pid in cp.pids().items() if name in base.CONTROL_PLANE})
-    meter = base.CpuMeter({name: pid for name, pid in roots.items() if pid is not None})
+    meter = base.CpuMeter.of_run(cp, {"provision worker": provision_worker.pid, "watcher": watcher.pid})
 
     say(f"1. warm-up: {warm} tenants, then the pages ...")
     with steps.step("warm-up"):
@@ -902,12 +900,7 @@ def run(args: argparse.Namespace, work_dir: Path, stack: contextlib.ExitStack, b
         warmup=warmup,
         fleet=fleet,
         kubectl=kubectl,
-        cpu={
-            "cpu_s_per_tenant": {name: v / n for name, v in berth_cpu.items() if name != "kubectl"},
-            "kubectl_cpu_s_per_tenant": {
-                name: v / n for name, v in kubectl_cpu.items() if name in ("kubectl", *base.CONTROL_PLANE)
-            },
-        },
+        cpu=base.CpuMeter.per_tenant(berth_cpu, kubectl_cpu, n),
         sync_seconds=sync_seconds,
         first=first,
         objects=objects,
@@ -1073,10 +1066,8 @@ def report(**r: Any) -> None:
                 "first_provision_requests": round(statistics.mean(r["first"]), 1) if r["first"] else None,
                 f"provision_wall_ratio_vs_kubectl_{n}": round(ratio, 2),
                 f"tenants_per_min_{n}": round(tenants_min),
-                f"cpu_s_per_tenant_{n}": {name: round(v, 4) for name, v in r["cpu"]["cpu_s_per_tenant"].items()},
-                f"kubectl_cpu_s_per_tenant_{n}": {
-                    name: round(v, 4) for name, v in r["cpu"]["kubectl_cpu_s_per_tenant"].items()
-                },
+                f"cpu_s_per_tenant_{n}": r["cpu"]["cpu_s_per_tenant"],
+                f"kubectl_cpu_s_per_tenant_{n}": r["cpu"]["kubectl_cpu_s_per_tenant"],
                 f"approve_ready_p50_seconds_{n}": round(p50(fleet["latency"]), 2),
                 f"approve_ready_p95_seconds_{n}": round(pct(fleet["latency"], 95), 2),
                 "provision_failed": fleet["failed"],

@@ -226,9 +226,27 @@ class CpuMeter:
             "kubectl": kubectl.ru_utime + kubectl.ru_stime,
         }
 
+    @classmethod
+    def of_run(cls, cp: ControlPlane, berth: dict[str, int | None]) -> CpuMeter:
+        """A meter of ``berth``'s processes (a name to a pid, None for one not started), the control plane's and
+        PostgreSQL's."""
+        roots = {**berth, "postgres": postmaster_pid()}
+        roots.update({name: pid for name, pid in cp.pids().items() if name in CONTROL_PLANE})
+        return cls({name: pid for name, pid in roots.items() if pid is not None})
+
     @staticmethod
     def spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
         return {name: after[name] - before.get(name, 0.0) for name in after}
+
+    @staticmethod
+    def per_tenant(berth: dict[str, float], kubectl: dict[str, float], n: int) -> dict[str, dict[str, float]]:
+        """CPU seconds per tenant of each side's batch: Berth's parts, and kubectl's with the control plane."""
+        return {
+            "cpu_s_per_tenant": {name: round(v / n, 4) for name, v in berth.items() if name != "kubectl"},
+            "kubectl_cpu_s_per_tenant": {
+                name: round(v / n, 4) for name, v in kubectl.items() if name in ("kubectl", *CONTROL_PLANE)
+            },
+        }
 
 
 def postmaster_pid() -> int:
@@ -678,10 +696,7 @@ def measure_size(
         "p95_s": round(pct(lat, 95), 3) if lat else None,
         "tenants_per_min": round(60 * res["ready"] / res["wall"], 1) if res["wall"] > 0 else None,
         "kubectl_p50_s": round(p50(klat), 3) if klat else None,
-        "cpu_s_per_tenant": {name: round(v / n, 4) for name, v in berth_cpu.items() if name != "kubectl"},
-        "kubectl_cpu_s_per_tenant": {
-            name: round(v / n, 4) for name, v in kubectl_cpu.items() if name in ("kubectl", *CONTROL_PLANE)
-        },
+        **CpuMeter.per_tenant(berth_cpu, kubectl_cpu, n),
         "wall_s": round(res["wall"], 2),
         "kubectl_wall_s": round(kres["wall"], 2) if klat else None,
         "sweep_ms": round(sweep_s * 1000, 1),
@@ -857,12 +872,8 @@ def main(argv: list[str] | None = None) -> int:
             watcher = start_watcher(env, work_dir / "watcher.log", ctx["cluster"].name)
             stack.callback(watcher.stop, grace_seconds=10)
             setup["watcher"] = time.monotonic() - t
-        roots = {"provision worker": worker.component.pid, "reconcile worker": background.component.pid}
-        if not args.no_watcher:
-            roots["watcher"] = watcher.pid
-        roots.update({name: pid for name, pid in cp.pids().items() if name in CONTROL_PLANE})
-        roots["postgres"] = postmaster_pid()
-        ctx["cpu"] = CpuMeter({name: pid for name, pid in roots.items() if pid is not None})
+        berth = {"provision worker": worker.component.pid, "reconcile worker": background.component.pid}
+        ctx["cpu"] = CpuMeter.of_run(cp, berth if args.no_watcher else {**berth, "watcher": watcher.pid})
         say("warm-up: the cluster's first tenant (Berth's admission guards are installed with it) ...")
         warm = run_berth_batch(ctx, 0, 1, worker)
         say(f"warm-up tenant ready in {fmt(p50(warm['latency']))}s (not counted)")
