@@ -125,6 +125,16 @@ def test_the_team_sees_its_events_and_logs_bounded_and_followed_and_berth_logs_n
         timeout=90,
         what="crasher to have crashed and run again",
     )
+    # The cluster itself serves the crash as the previous run's log (the kubelet can lag its own status): what
+    # Berth shows is compared with that below.
+    try:
+        wait_for(
+            lambda: crash in shop.kubectl("logs", "--previous", "crasher").stdout,
+            timeout=60,
+            what="the cluster to serve the crasher's previous log",
+        )
+    except pytest.fail.Exception as e:
+        pytest.fail(f"{e}; the crasher's status then: {shop.status('crasher').get('containerStatuses')}")
     wait_for(
         lambda: any(
             (c.get("state", {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"

@@ -120,15 +120,26 @@ def test_a_prometheus_that_does_not_answer_leaves_the_quota_readings_alone(
     measured_cluster, node_kube_admin, alice, carol, team_a, small, dispatched, settings
 ):
     tenant = _ready(actor=alice, approver=carol, team=team_a, tier=small, cluster=measured_cluster, name="quiet")
-    # The quota controller counts the namespace's root CA ConfigMap a moment after the tenant is ready (later on a
-    # busy machine): the readings compared below start from one that has counted it, so what it uses is not 0.
+    # The readings compared below start from a quota that counts a ConfigMap, so what it uses is not 0. Not the
+    # namespace's root CA ConfigMap: the quota controller counts objects created before the quota only at its first
+    # sync (from a cache that may lag) or its full resync minutes later. One created now is counted by the quota's
+    # admission, as it is created.
     core = client.CoreV1Api(node_kube_admin)
+
+    def created() -> bool:
+        try:
+            body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="counted"), data={"a": "b"})
+            core.create_namespaced_config_map(tenant.namespace, body)
+        except client.ApiException as e:
+            return e.status == 409  # made by an earlier try whose answer was lost
+        return True
 
     def counted() -> bool:
         quota = core.read_namespaced_resource_quota("berth-quota", tenant.namespace)
         return (quota.status.used or {}).get("configmaps", "0") != "0"
 
-    wait_for(counted, timeout=60, what="the quota counting the namespace's root CA ConfigMap")
+    wait_for(created, timeout=60, what="a ConfigMap in the tenant's namespace")  # refused until the quota has status
+    wait_for(counted, timeout=60, what="the quota counting the ConfigMap")
     reconcile.reconcile_cluster(measured_cluster)
     settings.BERTH_MEASURED_USAGE_TIMEOUT = 1.0
     # Nothing listens on one address; the other accepts connections and never answers.
