@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.api_load import tree_cpu_seconds  # noqa: E402
+from bench.api_load import portal_env, tree_cpu_seconds  # noqa: E402
 from devcluster import servers  # noqa: E402  (no Django at import time)
 from devcluster.launcher import ControlPlane  # noqa: E402
 from devcluster.process import berth_watcher, celery_worker, wait_for_celery_ready, wait_until  # noqa: E402
@@ -110,15 +110,11 @@ def create_database(db: dict) -> None:
 
 
 def configure_django(db: dict, broker: str) -> dict[str, str]:
-    """Environment for this process and the worker; must run before django.setup()."""
-    env = {
-        "DJANGO_SETTINGS_MODULE": "portal.settings",
-        "DJANGO_DEBUG": "true",
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        "CELERY_BROKER_URL": broker,
-    }
+    """Environment for this process and the worker, as deployed (bench/api_load.py's): DEBUG off, database
+    connections kept for a minute (the chart's ``database.connMaxAge``), logs from WARNING up (this process's stdout
+    is the tables'); must run before django.setup()."""
+    env = {**portal_env(db, broker), "DJANGO_SETTINGS_MODULE": "portal.settings"}
     os.environ.update(env)
-    os.environ.setdefault("LOG_LEVEL", "WARNING")  # keep this process's stdout for the tables
     import django
 
     django.setup()
