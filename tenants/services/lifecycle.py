@@ -14,6 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import IntegrityError, transaction
+from django.db.models import ForeignKey, Model
 from django.utils import timezone
 
 from tenants import audit, dispatch, metrics, notifications
@@ -37,6 +38,18 @@ TRANSITIONS: dict[str, set[str]] = {
     S.REJECTED: set(),
     S.CANCELLED: set(),
 }
+
+
+def reread(obj: Model, *, keep: Iterable[str]) -> None:
+    """``obj.refresh_from_db()``, keeping the related rows named in ``keep`` it had loaded, where their keys are
+    unchanged: Django drops them all, and the audit snapshot, the notifications and the caller's next steps would
+    read each again. Name only rows the caller's change leaves alone (a decision changes its request's tenant)."""
+    fields = [obj._meta.get_field(name) for name in keep]
+    kept = {f: f.get_cached_value(obj) for f in fields if isinstance(f, ForeignKey) and f.is_cached(obj)}
+    obj.refresh_from_db()
+    for f, related in kept.items():
+        if getattr(obj, f.attname) == (None if related is None else related.pk):
+            f.set_cached_value(obj, related)
 
 
 def tenant_snapshot(tenant: Tenant) -> dict[str, Any]:
@@ -70,7 +83,7 @@ def transition(
         fields["ready_at"] = now
     if Tenant.objects.filter(pk=tenant.pk, status=old).update(**fields) != 1:
         raise InvalidTransition(f"The tenant is no longer {old}; someone else acted first.")
-    tenant.refresh_from_db()
+    reread(tenant, keep=("tier", "team", "cluster"))  # a status change leaves them alone
     after = tenant_snapshot(tenant)
     if reason:
         after["reason"] = reason
@@ -106,7 +119,7 @@ def decide(
         decision_comment=comment,
         auto_approved=auto,
     )
-    tenant_request.refresh_from_db()
+    reread(tenant_request, keep=("team", "tier", "cluster", "requested_by"))
     if updated != 1:
         raise InvalidTransition(f"This request is already {tenant_request.status}.")
     return tenant_request
