@@ -163,6 +163,14 @@ class Tenant(models.Model):
             # The API's list for those who see every team (tenant_team_page starts with the team): newest first,
             # every status, read from the index without sorting the fleet.
             models.Index(fields=["-created_at", "-id"], name="tenant_newest_first"),
+            # A team's budget in use (selectors.team_allocation, with_allocation): its live tenants' tiers and sleep,
+            # read from the index alone. Every submission and approval sums them under the team's row lock, so
+            # reading the team's rows (kilobytes each: reports, usage) would grow with the team and hold the lock.
+            models.Index(
+                fields=["team", "tier", "sleeping", "id"],
+                condition=Q(status__in=[s.value for s in LIVE_STATUSES]),
+                name="tenant_team_allocation",
+            ),
         ]
 
     def __str__(self) -> str:

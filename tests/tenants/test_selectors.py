@@ -167,6 +167,44 @@ def test_annotated_budgets_are_one_query_for_any_number_of_teams(django_assert_n
         [selectors.team_budget(team=t) for t in selectors.with_allocation(selectors.teams_visible_to(user=dave))]
 
 
+@pytest.mark.django_db(transaction=True)  # VACUUM cannot run inside a transaction
+def test_a_teams_budget_in_use_is_read_from_its_index_alone(make_tenant, team_a, team_b, alice, medium, small, dave):
+    """Every submission and approval sums the team's live tenants under the team's row lock (services.budget_check),
+    and the teams list sums every team's: both read tenant_team_allocation alone (an index-only scan), never the
+    tenants' rows, which carry kilobytes of reports and usage each. A query that comes to need a column the index
+    lacks would read the table, and the team's lock would be held while it does."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    make_tenant(team=team_a, created_by=alice, tier=medium)
+    make_tenant(team=team_a, created_by=alice, tier=small, sleeping=True)
+    make_tenant(team=team_a, created_by=alice, tier=small, status=TenantStatus.DELETED)
+    with CaptureQueriesContext(connection) as one:
+        used = selectors.team_allocation(team=team_a)
+    with CaptureQueriesContext(connection) as listed:
+        budgets = [
+            selectors.team_budget(team=t) for t in selectors.with_allocation(selectors.teams_visible_to(user=dave))
+        ]
+    assert used.tenants == 2 and len(budgets) >= 2
+    queries = [q["sql"] for q in one.captured_queries + listed.captured_queries]
+    assert len(queries) == 2, queries
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE tenants_tenant")
+        # A table of 3 rows is best read whole: with that way (and bitmaps) set aside, the plan shows the index
+        # that serves each query, as the planner picks it for a team of thousands (bench/README.md).
+        for way in ("seqscan", "bitmapscan"):
+            cursor.execute(f"SET enable_{way} = off")
+        try:
+            for sql in queries:
+                cursor.execute("EXPLAIN " + sql)
+                plan = [row[0] for row in cursor.fetchall()]
+                reads = [line for line in plan if " on tenants_tenant " in line]
+                assert reads, plan
+                assert all("Index Only Scan using tenant_team_allocation " in line for line in reads), plan
+        finally:
+            cursor.execute("RESET ALL")
+
+
 def test_a_namespace_is_taken_only_while_a_tenant_holds_it(make_tenant, team_a, alice, cluster):
     tenant = make_tenant(team=team_a, created_by=alice, name="web", status=TenantStatus.DECOMMISSIONING)
     assert selectors.namespace_taken(cluster=cluster, namespace="web")
