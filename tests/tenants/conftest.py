@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -122,6 +123,32 @@ def run_together(*calls: Callable[[], Any]) -> list[Any]:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads), "a thread hung: a lock was never released"
     return results
+
+
+def vacuum_analyze(cursor: Any, table: str) -> None:
+    """VACUUM ANALYZE ``table`` until every page of it is marked all-visible, as autovacuum leaves a fleet's table.
+
+    The tests' PostgreSQL commits asynchronously (devcluster/servers.py: ``synchronous_commit=off``), and VACUUM
+    marks a page all-visible only once the commits of its rows have reached the WAL on disk. Run straight after
+    the inserts it leaves the visibility map empty: the planner then prices an index-only scan like a plain index
+    scan, and which of two indexes over the same rows it shows becomes a tie broken by chance (a new index over
+    the live tenants took the dashboard's count from tenant_live_summary that way). Waiting for the WAL writer
+    (200 ms at most) and checking the map makes a plan read here the one a vacuumed fleet gets.
+    """
+    cursor.execute("SELECT pg_current_wal_insert_lsn()")
+    (written,) = cursor.fetchone()
+    pages = visible = -1
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        cursor.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", [written])
+        if cursor.fetchone()[0]:
+            cursor.execute(f"VACUUM ANALYZE {table}")
+            cursor.execute("SELECT relpages, relallvisible FROM pg_class WHERE relname = %s", [table])
+            pages, visible = cursor.fetchone()
+            if visible == pages:
+                return
+        time.sleep(0.05)  # the WAL writer's next flush, or a snapshot older than the rows (an autoanalyze) ending
+    raise AssertionError(f"{table}: {visible} of {pages} pages all-visible after 10 s of VACUUM")
 
 
 ODD_TEXT = 'ünïcödé ✓ "quoted" \\ back\u2028line\u2029para \x7f \U0001f680'

@@ -8,6 +8,8 @@ from django.db.models import Q
 from tenants import audit, selectors, services
 from tenants.models import AuditEvent, Membership, Team, Tenant, TenantRequest, TenantStatus
 
+from .conftest import vacuum_analyze
+
 pytestmark = pytest.mark.django_db
 
 
@@ -189,7 +191,7 @@ def test_a_teams_budget_in_use_is_read_from_its_index_alone(make_tenant, team_a,
     queries = [q["sql"] for q in one.captured_queries + listed.captured_queries]
     assert len(queries) == 2, queries
     with connection.cursor() as cursor:
-        cursor.execute("VACUUM ANALYZE tenants_tenant")
+        vacuum_analyze(cursor, "tenants_tenant")
         # A table of 3 rows is best read whole: with that way (and bitmaps) set aside, the plan shows the index
         # that serves each query, as the planner picks it for a team of thousands (bench/README.md).
         for way in ("seqscan", "bitmapscan"):
