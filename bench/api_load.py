@@ -307,9 +307,10 @@ def vacuum() -> None:
     """VACUUM ANALYZE until the listed tables' visibility maps are (nearly) full.
 
     One VACUUM may leave them nearly empty (250 of the audit table's 1,717 pages, in each of three runs): a
-    page is marked all-visible only if no transaction could still miss its rows, and a snapshot older than the
-    bulk load (most likely an autovacuum worker's, started by it) keeps them from being so. The planner then
-    prices counting from an index alone, which needs the map, above reading the table: a run with a single pass
+    page is marked all-visible only if no transaction could still miss its rows and their commits have reached the
+    WAL on disk. A snapshot older than the bulk load (most likely an autovacuum worker's, started by it), or, on the
+    dev PostgreSQL, which commits asynchronously, the WAL writer's next flush keeps them from being so. The planner
+    then prices counting from an index alone, which needs the map, above reading the table: a run with a single pass
     measured the audit list at 207 req/s, where the runs around it measured 298 and 329.
     """
     from django.db import connection

@@ -62,8 +62,10 @@ first check failed if none did) and says ``passed: false``; a passing one marks 
 control plane, with no node, the network checks are "not proven", which fails every real report here). The size and
 shape of what the pages read are the real report's; only the verdicts are the bench's. Each copy is recorded through
 ``services.tenant_record_isolation_report``, as a check's report is (the audit entry, and the notification of a
-failing one, with it), and ``VACUUM ANALYZE`` of the tenants table follows, as autovacuum would in a running
-database. Beat starts with the reconcile worker, after the batch: while the provision queue holds messages its sweep
+failing one, with it), and ``VACUUM ANALYZE`` of the database follows until the listed tables' visibility maps are
+full (``api_load.vacuum``), as autovacuum leaves them in a running database: with the map incomplete the planner
+prices the pages' index-only counts like reading the rows, and picks among the indexes over the live tenants by
+chance. Beat starts with the reconcile worker, after the batch: while the provision queue holds messages its sweep
 holds the waiting tenants back, but still re-sends each once per BERTH_STUCK_BACKLOG_SECONDS (an hour): at 10,000
 (hours) a duplicate job per waiting tenant per hour on the measured workers, beside the sweep's own runs on them.
 Step 2 measures provisioning without either. The last line of stdout is a JSON object with the figures.
@@ -569,7 +571,6 @@ def copied_report(
 def fill_isolation_reports(cluster: Any) -> int:
     """Give every ready tenant of ``cluster`` without an isolation report a copy of a real one (see the module's
     docstring); the number given."""
-    from django.db import connection
     from django.utils import timezone
 
     from tenants import services
@@ -596,8 +597,7 @@ def fill_isolation_reports(cluster: Any) -> int:
         )
         services.tenant_record_isolation_report(tenant=tenant, report=report)
         given += 1
-    with connection.cursor() as cursor:
-        cursor.execute("VACUUM ANALYZE tenants_tenant")
+    api_load.vacuum()
     return given
 
 
