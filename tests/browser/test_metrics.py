@@ -62,8 +62,12 @@ def test_the_metrics_tab_draws_the_tenants_own_series(
     page = portal.page_as("alice", bypass_csp=False)  # signing in makes alice and her team
     tenant = _ready_tenant(live_node_cluster)
     pod = _busy_pod(node_kube_admin, tenant.namespace)
-    selector = f'container_cpu_usage_seconds_total{{namespace="{tenant.namespace}", pod="{pod}"}}'
-    # What the CPU graph asks, answered for the tenant's namespace now: the page's newest point is now too.
+    # What the CPU graph asks (its containers, not the pod's own cgroup, whose series cAdvisor may report a scrape
+    # earlier), answered for the tenant's namespace now: the page's newest point is now too.
+    selector = (
+        f'container_cpu_usage_seconds_total{{namespace="{tenant.namespace}", pod="{pod}", '
+        'container!="", container!="POD"}'
+    )
     rate = f"sum(rate({selector}[60s]))"
     wait_for(
         functools.partial(node_control_plane.prometheus.query, rate), timeout=120, what="the pod's CPU rate", interval=2
