@@ -494,6 +494,21 @@ def test_a_vcluster_follows_its_tier_moves_teams_and_is_repaired(
         return chart.get("limits.cpu") == limit and berth.get("limits.cpu") == limit
 
     wait_for(follows, timeout=120, what="the host quotas to follow the tier change")
+    # The chart's pod carries a hash of its config (vClusterConfigHash), so the tier change replaces the control
+    # plane's pod; Berth keeps the tenant ready meanwhile. The team's kubeconfig is used straight after (below), so
+    # wait for the StatefulSet to have rolled out, as `kubectl rollout status` judges it.
+    apps = client.AppsV1Api(node_kube_admin)
+
+    def rolled_out() -> bool:
+        sts = apps.read_namespaced_stateful_set(tenant.name, tenant.namespace)
+        status = sts.status
+        return (
+            (status.observed_generation or 0) >= (sts.metadata.generation or 0)
+            and (status.ready_replicas or 0) >= 1
+            and status.update_revision == status.current_revision
+        )
+
+    wait_for(rolled_out, timeout=READY_TIMEOUT, what="the control plane's pod replaced on the new tier")
     assert core.read_namespaced_pod(f"{tenant.name}-0", tenant.namespace).status.phase == "Running"
 
     # A hand edit of the release's objects is repaired by the reconcile (the worker's helm upgrade).
